@@ -1,0 +1,239 @@
+// The guard's configuration file (YAML or JSON): one zod schema, parsed once at start by every
+// deployable (webhook, scheduled function, HTTP function). Errors name the field and the value.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m)$/;
+
+/** Parses "250ms", "2s", "1.5s", "1m" into milliseconds; null when the text is not a duration. */
+export function parseDurationMs(text: string): number | null {
+  const match = DURATION_PATTERN.exec(text.trim());
+  if (!match) return null;
+  const amount = Number(match[1]);
+  const unit = match[2];
+  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : 60_000;
+  const ms = Math.round(amount * factor);
+  return ms > 0 ? ms : null;
+}
+
+export const durationSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  // A bare number is read as seconds, the way Kubernetes users write timeouts.
+  const ms = typeof value === 'number' ? Math.round(value * 1000) : parseDurationMs(value);
+  if (ms === null || !(ms > 0) || ms > 600_000) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: `invalid duration ${JSON.stringify(value)} (use e.g. "2s", "500ms"; at most 10m)`,
+    });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+const endpointSchema = z.string().refine(
+  (value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'https:' || url.protocol === 'http:') && url.hostname !== '' && url.port !== '';
+    } catch {
+      return false;
+    }
+  },
+  (value) => ({ message: `invalid endpoint ${JSON.stringify(value)} (want https://HOST:PORT)` }),
+);
+
+export const tlsFilesSchema = z
+  .object({
+    caFile: z.string().min(1).optional(),
+    certFile: z.string().min(1).optional(),
+    keyFile: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((tls) => Boolean(tls.certFile) === Boolean(tls.keyFile), {
+    message: 'certFile and keyFile must be given together',
+  });
+export type TlsFiles = z.infer<typeof tlsFilesSchema>;
+
+/** Which guarded objects belong to a target. {} matches every object. */
+export const matchSchema = z
+  .object({
+    namespaces: z.array(z.string().min(1)).optional(),
+    names: z.array(z.string().min(1)).optional(),
+    /** Equality-based selector, e.g. { "cluster.x-k8s.io/cluster-name": "prod" }. */
+    labelSelector: z.record(z.string()).optional(),
+    /** Shorthand for the cluster.x-k8s.io/cluster-name label. */
+    clusterName: z.string().min(1).optional(),
+  })
+  .strict();
+export type TargetMatch = z.infer<typeof matchSchema>;
+
+export const inventorySchema = z
+  .object({
+    /** Kubeconfig of the cluster whose Nodes are listed; in-cluster or KUBECONFIG when absent. */
+    kubeconfigFile: z.string().min(1).optional(),
+    nodeLabel: z.string().min(1).default('node-role.kubernetes.io/control-plane'),
+  })
+  .strict();
+export type InventoryConfig = z.infer<typeof inventorySchema>;
+
+const TARGET_NAME = /^[a-z0-9]([-a-z0-9]{0,46}[a-z0-9])?$/;
+
+export const targetSchema = z
+  .object({
+    name: z
+      .string()
+      .regex(TARGET_NAME, 'must be a DNS label of at most 48 characters (it becomes part of a ConfigMap name)'),
+    endpoints: z.array(endpointSchema).min(1, 'needs at least one endpoint'),
+    tls: tlsFilesSchema.optional(),
+    timeout: durationSchema.default('2s'),
+    /** Backend quota the members run with (--quota-backend-bytes); etcd's default is 2 GiB. */
+    quotaBackendBytes: z.number().int().positive().default(2 * 1024 * 1024 * 1024),
+    match: matchSchema.default({}),
+    inventory: inventorySchema.optional(),
+  })
+  .strict();
+export type TargetConfig = z.infer<typeof targetSchema>;
+
+export const storeConfigSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('file'), dir: z.string().min(1) }).strict(),
+  z.object({ kind: z.literal('configmap'), namespace: z.string().min(1).default('etcd-guard') }).strict(),
+]);
+export type StoreConfig = z.infer<typeof storeConfigSchema>;
+
+export const guardConfigSchema = z
+  .object({
+    store: storeConfigSchema.default({ kind: 'file', dir: './.etcd-guard' }),
+    maxAgeSeconds: z.number().int().positive().default(120),
+    inlineRefresh: z.boolean().default(true),
+    /** How many targets the scheduled function evaluates at once. */
+    concurrency: z.number().int().min(1).max(256).default(16),
+    targets: z
+      .array(targetSchema)
+      .min(1, 'needs at least one target')
+      .superRefine((targets, ctx) => {
+        const seen = new Set<string>();
+        targets.forEach((target, index) => {
+          if (seen.has(target.name)) {
+            ctx.addIssue({
+              code: z.ZodIssueCode.custom,
+              path: [index, 'name'],
+              message: `duplicate target name ${JSON.stringify(target.name)}`,
+            });
+          }
+          seen.add(target.name);
+        });
+      }),
+    override: z
+      .object({
+        annotation: z.string().min(1).default('etcd-guard.io/override'),
+        groups: z.array(z.string().min(1)).default(['system:masters']),
+      })
+      .strict()
+      .default({}),
+    auth: z
+      .object({ tokenFile: z.string().min(1).optional() })
+      .strict()
+      .default({}),
+  })
+  .strict();
+export type GuardConfig = z.infer<typeof guardConfigSchema>;
+
+export class ConfigError extends Error {
+  constructor(
+    readonly source: string,
+    readonly issues: string[],
+  ) {
+    super(`invalid configuration in ${source}: ${issues.join('; ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+function valueAt(raw: unknown, pathParts: readonly (string | number)[]): unknown {
+  let current: unknown = raw;
+  for (const part of pathParts) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<string | number, unknown>)[part];
+  }
+  return current;
+}
+
+function describeValue(value: unknown): string {
+  if (value === undefined) return 'missing';
+  const text = JSON.stringify(value);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/** Formats zod issues as "field.path: message (got VALUE)" lines, naming the rejected value. */
+export function formatIssues(error: z.ZodError, raw: unknown): string[] {
+  return error.issues.map((issue) => {
+    const field = issue.path.length > 0 ? issue.path.join('.') : '(root)';
+    const got = describeValue(valueAt(raw, issue.path));
+    return `${field}: ${issue.message} (got ${got})`;
+  });
+}
+
+/**
+ * Validates an already-parsed config object. Relative file paths (TLS files, store dir, token
+ * file) resolve against `baseDir`, the directory of the config file.
+ */
+export function parseGuardConfig(raw: unknown, source: string, baseDir = process.cwd()): GuardConfig {
+  const result = guardConfigSchema.safeParse(raw);
+  if (!result.success) throw new ConfigError(source, formatIssues(result.error, raw));
+  return resolvePaths(result.data, baseDir);
+}
+
+function resolvePaths(config: GuardConfig, baseDir: string): GuardConfig {
+  const resolve = (file: string | undefined) => (file === undefined ? undefined : path.resolve(baseDir, file));
+  return {
+    ...config,
+    store: config.store.kind === 'file' ? { ...config.store, dir: path.resolve(baseDir, config.store.dir) } : config.store,
+    targets: config.targets.map((target) => ({
+      ...target,
+      tls: target.tls && {
+        caFile: resolve(target.tls.caFile),
+        certFile: resolve(target.tls.certFile),
+        keyFile: resolve(target.tls.keyFile),
+      },
+      inventory: target.inventory && { ...target.inventory, kubeconfigFile: resolve(target.inventory.kubeconfigFile) },
+    })),
+    auth: { tokenFile: resolve(config.auth.tokenFile) },
+  };
+}
+
+/** Parses config text as YAML (a superset of JSON). */
+export function parseGuardConfigText(text: string, source: string, baseDir?: string): GuardConfig {
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(source, [`not valid YAML or JSON: ${(error as Error).message.split('\n')[0]}`]);
+  }
+  return parseGuardConfig(raw, source, baseDir);
+}
+
+export function loadGuardConfigFile(file: string): GuardConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError(file, [`cannot read the file: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
+  }
+  return parseGuardConfigText(text, file, path.dirname(path.resolve(file)));
+}
+
+/**
+ * Loads the config for a deployable that is configured through its environment (serverless
+ * functions, CronJob): ETCD_GUARD_CONFIG names a file, ETCD_GUARD_CONFIG_JSON holds the document.
+ */
+export function loadGuardConfigFromEnv(env: Readonly<Record<string, string | undefined>>): GuardConfig {
+  const inline = env.ETCD_GUARD_CONFIG_JSON;
+  if (inline !== undefined && inline.trim() !== '') {
+    return parseGuardConfigText(inline, 'ETCD_GUARD_CONFIG_JSON');
+  }
+  const file = env.ETCD_GUARD_CONFIG;
+  if (file === undefined || file.trim() === '') {
+    throw new ConfigError('environment', ['set ETCD_GUARD_CONFIG (a file) or ETCD_GUARD_CONFIG_JSON (the document)']);
+  }
+  return loadGuardConfigFile(file);
+}

@@ -1,0 +1,116 @@
+// The Evaluation document: the one thing every writer (CLI, scheduled function, HTTP) produces
+// and every reader (webhook cache, stores) consumes. One schema, shared by all of them.
+import { z } from 'zod';
+
+export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
+
+export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
+export type Verdict = z.infer<typeof verdictSchema>;
+
+export const checkStatusSchema = z.enum(['pass', 'warn', 'fail']);
+export type CheckStatus = z.infer<typeof checkStatusSchema>;
+
+const rfc3339Utc = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/, 'must be an RFC 3339 UTC timestamp ending in Z')
+  .refine((value) => !Number.isNaN(Date.parse(value)), 'must be a valid date');
+
+export const memberSchema = z.object({
+  /** etcd member id as a decimal string (etcd ids are uint64 and do not fit a JS number). */
+  id: z.string(),
+  name: z.string(),
+  endpoint: z.string(),
+  healthy: z.boolean(),
+  leader: z.boolean(),
+  learner: z.boolean(),
+  version: z.string().nullable(),
+  dbSizeBytes: z.number().nullable(),
+  dbSizeInUseBytes: z.number().nullable(),
+  raftIndex: z.number().nullable(),
+  raftTerm: z.number().nullable(),
+  latencyMs: z.number().nullable(),
+  alarms: z.array(z.string()),
+  error: z.string().optional(),
+});
+export type MemberReport = z.infer<typeof memberSchema>;
+
+export const clusterSummarySchema = z.object({
+  /** Member id of the leader every reachable voting member agrees on, or null. */
+  leaderId: z.string().nullable(),
+  votingMembers: z.number().int().nonnegative(),
+  learners: z.number().int().nonnegative(),
+  healthyVoting: z.number().int().nonnegative(),
+  quorum: z.number().int().nonnegative(),
+  faultTolerance: z.number().int(),
+});
+export type ClusterSummary = z.infer<typeof clusterSummarySchema>;
+
+export const checkSchema = z.object({
+  name: z.string(),
+  status: checkStatusSchema,
+  message: z.string(),
+});
+export type Check = z.infer<typeof checkSchema>;
+
+export const evaluationSchema = z
+  .object({
+    schemaVersion: z.literal(SCHEMA_VERSION),
+    target: z.string().min(1),
+    evaluatedAt: rfc3339Utc,
+    durationMs: z.number().nonnegative(),
+    verdict: verdictSchema,
+    passed: z.boolean(),
+    reasons: z.array(z.string()),
+    cluster: clusterSummarySchema,
+    members: z.array(memberSchema),
+    checks: z.array(checkSchema),
+  })
+  .refine((doc) => doc.passed === (doc.verdict !== 'Unhealthy'), {
+    message: 'passed must be true exactly when verdict is Healthy or Degraded',
+    path: ['passed'],
+  });
+export type Evaluation = z.infer<typeof evaluationSchema>;
+
+/** Majority of the voting members; learners never count. */
+export function quorumOf(votingMembers: number): number {
+  return Math.floor(votingMembers / 2) + 1;
+}
+
+export function verdictFromChecks(checks: readonly Check[]): Verdict {
+  if (checks.some((check) => check.status === 'fail')) return 'Unhealthy';
+  if (checks.some((check) => check.status === 'warn')) return 'Degraded';
+  return 'Healthy';
+}
+
+export class EvaluationParseError extends Error {
+  constructor(
+    readonly source: string,
+    readonly issues: string[],
+  ) {
+    super(`${source} is not a valid etcd-guard evaluation: ${issues.join('; ')}`);
+    this.name = 'EvaluationParseError';
+  }
+}
+
+/** Parses untrusted JSON text into an Evaluation; the error names the source and each bad field. */
+export function parseEvaluationJson(text: string, source: string): Evaluation {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    throw new EvaluationParseError(source, [`not JSON (${(error as Error).message})`]);
+  }
+  const result = evaluationSchema.safeParse(raw);
+  if (!result.success) {
+    throw new EvaluationParseError(
+      source,
+      result.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`),
+    );
+  }
+  return result.data;
+}
+
+/** Age of an evaluation in whole milliseconds at `now`; never negative (clock skew clamps to 0). */
+export function evaluationAgeMs(evaluation: Pick<Evaluation, 'evaluatedAt'>, now: Date): number {
+  return Math.max(0, now.getTime() - Date.parse(evaluation.evaluatedAt));
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+// Tests start real etcd clusters on loopback; two cores, so at most two files at once.
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    reporters: ['default'],
+  },
+});

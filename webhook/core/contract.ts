@@ -1,0 +1,87 @@
+// The seam between the webhook's pure core (webhook/core/*) and its express server (webhook/*).
+// The server parses the HTTP body, asks the core what the request is, fetches an evaluation when
+// the core says one is needed, and asks the core for the decision. No I/O happens in the core.
+import type { Evaluation } from '../../functions/core/evaluation.js';
+import type { GuardConfig, TargetConfig } from '../../functions/config.js';
+
+/** admission.k8s.io/v1 AdmissionRequest, the fields the guard reads. */
+export interface AdmissionRequest {
+  uid: string;
+  kind: { group: string; version: string; kind: string };
+  resource: { group: string; version: string; resource: string };
+  subResource?: string;
+  requestKind?: { group: string; version: string; kind: string };
+  requestResource?: { group: string; version: string; resource: string };
+  requestSubResource?: string;
+  name?: string;
+  namespace?: string;
+  operation: 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+  userInfo: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+  object?: unknown;
+  oldObject?: unknown;
+  dryRun?: boolean;
+  options?: unknown;
+}
+
+export interface AdmissionReviewRequest {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  request: AdmissionRequest;
+}
+
+export interface AdmissionResponse {
+  uid: string;
+  allowed: boolean;
+  status?: { code: number; reason?: string; message: string; metadata?: Record<string, never> };
+  warnings?: string[];
+  auditAnnotations?: Record<string, string>;
+}
+
+export interface AdmissionReviewResponse {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  response: AdmissionResponse;
+}
+
+/** How a guarded change moves the etcd membership, as Cluster API's KCP would carry it out. */
+export type MembershipChange =
+  | { kind: 'scale-up'; from: number; to: number }
+  | { kind: 'scale-down'; from: number; to: number }
+  /** Template/version/strategy change: one new member joins before an old one leaves. */
+  | { kind: 'rollout'; replicas: number; changedPaths: string[] };
+
+/** What the core makes of a request before any evaluation is read. */
+export type Classification =
+  /** Allow at once, without reading the cache. */
+  | { kind: 'allow'; reason: string }
+  /** Deny at once (e.g. guarded, but no target matches). */
+  | { kind: 'deny'; reason: string; message: string }
+  /** An evaluation of `target` is needed to decide. */
+  | { kind: 'needs-evaluation'; target: TargetConfig; change: MembershipChange; object: GuardedObjectRef };
+
+export interface GuardedObjectRef {
+  group: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  viaScale: boolean;
+}
+
+export interface DecisionInput {
+  request: AdmissionRequest;
+  config: GuardConfig;
+  classification: Extract<Classification, { kind: 'needs-evaluation' }>;
+  /** Latest evaluation known for the target (cached or freshly made), or null. */
+  evaluation: Evaluation | null;
+  now: Date;
+  /** Why no fresh evaluation could be had, when that is so (e.g. "inline refresh skipped: budget 0.8s"). */
+  refreshNote?: string;
+}
+
+export interface Decision {
+  response: AdmissionResponse;
+  /** Metric label: allowed | denied | overridden. */
+  result: 'allowed' | 'denied' | 'overridden';
+  /** Metric label, a short stable word: e.g. not-guarded, healthy, degraded, unhealthy, stale, missing, no-target, override, forbidden-override, quorum. */
+  reason: string;
+}
