@@ -1,0 +1,253 @@
+// On-demand evaluations over HTTP: GET returns the cached evaluation, POST runs a fresh one. The
+// same `handle` serves the webhook's express routes and the serverless httpApi function, so both
+// speak one contract. Pure logic: the evaluate function and the store are injected.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { GuardConfig, TargetConfig } from './config.js';
+import { ConfigError } from './config.js';
+import type { Evaluation } from './core/evaluation.js';
+import type { EvaluationStore } from './core/store.js';
+import { StoreError } from './core/store.js';
+
+export class UnknownTargetError extends Error {
+  constructor(
+    readonly target: string,
+    readonly knownTargets: readonly string[],
+  ) {
+    super(`unknown target ${quote(target)} (configured: ${knownTargets.join(', ')})`);
+    this.name = 'UnknownTargetError';
+  }
+}
+
+export class DeadlineExceededError extends Error {
+  constructor(
+    readonly what: string,
+    readonly deadlineMs: number,
+  ) {
+    super(`${what} did not finish within ${deadlineMs} ms`);
+    this.name = 'DeadlineExceededError';
+  }
+}
+
+/**
+ * Settles like `work`, or rejects with DeadlineExceededError after `deadlineMs`. The evaluate and
+ * store adapters carry their own deadlines; this outer one is the guarantee that a bug in one of
+ * them still cannot make a caller hang.
+ */
+export function withDeadline<T>(work: Promise<T>, deadlineMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DeadlineExceededError(what, deadlineMs)), deadlineMs);
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}
+
+/** Outer bound for one target's evaluation: its own probe timeout plus room for connection setup. */
+export function evaluationDeadlineMs(target: TargetConfig): number {
+  return target.timeout + 2_000;
+}
+
+/** Outer bound for one store read or write (the adapters use shorter ones of their own). */
+export const STORE_DEADLINE_MS = 10_000;
+
+export interface OnDemandOptions {
+  config: GuardConfig;
+  store: EvaluationStore;
+  evaluate: (target: TargetConfig) => Promise<Evaluation>;
+  /** Bearer token required on every request; null allows everyone. */
+  token: string | null;
+  now?: () => Date;
+  /** After a run finishes, callers within this window get that run instead of a new one. */
+  minIntervalMs?: number;
+  /** Called with each fresh evaluation once it is stored (e.g. to update the webhook's cache). */
+  onFresh?: (evaluation: Evaluation) => void;
+}
+
+export interface OnDemandRequest {
+  method: string;
+  target: string;
+  /** The raw Authorization header, if any. */
+  authorization?: string;
+}
+
+export interface OnDemandResponse {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+interface Run {
+  promise: Promise<Evaluation>;
+  /** Clock time (ms) the run settled; null while it is still running. */
+  settledAtMs: number | null;
+}
+
+const MAX_ECHOED_NAME = 64;
+
+function quote(name: string): string {
+  const shown = name.length > MAX_ECHOED_NAME ? `${name.slice(0, MAX_ECHOED_NAME)}...` : name;
+  return JSON.stringify(shown);
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+export class OnDemandEvaluations {
+  private readonly targets: Map<string, TargetConfig>;
+  private readonly runs = new Map<string, Run>();
+  private readonly tokenDigest: Buffer | null;
+  private readonly now: () => Date;
+  private readonly minIntervalMs: number;
+
+  constructor(private readonly options: OnDemandOptions) {
+    this.targets = new Map(options.config.targets.map((target) => [target.name, target]));
+    // Only the digest is kept, so the token itself never sits in an object that might be logged.
+    this.tokenDigest = options.token === null ? null : digest(options.token);
+    this.now = options.now ?? (() => new Date());
+    this.minIntervalMs = options.minIntervalMs ?? 1_000;
+    if (!(this.minIntervalMs >= 0)) {
+      throw new RangeError(`minIntervalMs must be a non-negative number (got ${String(options.minIntervalMs)})`);
+    }
+  }
+
+  /** True when the header carries the configured bearer token, or when no token is configured. */
+  authorize(authorizationHeader?: string): boolean {
+    if (this.tokenDigest === null) return true;
+    const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorizationHeader ?? '');
+    // Comparing fixed-length digests keeps the time independent of where the strings differ and
+    // of the presented token's length.
+    const presented = digest(match?.[1] ?? '');
+    return timingSafeEqual(presented, this.tokenDigest) && match !== null;
+  }
+
+  /**
+   * A fresh evaluation of the target, stored. Callers arriving while a run is in progress share it;
+   * callers arriving within minIntervalMs after it settled get its result (or its error) too.
+   */
+  refresh(targetName: string): Promise<Evaluation> {
+    const target = this.targets.get(targetName);
+    if (target === undefined) return Promise.reject(new UnknownTargetError(targetName, [...this.targets.keys()]));
+    const previous = this.runs.get(targetName);
+    if (previous !== undefined) {
+      if (previous.settledAtMs === null) return previous.promise;
+      if (this.now().getTime() - previous.settledAtMs < this.minIntervalMs) return previous.promise;
+    }
+    return this.startRun(target);
+  }
+
+  private startRun(target: TargetConfig): Promise<Evaluation> {
+    const run: Run = { promise: this.evaluateAndStore(target), settledAtMs: null };
+    run.promise = run.promise.finally(() => {
+      run.settledAtMs = this.now().getTime();
+    });
+    // Every caller gets the promise; this no-op keeps a rejection nobody awaits from crashing Node.
+    run.promise.catch(() => undefined);
+    this.runs.set(target.name, run);
+    return run.promise;
+  }
+
+  private async evaluateAndStore(target: TargetConfig): Promise<Evaluation> {
+    const evaluation = await withDeadline(
+      this.options.evaluate(target),
+      evaluationDeadlineMs(target),
+      `evaluation of target ${quote(target.name)}`,
+    );
+    await withDeadline(
+      this.options.store.write(evaluation),
+      STORE_DEADLINE_MS,
+      `storing the evaluation of target ${quote(target.name)} in ${this.options.store.describe()}`,
+    );
+    try {
+      this.options.onFresh?.(evaluation);
+    } catch {
+      // A listener's failure must not turn a good evaluation into an error for every caller.
+    }
+    return evaluation;
+  }
+
+  /** The cached evaluation, or null; throws UnknownTargetError or StoreError. */
+  async cached(targetName: string): Promise<Evaluation | null> {
+    if (!this.targets.has(targetName)) throw new UnknownTargetError(targetName, [...this.targets.keys()]);
+    return withDeadline(
+      this.options.store.read(targetName),
+      STORE_DEADLINE_MS,
+      `reading the evaluation of target ${quote(targetName)} from ${this.options.store.describe()}`,
+    );
+  }
+
+  /**
+   * One HTTP exchange, independent of the server framework.
+   * Status codes: 200 evaluation; 401 missing/wrong token; 404 unknown target or nothing stored;
+   * 405 other methods; 500 stored document corrupt (retrying will not help) or evaluation failed;
+   * 503 store unavailable/forbidden/conflicting (may heal); 504 a deadline passed.
+   */
+  async handle(request: OnDemandRequest): Promise<OnDemandResponse> {
+    const method = request.method.toUpperCase();
+    if (method !== 'GET' && method !== 'POST') {
+      return reply(405, { error: `method ${quote(request.method)} not allowed (use GET or POST)` }, { allow: 'GET, POST' });
+    }
+    if (!this.authorize(request.authorization)) {
+      return reply(
+        401,
+        { error: 'missing or wrong bearer token' },
+        { 'www-authenticate': 'Bearer realm="etcd-guard"' },
+      );
+    }
+    try {
+      if (method === 'GET') {
+        const evaluation = await this.cached(request.target);
+        if (evaluation === null) {
+          return reply(404, { error: `no evaluation stored for target ${quote(request.target)}` });
+        }
+        return reply(200, evaluation);
+      }
+      return reply(200, await this.refresh(request.target));
+    } catch (error) {
+      return replyForError(error);
+    }
+  }
+}
+
+function reply(status: number, body: unknown, headers: Record<string, string> = {}): OnDemandResponse {
+  return { status, body, headers: { 'cache-control': 'no-store', ...headers } };
+}
+
+function replyForError(error: unknown): OnDemandResponse {
+  if (error instanceof UnknownTargetError) return reply(404, { error: error.message });
+  if (error instanceof DeadlineExceededError) return reply(504, { error: error.message });
+  if (error instanceof StoreError) {
+    return reply(error.kind === 'corrupt' ? 500 : 503, { error: error.message, storeError: error.kind });
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return reply(500, { error: `evaluation failed: ${message}` });
+}
+
+/**
+ * The bearer token for /evaluations. ETCD_GUARD_TOKEN wins over config.auth.tokenFile so a
+ * deployment (e.g. a serverless function) can supply its own without editing a shared config file.
+ * Null when neither is set: the endpoints are open.
+ */
+export function resolveBearerToken(
+  config: GuardConfig,
+  env: Readonly<Record<string, string | undefined>>,
+  readFile: (file: string) => string = (file) => readFileSync(file, 'utf8'),
+): string | null {
+  const fromEnv = env.ETCD_GUARD_TOKEN;
+  if (fromEnv !== undefined && fromEnv.trim() !== '') return fromEnv.trim();
+  const file = config.auth.tokenFile;
+  if (file === undefined) return null;
+  let text: string;
+  try {
+    text = readFile(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ConfigError('auth.tokenFile', [`cannot read the token file ${JSON.stringify(file)}: ${code}`]);
+  }
+  const token = text.trim();
+  if (token === '' || /\s/.test(token)) {
+    // Never echo the file's content: it is (or was meant to be) a secret.
+    throw new ConfigError('auth.tokenFile', [`the token file ${JSON.stringify(file)} must hold one token without spaces`]);
+  }
+  return token;
+}

@@ -1,0 +1,172 @@
+// The scheduled evaluation: every configured target, a bounded number at a time, each result
+// written to the store and logged as one structured line. One sick target (or a store outage)
+// never stops the others and never throws; only configuration errors do, before anything runs.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { GuardConfig, TargetConfig } from './config.js';
+import type { Evaluation, Verdict } from './core/evaluation.js';
+import type { EvaluationStore } from './core/store.js';
+import { STORE_DEADLINE_MS, evaluationDeadlineMs, withDeadline } from './on-demand.js';
+
+/** The two pino methods the scheduled run uses; a pino logger satisfies it. */
+export interface ScheduledLogger {
+  info(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface ScheduledDeps {
+  config: GuardConfig;
+  store: EvaluationStore;
+  evaluate: (target: TargetConfig) => Promise<Evaluation>;
+  logger: ScheduledLogger;
+  /** Targets evaluated at once; defaults to config.concurrency. */
+  concurrency?: number;
+}
+
+export type ScheduledResult =
+  | {
+      target: string;
+      ok: true;
+      verdict: Verdict;
+      passed: boolean;
+      /** Wall time for this target: evaluation plus store write. */
+      durationMs: number;
+      /** False when the store already held a newer evaluation and kept it. */
+      written: boolean;
+      reasons: number;
+    }
+  | {
+      target: string;
+      ok: false;
+      /** Where it went wrong: no evaluation at all, or an evaluation that could not be stored. */
+      stage: 'evaluate' | 'store';
+      error: string;
+      verdict: Verdict | null;
+      passed: boolean | null;
+      durationMs: number;
+      written: false;
+      reasons: number | null;
+    };
+
+/**
+ * Runs `work` over `items` with at most `limit` in flight, keeping results in input order.
+ * `work` must not throw (each call turns its failure into a result).
+ */
+export async function mapWithConcurrency<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new RangeError(`concurrency must be a positive integer (got ${String(limit)})`);
+  }
+  const results = new Array<R>(items.length);
+  let nextIndex = 0;
+  const worker = async (): Promise<void> => {
+    // Each worker claims the next unclaimed index; JS runs this synchronously, so no two claim one.
+    while (nextIndex < items.length) {
+      const index = nextIndex++;
+      results[index] = await work(items[index] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function evaluateOne(deps: ScheduledDeps, target: TargetConfig): Promise<ScheduledResult> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  let evaluation: Evaluation;
+  try {
+    evaluation = await withDeadline(
+      deps.evaluate(target),
+      evaluationDeadlineMs(target),
+      `evaluation of target ${JSON.stringify(target.name)}`,
+    );
+  } catch (error) {
+    const result: ScheduledResult = {
+      target: target.name,
+      ok: false,
+      stage: 'evaluate',
+      error: messageOf(error),
+      verdict: null,
+      passed: null,
+      durationMs: elapsed(),
+      written: false,
+      reasons: null,
+    };
+    deps.logger.error(result, 'scheduled evaluation failed');
+    return result;
+  }
+  try {
+    const outcome = await withDeadline(
+      deps.store.write(evaluation),
+      STORE_DEADLINE_MS,
+      `storing the evaluation of target ${JSON.stringify(target.name)} in ${deps.store.describe()}`,
+    );
+    const result: ScheduledResult = {
+      target: target.name,
+      ok: true,
+      verdict: evaluation.verdict,
+      passed: evaluation.passed,
+      durationMs: elapsed(),
+      written: outcome.written,
+      reasons: evaluation.reasons.length,
+    };
+    deps.logger.info(result, 'scheduled evaluation');
+    return result;
+  } catch (error) {
+    const result: ScheduledResult = {
+      target: target.name,
+      ok: false,
+      stage: 'store',
+      error: messageOf(error),
+      verdict: evaluation.verdict,
+      passed: evaluation.passed,
+      durationMs: elapsed(),
+      written: false,
+      reasons: evaluation.reasons.length,
+    };
+    deps.logger.error(result, 'scheduled evaluation not stored');
+    return result;
+  }
+}
+
+/** Evaluates and stores every configured target; one result (and one log line) per target. */
+export function runScheduledEvaluation(deps: ScheduledDeps): Promise<ScheduledResult[]> {
+  const concurrency = deps.concurrency ?? deps.config.concurrency;
+  return mapWithConcurrency(deps.config.targets, concurrency, (target) => evaluateOne(deps, target));
+}
+
+export interface ScheduledLoopOptions extends ScheduledDeps {
+  intervalMs: number;
+  signal: AbortSignal;
+  /** Called after each round, e.g. by a demo printing a summary or a test waiting for rounds. */
+  onRound?: (results: ScheduledResult[]) => void;
+}
+
+/**
+ * The local stand-in for `rate(1 minute)`: runs a round, waits `intervalMs` (cut short by the
+ * signal), repeats until the signal aborts. Resolves with the number of rounds run.
+ */
+export async function runScheduledLoop(options: ScheduledLoopOptions): Promise<number> {
+  if (!(options.intervalMs > 0)) {
+    throw new RangeError(`intervalMs must be a positive number (got ${String(options.intervalMs)})`);
+  }
+  let rounds = 0;
+  while (!options.signal.aborted) {
+    const results = await runScheduledEvaluation(options);
+    rounds += 1;
+    options.onRound?.(results);
+    try {
+      await sleep(options.intervalMs, undefined, { signal: options.signal });
+    } catch (error) {
+      if (options.signal.aborted) break;
+      throw error;
+    }
+  }
+  return rounds;
+}
