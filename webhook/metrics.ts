@@ -1,0 +1,94 @@
+// Prometheus metrics for the webhook, on a registry of its own so tests (and several servers in
+// one process) never share counters through prom-client's global registry.
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** What the age gauge needs from the cache: read at scrape time, so the age keeps growing while the feed is silent. */
+export interface EvaluatedAtSource {
+  targets(): readonly string[];
+  evaluatedAt(target: string): string | null;
+}
+
+export interface WebhookMetrics {
+  readonly registry: Registry;
+  recordDecision(result: string, reason: string, durationSeconds: number): void;
+  recordInlineRefresh(target: string, result: 'success' | 'error' | 'skipped'): void;
+  recordCacheFeedError(target: string): void;
+  /** Connects the evaluation-age gauge to its source; until then it reports nothing. */
+  observeCache(source: EvaluatedAtSource): void;
+  /** Prometheus text exposition. */
+  render(): Promise<string>;
+  readonly contentType: string;
+}
+
+export interface MetricsOptions {
+  now?: () => Date;
+}
+
+export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetrics {
+  const now = options.now ?? (() => new Date());
+  const registry = new Registry();
+  let cacheSource: EvaluatedAtSource | null = null;
+
+  const decisions = new Counter({
+    name: 'etcd_guard_admission_decisions_total',
+    help: 'Admission decisions by result (allowed, denied, overridden, error) and reason.',
+    labelNames: ['result', 'reason'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'etcd_guard_admission_duration_seconds',
+    help: 'Time to answer one /validate request, including any inline refresh.',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'etcd_guard_evaluation_age_seconds',
+    help: 'Age of the newest evaluation the webhook holds per target, computed at scrape time.',
+    labelNames: ['target'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      if (!cacheSource) return;
+      const nowMs = now().getTime();
+      for (const target of cacheSource.targets()) {
+        const evaluatedAt = cacheSource.evaluatedAt(target);
+        if (evaluatedAt === null) continue;
+        const ageSeconds = Math.max(0, (nowMs - Date.parse(evaluatedAt)) / 1000);
+        this.set({ target }, ageSeconds);
+      }
+    },
+  });
+  const inlineRefreshes = new Counter({
+    name: 'etcd_guard_inline_refresh_total',
+    help: 'Inline evaluations run from /validate because the cached one was missing or stale.',
+    labelNames: ['target', 'result'] as const,
+    registers: [registry],
+  });
+  const feedErrors = new Counter({
+    name: 'etcd_guard_cache_feed_errors_total',
+    help: 'Failed or timed-out reads of a target from the evaluation store.',
+    labelNames: ['target'] as const,
+    registers: [registry],
+  });
+
+  return {
+    registry,
+    contentType: registry.contentType,
+    recordDecision(result, reason, durationSeconds) {
+      decisions.inc({ result, reason });
+      duration.observe(durationSeconds);
+    },
+    recordInlineRefresh(target, result) {
+      inlineRefreshes.inc({ target, result });
+    },
+    recordCacheFeedError(target) {
+      feedErrors.inc({ target });
+    },
+    observeCache(source) {
+      cacheSource = source;
+    },
+    render() {
+      return registry.metrics();
+    },
+  };
+}

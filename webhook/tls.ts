@@ -1,0 +1,176 @@
+// HTTPS server whose certificate and key are reloaded when their files change, without a
+// restart (cert-manager and kubelet rotate Secret mounts under a running pod). fs.watch on the
+// files' directories reacts quickly; a periodic stat check backs it up because watches can be
+// silent (symlink swaps of Secret volumes, some filesystems, overlayfs). A bad pair — unreadable,
+// garbage, or a key that does not match the cert — keeps the old context and logs an error.
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import https from 'node:https';
+import type { RequestListener } from 'node:http';
+import path from 'node:path';
+import tls from 'node:tls';
+import type { Logger } from './logger.js';
+
+export interface ReloadingHttpsServerOptions {
+  certFile: string;
+  keyFile: string;
+  handler: RequestListener;
+  logger?: Logger;
+  /** Backup stat check period; default 10 s. */
+  statIntervalMs?: number;
+  /** Watch events come in bursts while files are written; wait this long before reading. Default 100 ms. */
+  debounceMs?: number;
+  /** Watch the directories for changes (default true); the periodic stat check runs either way. */
+  watchFiles?: boolean;
+  /** Called after each reload attempt (tests wait on this instead of sleeping). */
+  onReload?: (outcome: { ok: true } | { ok: false; error: string }) => void;
+}
+
+export interface ReloadingHttpsServer {
+  readonly server: https.Server;
+  /** Re-reads the files now; true when a new pair was installed. */
+  reload(): Promise<boolean>;
+  /** Stops watching (the server itself is closed by its owner). */
+  stopWatching(): void;
+}
+
+export class TlsFilesError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TlsFilesError';
+  }
+}
+
+interface KeyPair {
+  cert: Buffer;
+  key: Buffer;
+}
+
+async function readPair(certFile: string, keyFile: string): Promise<KeyPair> {
+  const read = async (file: string, flag: string) => {
+    try {
+      return await readFile(file);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+      throw new TlsFilesError(`cannot read ${flag} file ${file}: ${code}`);
+    }
+  };
+  const [cert, key] = await Promise.all([read(certFile, 'TLS certificate'), read(keyFile, 'TLS key')]);
+  return { cert, key };
+}
+
+function validatePair(pair: KeyPair, certFile: string, keyFile: string): tls.SecureContext {
+  try {
+    // Throws on garbage PEM and on a key that does not belong to the certificate.
+    return tls.createSecureContext({ cert: pair.cert, key: pair.key });
+  } catch (error) {
+    // The OpenSSL message names the problem, never the key bytes.
+    throw new TlsFilesError(`TLS certificate ${certFile} and key ${keyFile} are not a usable pair: ${(error as Error).message}`);
+  }
+}
+
+/** Reads and validates the pair once; throws TlsFilesError naming the file or the problem. */
+export async function loadTlsPair(certFile: string, keyFile: string): Promise<{ cert: Buffer; key: Buffer }> {
+  const pair = await readPair(certFile, keyFile);
+  validatePair(pair, certFile, keyFile);
+  return pair;
+}
+
+async function fileSignature(file: string): Promise<string> {
+  try {
+    // stat follows symlinks, so a Secret volume's ..data swap changes the signature.
+    const info = await stat(file);
+    return `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
+  } catch (error) {
+    return `missing:${(error as NodeJS.ErrnoException).code ?? 'error'}`;
+  }
+}
+
+export async function createReloadingHttpsServer(options: ReloadingHttpsServerOptions): Promise<ReloadingHttpsServer> {
+  const { certFile, keyFile, logger } = options;
+  let current = await loadTlsPair(certFile, keyFile);
+  const server = https.createServer({ cert: current.cert, key: current.key }, options.handler);
+
+  let signature = `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
+  let reloading: Promise<boolean> | null = null;
+  let again = false;
+
+  const reloadOnce = async (): Promise<boolean> => {
+    signature = `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
+    try {
+      const pair = await readPair(certFile, keyFile);
+      if (pair.cert.equals(current.cert) && pair.key.equals(current.key)) {
+        options.onReload?.({ ok: true });
+        return false;
+      }
+      validatePair(pair, certFile, keyFile);
+      server.setSecureContext({ cert: pair.cert, key: pair.key });
+      current = pair;
+      logger?.info({ certFile, keyFile }, 'TLS certificate reloaded');
+      options.onReload?.({ ok: true });
+      return true;
+    } catch (error) {
+      const message = (error as Error).message;
+      logger?.error({ certFile, keyFile, err: message }, 'TLS reload failed, keeping the previous certificate');
+      options.onReload?.({ ok: false, error: message });
+      return false;
+    }
+  };
+
+  // One reload at a time; a change seen during a reload triggers one more afterwards.
+  const reload = (): Promise<boolean> => {
+    if (reloading) {
+      again = true;
+      return reloading;
+    }
+    reloading = reloadOnce().finally(() => {
+      reloading = null;
+      if (again) {
+        again = false;
+        void reload();
+      }
+    });
+    return reloading;
+  };
+
+  let debounceTimer: NodeJS.Timeout | null = null;
+  const scheduleReload = () => {
+    if (debounceTimer) clearTimeout(debounceTimer);
+    debounceTimer = setTimeout(() => {
+      debounceTimer = null;
+      void reload();
+    }, options.debounceMs ?? 100);
+  };
+
+  const watchers: FSWatcher[] = [];
+  const watchedNames = new Set([path.basename(certFile), path.basename(keyFile), '..data']);
+  const watchedDirs = options.watchFiles === false ? [] : [...new Set([path.dirname(certFile), path.dirname(keyFile)])];
+  for (const dir of watchedDirs) {
+    try {
+      const watcher = watch(dir, { persistent: false }, (_event, name) => {
+        if (name === null || watchedNames.has(name.toString())) scheduleReload();
+      });
+      watcher.on('error', (error) => logger?.warn({ dir, err: error.message }, 'TLS directory watch failed; relying on the periodic check'));
+      watchers.push(watcher);
+    } catch (error) {
+      logger?.warn({ dir, err: (error as Error).message }, 'cannot watch the TLS directory; relying on the periodic check');
+    }
+  }
+
+  const statTimer = setInterval(() => {
+    void (async () => {
+      const now = `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
+      if (now !== signature) void reload();
+    })();
+  }, options.statIntervalMs ?? 10_000);
+  statTimer.unref();
+
+  const stopWatching = () => {
+    clearInterval(statTimer);
+    if (debounceTimer) clearTimeout(debounceTimer);
+    for (const watcher of watchers) watcher.close();
+  };
+  server.on('close', stopWatching);
+
+  return { server, reload, stopWatching };
+}
