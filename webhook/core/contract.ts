@@ -48,7 +48,16 @@ export type MembershipChange =
   | { kind: 'scale-up'; from: number; to: number }
   | { kind: 'scale-down'; from: number; to: number }
   /** Template/version/strategy change: one new member joins before an old one leaves. */
-  | { kind: 'rollout'; replicas: number; changedPaths: string[] };
+  | {
+      kind: 'rollout';
+      replicas: number;
+      changedPaths: string[];
+      /**
+       * Set when the same request also changes the replica count (from previousReplicas to
+       * replicas): the projection then applies BOTH the rollout and the scale rules (stricter).
+       */
+      previousReplicas?: number;
+    };
 
 /** What the core makes of a request before any evaluation is read. */
 export type Classification =

@@ -1,0 +1,164 @@
+// What an admission request is, before any evaluation is read. Pure.
+//
+// - Not a guarded resource, a subresource other than /scale (e.g. /status), CREATE, DELETE,
+//   CONNECT, or an UPDATE that changes no guarded field → allow without reading the cache.
+// - A StatefulSet is guarded only when some target's match names it (namespaces AND names).
+// - Guarded change but no target matches (or, for /scale, a label-selecting target cannot be
+//   ruled in or out) → deny; failing closed beats judging against the wrong etcd cluster.
+// - Replicas only → scale-up / scale-down. Any other guarded field → rollout. Replicas AND another
+//   guarded field in one request → a rollout carrying previousReplicas, which the projection
+//   judges by BOTH the rollout and the scale rules (the stricter reading).
+import type { GuardConfig, TargetConfig } from '../../functions/config.js';
+import type { AdmissionRequest, Classification, GuardedObjectRef, MembershipChange } from './contract.js';
+import { detectGuardedChange, valueAtPointer } from './detect-change.js';
+import { matchTarget, targetsNaming, type TargetMatchResult } from './match-target.js';
+import { findGuardRule, guardedPointersFor, SCALE_REPLICAS_POINTER, SCALE_SUBRESOURCE, type GuardRule } from './rules.js';
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function metadataOf(object: unknown): Record<string, unknown> {
+  if (!isRecord(object)) return {};
+  const metadata = object.metadata;
+  return isRecord(metadata) ? metadata : {};
+}
+
+/** The object's labels as a string map (non-string values are ignored). */
+export function labelsOf(object: unknown): Record<string, string> {
+  const labels = metadataOf(object).labels;
+  const result: Record<string, string> = {};
+  if (isRecord(labels)) {
+    for (const [key, value] of Object.entries(labels)) if (typeof value === 'string') result[key] = value;
+  }
+  return result;
+}
+
+/** The object's annotations as a string map (non-string values are ignored). */
+export function annotationsOf(object: unknown): Record<string, string> {
+  const annotations = metadataOf(object).annotations;
+  const result: Record<string, string> = {};
+  if (isRecord(annotations)) {
+    for (const [key, value] of Object.entries(annotations)) if (typeof value === 'string') result[key] = value;
+  }
+  return result;
+}
+
+function stringField(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+export function describeObject(ref: Pick<GuardedObjectRef, 'kind' | 'namespace' | 'name'>): string {
+  return `${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name}`;
+}
+
+type ReplicaRead = { ok: true; replicas: number } | { ok: false; message: string };
+
+function readReplicas(object: unknown, pointer: string, fallback: number, which: string): ReplicaRead {
+  const value = valueAtPointer(object, pointer);
+  if (value === undefined || value === null) return { ok: true, replicas: fallback };
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0) return { ok: true, replicas: value };
+  let shown: string;
+  try {
+    shown = JSON.stringify(value) ?? typeof value;
+  } catch {
+    shown = typeof value;
+  }
+  return { ok: false, message: `${which} ${pointer.slice(1).replace(/\//g, '.')} is not a non-negative integer (got ${shown.slice(0, 40)})` };
+}
+
+function noTargetMessage(ref: GuardedObjectRef, result: Exclude<TargetMatchResult, { kind: 'matched' }>): string {
+  if (result.kind === 'labels-unknown') {
+    return (
+      `etcd-guard cannot tell whether ${describeObject(ref)} belongs to target ${result.target.name}: ` +
+      `a /scale request carries no labels and that target's match selects by label; ` +
+      `name the object in match.namespaces and match.names`
+    );
+  }
+  return `no etcd-guard target matches ${describeObject(ref)}; add a target whose match selects it`;
+}
+
+function membershipChange(
+  rule: GuardRule,
+  request: AdmissionRequest,
+  changedPointers: readonly string[],
+): { ok: true; change: MembershipChange | null } | { ok: false; message: string } {
+  const viaScale = request.subResource === SCALE_SUBRESOURCE;
+  const replicasPointer = viaScale ? SCALE_REPLICAS_POINTER : rule.replicasPointer;
+  const before = readReplicas(request.oldObject, replicasPointer, rule.defaultReplicas, 'oldObject');
+  if (!before.ok) return before;
+  const after = readReplicas(request.object, replicasPointer, rule.defaultReplicas, 'object');
+  if (!after.ok) return after;
+  const replicasChanged = changedPointers.includes(replicasPointer) && before.replicas !== after.replicas;
+  const otherChanged = changedPointers.filter((pointer) => pointer !== replicasPointer);
+  if (otherChanged.length > 0) {
+    return {
+      ok: true,
+      change: {
+        kind: 'rollout',
+        replicas: after.replicas,
+        changedPaths: otherChanged,
+        ...(replicasChanged ? { previousReplicas: before.replicas } : {}),
+      },
+    };
+  }
+  if (after.replicas === before.replicas) return { ok: true, change: null };
+  if (after.replicas > before.replicas) return { ok: true, change: { kind: 'scale-up', from: before.replicas, to: after.replicas } };
+  return { ok: true, change: { kind: 'scale-down', from: before.replicas, to: after.replicas } };
+}
+
+export function classifyRequest(request: AdmissionRequest, config: GuardConfig): Classification {
+  if (request.operation !== 'UPDATE') {
+    return { kind: 'allow', reason: request.operation.toLowerCase() };
+  }
+  const rule = findGuardRule(request.resource);
+  if (rule === undefined) return { kind: 'allow', reason: 'not-guarded' };
+  const subResource = request.subResource ?? '';
+  if (subResource !== '' && subResource !== SCALE_SUBRESOURCE) return { kind: 'allow', reason: 'not-guarded' };
+  const viaScale = subResource === SCALE_SUBRESOURCE;
+
+  const newMeta = metadataOf(request.object);
+  const oldMeta = metadataOf(request.oldObject);
+  const ref: GuardedObjectRef = {
+    group: rule.group,
+    kind: rule.kind,
+    namespace: stringField(request.namespace) ?? stringField(newMeta.namespace) ?? stringField(oldMeta.namespace) ?? '',
+    name: stringField(request.name) ?? stringField(newMeta.name) ?? stringField(oldMeta.name) ?? '',
+    viaScale,
+  };
+
+  let candidates: readonly TargetConfig[] = config.targets;
+  if (rule.scope === 'named-by-target') {
+    candidates = targetsNaming(config.targets, ref.namespace, ref.name);
+    if (candidates.length === 0) return { kind: 'allow', reason: 'not-guarded' };
+  }
+
+  const detected = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
+  if (detected.changedPointers.length === 0) return { kind: 'allow', reason: 'no-guarded-change' };
+
+  // A label edit in the same request could move the object to a more lenient target, so both the
+  // old and the new labels must lead to the same one.
+  const byNewLabels = matchTarget(candidates, { namespace: ref.namespace, name: ref.name, labels: viaScale ? null : labelsOf(request.object) });
+  if (byNewLabels.kind !== 'matched') return { kind: 'deny', reason: 'no-target', message: noTargetMessage(ref, byNewLabels) };
+  if (!viaScale) {
+    const byOldLabels = matchTarget(candidates, { namespace: ref.namespace, name: ref.name, labels: labelsOf(request.oldObject) });
+    if (byOldLabels.kind !== 'matched' || byOldLabels.target.name !== byNewLabels.target.name) {
+      const before = byOldLabels.kind === 'matched' ? `target ${byOldLabels.target.name}` : 'no target';
+      return {
+        kind: 'deny',
+        reason: 'no-target',
+        message:
+          `this change moves ${describeObject(ref)} from ${before} to target ${byNewLabels.target.name} by its labels ` +
+          `while changing guarded fields; change the labels in a separate request`,
+      };
+    }
+  }
+
+  const change = membershipChange(rule, request, detected.changedPointers);
+  if (!change.ok) {
+    return { kind: 'deny', reason: 'invalid', message: `etcd-guard cannot judge ${describeObject(ref)}: ${change.message}` };
+  }
+  // e.g. replicas written out explicitly with its default value: nothing moves.
+  if (change.change === null) return { kind: 'allow', reason: 'no-guarded-change' };
+  return { kind: 'needs-evaluation', target: byNewLabels.target, change: change.change, object: ref };
+}

@@ -1,0 +1,162 @@
+// The admission decision for a guarded change, given the evaluation the server found. Pure: the
+// same input always gives the same decision, so dryRun requests need no special case.
+//
+// Order: a forbidden override attempt → deny; missing or stale evaluation → deny; projection of
+// the change onto the membership (projection.ts) → allow (with warnings) or deny. A valid override
+// (annotation newly set or changed in THIS request by a member of config.override.groups) turns
+// any of those denials into an allow with a warning and audit annotations.
+//
+// Audit annotation keys are unprefixed ("override-user", "override-reason"): the API server
+// prefixes each key with the webhook's name and rejects keys that already contain a "/".
+import { evaluationAgeMs, type Evaluation } from '../../functions/core/evaluation.js';
+import { annotationsOf, describeObject } from './classify.js';
+import type { AdmissionResponse, Decision, DecisionInput, MembershipChange } from './contract.js';
+import { projectOntoEvaluation } from './projection.js';
+
+/** The API server truncates long warnings; keep each well under its limit and on one line. */
+export const MAX_WARNING_LENGTH = 119;
+const MAX_REASONS_IN_MESSAGE = 3;
+const MAX_OVERRIDE_REASON_LENGTH = 200;
+
+export const AUDIT_OVERRIDE_USER = 'override-user';
+export const AUDIT_OVERRIDE_REASON = 'override-reason';
+export const AUDIT_OVERRIDDEN_DENIAL = 'overridden-denial';
+
+function oneLine(text: string): string {
+  return text.replace(/[\r\n\t\u2028\u2029]+/g, ' ').replace(/ {2,}/g, ' ').trim();
+}
+
+export function shortWarning(text: string): string {
+  const line = oneLine(text);
+  return line.length > MAX_WARNING_LENGTH ? `${line.slice(0, MAX_WARNING_LENGTH - 3)}...` : line;
+}
+
+export function describeChange(change: MembershipChange): string {
+  switch (change.kind) {
+    case 'scale-up':
+    case 'scale-down':
+      return `${change.kind === 'scale-up' ? 'scale up' : 'scale down'} from ${change.from} to ${change.to} replicas`;
+    case 'rollout': {
+      const paths = change.changedPaths.map((path) => path.slice(1).replace(/\//g, '.')).join(', ');
+      const scale = change.previousReplicas !== undefined ? ` with replicas ${change.previousReplicas} to ${change.replicas}` : '';
+      return `rollout (${paths} changed)${scale}`;
+    }
+  }
+}
+
+export type OverrideAttempt =
+  | { kind: 'none' }
+  | { kind: 'permitted'; user: string; reason: string }
+  | { kind: 'forbidden'; user: string; reason: string };
+
+/**
+ * An override counts only when the annotation is newly set or changed by this request: a leftover
+ * annotation from an earlier change must not silently wave through every later one.
+ */
+export function readOverride(input: Pick<DecisionInput, 'request' | 'config'>): OverrideAttempt {
+  const key = input.config.override.annotation;
+  const value = annotationsOf(input.request.object)[key];
+  const previous = annotationsOf(input.request.oldObject)[key];
+  if (value === undefined || value.trim() === '' || value === previous) return { kind: 'none' };
+  const user = input.request.userInfo.username ?? '(unknown user)';
+  const reason = oneLine(value).slice(0, MAX_OVERRIDE_REASON_LENGTH);
+  const groups = input.request.userInfo.groups ?? [];
+  const permitted = groups.some((group) => input.config.override.groups.includes(group));
+  return permitted ? { kind: 'permitted', user, reason } : { kind: 'forbidden', user, reason };
+}
+
+function formatAge(ms: number): string {
+  return `${Math.round(ms / 1000)}s`;
+}
+
+function overrideHint(input: DecisionInput): string {
+  return `to override, annotate with ${input.config.override.annotation}=<reason> as a member of ${input.config.override.groups.join(' or ')}`;
+}
+
+function deny(input: DecisionInput, reason: string, message: string): Decision {
+  const response: AdmissionResponse = {
+    uid: input.request.uid,
+    allowed: false,
+    status: { code: 403, reason: 'Forbidden', message: oneLine(message) },
+  };
+  return { response, result: 'denied', reason };
+}
+
+function allow(input: DecisionInput, reason: string, warnings: readonly string[]): Decision {
+  const response: AdmissionResponse = { uid: input.request.uid, allowed: true };
+  const unique = [...new Set(warnings.map(shortWarning).filter((warning) => warning !== ''))];
+  if (unique.length > 0) response.warnings = unique;
+  return { response, result: 'allowed', reason };
+}
+
+function topReasons(reasons: readonly string[]): string {
+  const unique = [...new Set(reasons.map(oneLine).filter((reason) => reason !== ''))];
+  const shown = unique.slice(0, MAX_REASONS_IN_MESSAGE).join('; ');
+  const more = unique.length - MAX_REASONS_IN_MESSAGE;
+  return more > 0 ? `${shown} (+${more} more)` : shown;
+}
+
+type Judgement =
+  | { allowed: true; reason: string; warnings: string[] }
+  | { allowed: false; reason: string; message: string };
+
+function judge(input: DecisionInput): Judgement {
+  const { classification, config, now } = input;
+  const target = classification.target.name;
+  const note = input.refreshNote ? `; ${input.refreshNote}` : '';
+  const evaluation: Evaluation | null = input.evaluation;
+  if (evaluation === null) {
+    return { allowed: false, reason: 'missing', message: `no fresh etcd evaluation for ${target} (none stored)${note}` };
+  }
+  const ageMs = evaluationAgeMs(evaluation, now);
+  const maxAgeMs = config.maxAgeSeconds * 1000;
+  if (!Number.isFinite(ageMs) || ageMs > maxAgeMs) {
+    return {
+      allowed: false,
+      reason: 'stale',
+      message: `no fresh etcd evaluation for ${target} (age ${formatAge(ageMs)}, max ${config.maxAgeSeconds}s)${note}`,
+    };
+  }
+  const projection = projectOntoEvaluation(evaluation, classification.change);
+  if (!projection.allowed) {
+    const failing = [...projection.reasons, ...evaluation.reasons];
+    return {
+      allowed: false,
+      reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : 'quorum',
+      message:
+        `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+        `target ${target} verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago: ${topReasons(failing)}`,
+    };
+  }
+  const warnings = [...projection.warnings];
+  if (evaluation.verdict === 'Degraded') warnings.push(...evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`));
+  return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings };
+}
+
+export function decide(input: DecisionInput): Decision {
+  const override = readOverride(input);
+  if (override.kind === 'forbidden') {
+    return deny(
+      input,
+      'forbidden-override',
+      `etcd-guard: user ${override.user} is not allowed to override (annotation ${input.config.override.annotation} ` +
+        `needs membership in ${input.config.override.groups.join(' or ')}); remove the annotation`,
+    );
+  }
+  const judgement = judge(input);
+  if (judgement.allowed) return allow(input, judgement.reason, judgement.warnings);
+  if (override.kind === 'permitted') {
+    const decision = allow(input, 'override', [
+      `etcd-guard override by ${override.user}: ${override.reason}`,
+      `overridden: ${judgement.message}`,
+    ]);
+    decision.result = 'overridden';
+    decision.response.auditAnnotations = {
+      [AUDIT_OVERRIDE_USER]: override.user,
+      [AUDIT_OVERRIDE_REASON]: override.reason,
+      [AUDIT_OVERRIDDEN_DENIAL]: oneLine(judgement.message).slice(0, 500),
+    };
+    return decision;
+  }
+  return deny(input, judgement.reason, `${judgement.message}; ${overrideHint(input)}`);
+}
