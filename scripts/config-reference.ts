@@ -1,0 +1,301 @@
+// Prints the configuration reference (a markdown table of every config key) by walking the zod
+// schema in functions/config.ts, so the documentation cannot drift from what the code accepts.
+//
+//   npx tsx scripts/config-reference.ts                  print the table
+//   npx tsx scripts/config-reference.ts --check README.md exit 1 when README.md's section differs
+//   npx tsx scripts/config-reference.ts --write README.md rewrite README.md's section
+//
+// The section sits between <!-- config-reference:start --> and <!-- config-reference:end -->.
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import { durationSchema, guardConfigSchema } from '../functions/config.js';
+
+export const START_MARKER = '<!-- config-reference:start -->';
+export const END_MARKER = '<!-- config-reference:end -->';
+export const GENERIC_DESCRIPTION = 'No description yet (add one in scripts/config-reference.ts).';
+
+/** Keyed by dotted path; `[]` marks "each element of the list". */
+export const DESCRIPTIONS: Readonly<Record<string, string>> = {
+  store: 'Where evaluations are cached; one document per target.',
+  'store.kind':
+    '`file`: `<dir>/<target>.json`, written atomically. `configmap`: ConfigMap `etcd-guard-<target>`, key `evaluation.json`.',
+  'store.dir': 'Directory of the evaluation files; relative to the config file.',
+  'store.namespace': 'Namespace of the `etcd-guard-<target>` ConfigMaps (the RBAC in manifests/ grants only this one).',
+  maxAgeSeconds: 'An evaluation older than this is stale: the webhook refreshes it inline or denies.',
+  inlineRefresh:
+    "On a missing or stale evaluation, evaluate during the admission request when the apiserver's remaining timeout leaves at least 1 s.",
+  concurrency: 'How many targets the scheduled evaluation probes at once.',
+  targets: 'The etcd clusters to judge. Names must be unique.',
+  'targets[].name': 'DNS label of at most 48 characters; the cached ConfigMap is `etcd-guard-<name>`.',
+  'targets[].endpoints': 'Client URL of every member, `https://HOST:PORT`.',
+  'targets[].tls': 'Client TLS files for the members; relative paths resolve against the config file.',
+  'targets[].tls.caFile': "CA bundle that signed the members' serving certs.",
+  'targets[].tls.certFile': 'Client certificate; needs `keyFile`.',
+  'targets[].tls.keyFile': 'Client private key; needs `certFile`. Never logged or returned.',
+  'targets[].timeout': 'Hard deadline for one evaluation of this target; a hung member costs at most this.',
+  'targets[].quotaBackendBytes': "The members' `--quota-backend-bytes`; a DB above 80 % of it is a warning.",
+  'targets[].match': 'Which guarded objects belong to this target. Every given field must match; `{}` matches all.',
+  'targets[].match.namespaces': 'Namespaces of the guarded objects.',
+  'targets[].match.names': 'Names of the guarded objects (a StatefulSet is guarded only when a target names it).',
+  'targets[].match.labelSelector': 'Labels the guarded object must carry with exactly these values.',
+  'targets[].match.clusterName': 'Shorthand for the label `cluster.x-k8s.io/cluster-name: <clusterName>`.',
+  'targets[].inventory': 'When set, members that match no control-plane Node make the evaluation Unhealthy.',
+  'targets[].inventory.kubeconfigFile': 'Kubeconfig of the cluster whose Nodes are listed; in-cluster or `KUBECONFIG` when absent.',
+  'targets[].inventory.nodeLabel': 'Label that marks control-plane Nodes.',
+  override: 'How an authorized user lets one denied change through.',
+  'override.annotation': 'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
+  'override.groups': 'Only users in one of these groups may override; anyone else setting the annotation is denied.',
+  auth: 'Access control for `/evaluations`.',
+  'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',
+};
+
+export interface ConfigReferenceRow {
+  path: string;
+  type: string;
+  /** `required`, `optional`, or the default value as JSON. */
+  default: string;
+  description: string;
+}
+
+interface Unwrapped {
+  schema: z.ZodTypeAny;
+  optional: boolean;
+  hasDefault: boolean;
+  defaultValue: unknown;
+}
+
+/** Peels optional/default/refinement layers off a schema, remembering what they said. */
+function unwrap(schema: z.ZodTypeAny): Unwrapped {
+  let current = schema;
+  let optional = false;
+  let hasDefault = false;
+  let defaultValue: unknown;
+  for (;;) {
+    if (current instanceof z.ZodOptional || current instanceof z.ZodNullable) {
+      optional = true;
+      current = current.unwrap() as z.ZodTypeAny;
+    } else if (current instanceof z.ZodDefault) {
+      if (!hasDefault) {
+        hasDefault = true;
+        defaultValue = current._def.defaultValue();
+      }
+      current = current._def.innerType as z.ZodTypeAny;
+    } else if (current instanceof z.ZodEffects && current !== durationSchema) {
+      current = current.innerType() as z.ZodTypeAny;
+    } else {
+      return { schema: current, optional, hasDefault, defaultValue };
+    }
+  }
+}
+
+function numberType(schema: z.ZodNumber): string {
+  const base = schema.isInt ? 'integer' : 'number';
+  const bounds: string[] = [];
+  for (const check of schema._def.checks) {
+    if (check.kind === 'min') bounds.push(`${check.inclusive ? '≥' : '>'} ${check.value}`);
+    if (check.kind === 'max') bounds.push(`${check.inclusive ? '≤' : '<'} ${check.value}`);
+  }
+  return bounds.length > 0 ? `${base} ${bounds.join(', ')}` : base;
+}
+
+/** A short type name; objects and lists of objects are described by their own rows. */
+function typeName(schema: z.ZodTypeAny): string {
+  if (schema === durationSchema) return 'duration (`"2s"`, `"500ms"`, `"1m"`, or seconds as a number; at most 10m)';
+  const { schema: inner } = unwrap(schema);
+  if (inner === durationSchema) return typeName(inner);
+  if (inner instanceof z.ZodString) return 'string';
+  if (inner instanceof z.ZodNumber) return numberType(inner);
+  if (inner instanceof z.ZodBoolean) return 'boolean';
+  if (inner instanceof z.ZodLiteral) return JSON.stringify(inner.value);
+  if (inner instanceof z.ZodEnum) return (inner.options as string[]).map((value) => JSON.stringify(value)).join(' or ');
+  if (inner instanceof z.ZodObject) return 'object';
+  if (inner instanceof z.ZodDiscriminatedUnion) return `object, one of ${discriminatorName(inner)}: ${discriminatorValues(inner).join(', ')}`;
+  if (inner instanceof z.ZodRecord) return `map of string to ${typeName(inner.valueSchema as z.ZodTypeAny)}`;
+  if (inner instanceof z.ZodUnion) return (inner.options as z.ZodTypeAny[]).map(typeName).join(' or ');
+  if (inner instanceof z.ZodArray) {
+    const element = typeName(inner.element as z.ZodTypeAny);
+    const min = inner._def.minLength?.value;
+    const list = element.includes(' ') ? `list of ${element}` : `${element}[]`;
+    return min !== undefined && min > 0 ? `${list}, at least ${min}` : list;
+  }
+  return inner._def && typeof inner._def === 'object' && 'typeName' in inner._def ? String(inner._def.typeName) : 'unknown';
+}
+
+type AnyDiscriminatedUnion = z.ZodDiscriminatedUnion<string, z.ZodDiscriminatedUnionOption<string>[]>;
+
+function discriminatorName(union: AnyDiscriminatedUnion): string {
+  return union.discriminator;
+}
+
+function discriminatorValues(union: AnyDiscriminatedUnion): string[] {
+  return union.options.map((option) => {
+    const literal = unwrap(option.shape[union.discriminator] as z.ZodTypeAny).schema;
+    return literal instanceof z.ZodLiteral ? String(literal.value) : '?';
+  });
+}
+
+function formatDefault(field: Unwrapped, parentOptional: boolean): string {
+  if (field.hasDefault) return `\`${JSON.stringify(field.defaultValue)}\``;
+  if (field.optional || parentOptional) return 'optional';
+  return 'required';
+}
+
+function describe(pathText: string): string {
+  return DESCRIPTIONS[pathText] ?? GENERIC_DESCRIPTION;
+}
+
+function walk(schema: z.ZodTypeAny, pathText: string, rows: ConfigReferenceRow[], note: string): void {
+  const field = unwrap(schema);
+  const inner = field.schema;
+  if (pathText !== '') {
+    rows.push({
+      path: pathText,
+      type: typeName(schema) + note,
+      default: formatDefault(field, false),
+      description: describe(pathText),
+    });
+  }
+  const prefix = pathText === '' ? '' : `${pathText}.`;
+  if (inner instanceof z.ZodObject) {
+    for (const [key, child] of Object.entries(inner.shape as Record<string, z.ZodTypeAny>)) {
+      walk(child, `${prefix}${key}`, rows, '');
+    }
+  } else if (inner instanceof z.ZodArray) {
+    const element = unwrap(inner.element as z.ZodTypeAny).schema;
+    if (element instanceof z.ZodObject || element instanceof z.ZodDiscriminatedUnion) {
+      walkChildren(element, `${pathText}[]`, rows);
+    }
+  } else if (inner instanceof z.ZodDiscriminatedUnion) {
+    walkChildren(inner, pathText, rows);
+  }
+}
+
+/** The fields of an object (or of each variant of a discriminated union) under `pathText`. */
+function walkChildren(schema: z.ZodTypeAny, pathText: string, rows: ConfigReferenceRow[]): void {
+  if (schema instanceof z.ZodObject) {
+    for (const [key, child] of Object.entries(schema.shape as Record<string, z.ZodTypeAny>)) {
+      walk(child, `${pathText}.${key}`, rows, '');
+    }
+    return;
+  }
+  if (!(schema instanceof z.ZodDiscriminatedUnion)) return;
+  const union = schema as AnyDiscriminatedUnion;
+  const key = union.discriminator;
+  const values = discriminatorValues(union);
+  rows.push({
+    path: `${pathText}.${key}`,
+    type: values.map((value) => JSON.stringify(value)).join(' or '),
+    default: 'required',
+    description: describe(`${pathText}.${key}`),
+  });
+  union.options.forEach((option, index) => {
+    for (const [childKey, child] of Object.entries(option.shape as Record<string, z.ZodTypeAny>)) {
+      if (childKey === key) continue;
+      walk(child, `${pathText}.${childKey}`, rows, ` (${key}: ${values[index] ?? '?'})`);
+    }
+  });
+}
+
+/** One row per config key, in schema order. */
+export function configReferenceRows(): ConfigReferenceRow[] {
+  const rows: ConfigReferenceRow[] = [];
+  walk(guardConfigSchema, '', rows, '');
+  return rows;
+}
+
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+}
+
+/** The text that belongs between the markers (without them). */
+export function renderConfigReference(): string {
+  const lines = [
+    '_Generated from the zod schema in `functions/config.ts` by `npx tsx scripts/config-reference.ts`; do not edit by hand._',
+    '',
+    '| Key | Type | Default | Description |',
+    '| --- | --- | --- | --- |',
+    ...configReferenceRows().map(
+      (row) => `| \`${cell(row.path)}\` | ${cell(row.type)} | ${cell(row.default)} | ${cell(row.description)} |`,
+    ),
+  ];
+  return lines.join('\n');
+}
+
+export class ReferenceSectionError extends Error {}
+
+/** Splits a document around the generated section; throws naming the file when a marker is missing. */
+export function splitAtMarkers(text: string, source: string): { before: string; section: string; after: string } {
+  const start = text.indexOf(START_MARKER);
+  const end = text.indexOf(END_MARKER);
+  if (start === -1 || end === -1 || end < start) {
+    throw new ReferenceSectionError(`${source} has no ${START_MARKER} … ${END_MARKER} section`);
+  }
+  return {
+    before: text.slice(0, start + START_MARKER.length),
+    section: text.slice(start + START_MARKER.length, end),
+    after: text.slice(end),
+  };
+}
+
+function normalize(text: string): string {
+  return text.replace(/\r\n/g, '\n').trim();
+}
+
+export function sectionIsCurrent(document: string, source: string): boolean {
+  return normalize(splitAtMarkers(document, source).section) === normalize(renderConfigReference());
+}
+
+export function withCurrentSection(document: string, source: string): string {
+  const parts = splitAtMarkers(document, source);
+  return `${parts.before}\n${renderConfigReference()}\n${parts.after}`;
+}
+
+const USAGE = 'usage: config-reference.ts [--check FILE | --write FILE]';
+
+export function main(argv: readonly string[]): number {
+  const [mode, file, ...extra] = argv;
+  if (mode === undefined) {
+    process.stdout.write(`${renderConfigReference()}\n`);
+    return 0;
+  }
+  if (mode === '--help' || mode === '-h') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if ((mode !== '--check' && mode !== '--write') || file === undefined || extra.length > 0) {
+    process.stderr.write(`config-reference: unexpected arguments ${JSON.stringify(argv)}\n${USAGE}\n`);
+    return 2;
+  }
+  let document: string;
+  try {
+    document = readFileSync(file, 'utf8');
+  } catch (error) {
+    process.stderr.write(`config-reference: cannot read ${file}: ${(error as Error).message}\n`);
+    return 2;
+  }
+  try {
+    if (mode === '--check') {
+      if (sectionIsCurrent(document, file)) return 0;
+      process.stderr.write(
+        `config-reference: the configuration reference in ${file} differs from the schema in functions/config.ts; ` +
+          `run: npx tsx scripts/config-reference.ts --write ${file}\n`,
+      );
+      return 1;
+    }
+    writeFileSync(file, withCurrentSection(document, file));
+    return 0;
+  } catch (error) {
+    if (error instanceof ReferenceSectionError) {
+      process.stderr.write(`config-reference: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+const invokedDirectly = process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href;
+if (invokedDirectly) {
+  process.exitCode = main(process.argv.slice(2));
+}
