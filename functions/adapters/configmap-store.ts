@@ -1,0 +1,232 @@
+// Evaluations cached in ConfigMaps: `etcd-guard-<target>` holds the document under
+// `evaluation.json`, labelled and annotated so `kubectl get cm -L` shows target and verdict.
+// Writes are optimistic (resourceVersion) and monotonic: a newer stored evaluation always wins.
+import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
+import { EvaluationParseError, evaluationSchema, parseEvaluationJson, type Evaluation } from '../core/evaluation.js';
+import { StoreError, type EvaluationStore, type WriteOutcome } from '../core/store.js';
+import { callKube, createCoreV1Api, KubeApiError, type KubeOperation } from './kube.js';
+
+export const CONFIGMAP_DATA_KEY = 'evaluation.json';
+export const CONFIGMAP_NAME_PREFIX = 'etcd-guard-';
+export const LABEL_APP_NAME = 'app.kubernetes.io/name';
+export const LABEL_TARGET = 'etcd-guard.io/target';
+export const ANNOTATION_VERDICT = 'etcd-guard.io/verdict';
+export const ANNOTATION_EVALUATED_AT = 'etcd-guard.io/evaluated-at';
+
+/** Kubernetes rejects a ConfigMap whose data (keys included) exceeds this many bytes. */
+export const CONFIGMAP_LIMIT_BYTES = 1_048_576;
+/** What we allow ourselves: the limit minus headroom for the key and anything else in `data`. */
+export const MAX_DOCUMENT_BYTES = CONFIGMAP_LIMIT_BYTES - 8 * 1024;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+export interface ConfigMapStoreOptions {
+  namespace: string;
+  /** Kubeconfig to use; else KUBECONFIG, in-cluster, ~/.kube/config (see loadKubeConfig). */
+  kubeconfigFile?: string;
+  /** A ready client, instead of loading one from kubeconfigFile. */
+  api?: CoreV1Api;
+  /** Deadline of each API call. */
+  callTimeoutMs?: number;
+  /** How many read-compare-write rounds a write may take when others keep writing (409). */
+  maxAttempts?: number;
+  /** Refuse documents larger than this before sending; tests raise it to reach the apiserver's 422. */
+  maxDocumentBytes?: number;
+}
+
+export function configMapNameFor(target: string): string {
+  return `${CONFIGMAP_NAME_PREFIX}${target}`;
+}
+
+function isNewer(candidate: string, than: string): boolean {
+  return Date.parse(candidate) > Date.parse(than);
+}
+
+export class ConfigMapStore implements EvaluationStore {
+  private readonly namespace: string;
+  private readonly callTimeoutMs: number;
+  private readonly maxAttempts: number;
+  private readonly maxDocumentBytes: number;
+  private readonly kubeconfigFile: string | undefined;
+  private api: CoreV1Api | undefined;
+
+  constructor(options: ConfigMapStoreOptions) {
+    if (!DNS_LABEL.test(options.namespace) || options.namespace.length > 63) {
+      throw new StoreError('invalid', `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`);
+    }
+    this.namespace = options.namespace;
+    this.callTimeoutMs = options.callTimeoutMs ?? 5_000;
+    this.maxAttempts = options.maxAttempts ?? 6;
+    this.maxDocumentBytes = options.maxDocumentBytes ?? MAX_DOCUMENT_BYTES;
+    this.kubeconfigFile = options.kubeconfigFile;
+    this.api = options.api;
+  }
+
+  describe(): string {
+    return `configmap:${this.namespace}`;
+  }
+
+  async read(target: string): Promise<Evaluation | null> {
+    const name = this.nameFor(target);
+    const configMap = await this.get(name);
+    if (configMap === null) return null;
+    const stored = this.parseStored(configMap, name, target);
+    if (stored instanceof StoreError) throw stored;
+    return stored;
+  }
+
+  async write(evaluation: Evaluation): Promise<WriteOutcome> {
+    const checked = evaluationSchema.safeParse(evaluation);
+    if (!checked.success) {
+      const issues = checked.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
+      throw new StoreError('invalid', `refusing to store an invalid evaluation: ${issues.join('; ')}`);
+    }
+    const name = this.nameFor(evaluation.target);
+    const text = JSON.stringify(evaluation);
+    const size = Buffer.byteLength(text) + CONFIGMAP_DATA_KEY.length;
+    if (size > this.maxDocumentBytes) {
+      throw new StoreError(
+        'too-large',
+        `evaluation for target ${JSON.stringify(evaluation.target)} is ${size} bytes, over the ${this.maxDocumentBytes}-byte limit of ConfigMap ${JSON.stringify(name)} in namespace ${JSON.stringify(this.namespace)}; nothing was written`,
+      );
+    }
+
+    for (let attempt = 1; attempt <= this.maxAttempts; attempt += 1) {
+      const current = await this.get(name);
+      if (current === null) {
+        try {
+          await this.create(name, evaluation, text);
+          return { written: true };
+        } catch (error) {
+          // Someone created it since our GET: go round and compare with theirs.
+          if (error instanceof KubeApiError && error.status === 409) {
+            await backoff(attempt);
+            continue;
+          }
+          throw error;
+        }
+      }
+      const stored = this.parseStored(current, name, evaluation.target);
+      // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
+      if (!(stored instanceof StoreError) && !isNewer(evaluation.evaluatedAt, stored.evaluatedAt)) {
+        return { written: false, keptEvaluatedAt: stored.evaluatedAt };
+      }
+      try {
+        await this.replace(name, current, evaluation, text);
+        return { written: true };
+      } catch (error) {
+        if (error instanceof KubeApiError && error.status === 409) {
+          await backoff(attempt);
+          continue;
+        }
+        throw error;
+      }
+    }
+    throw new StoreError(
+      'conflict',
+      `gave up writing ConfigMap ${JSON.stringify(name)} in namespace ${JSON.stringify(this.namespace)} after ${this.maxAttempts} attempts: it kept changing between read and write (409 Conflict)`,
+    );
+  }
+
+  private nameFor(target: string): string {
+    const name = configMapNameFor(target);
+    if (!DNS_LABEL.test(target) || name.length > 253) {
+      throw new StoreError('invalid', `invalid target name ${JSON.stringify(target)}: it must be a DNS label to become ConfigMap ${JSON.stringify(name)}`);
+    }
+    return name;
+  }
+
+  private client(): CoreV1Api {
+    this.api ??= createCoreV1Api(this.kubeconfigFile);
+    return this.api;
+  }
+
+  private operation(verb: KubeOperation['verb'], name?: string): KubeOperation {
+    return { verb, resource: 'configmaps', ...(name !== undefined ? { name } : {}), namespace: this.namespace };
+  }
+
+  private async get(name: string): Promise<V1ConfigMap | null> {
+    const api = this.client();
+    try {
+      return await callKube(this.operation('get', name), this.callTimeoutMs, (options) =>
+        api.readNamespacedConfigMap({ name, namespace: this.namespace }, options),
+      );
+    } catch (error) {
+      if (error instanceof KubeApiError && error.isNotFound) return null;
+      throw error;
+    }
+  }
+
+  /** The stored evaluation, or a 'corrupt' StoreError saying exactly what is wrong with it. */
+  private parseStored(configMap: V1ConfigMap, name: string, target: string): Evaluation | StoreError {
+    const where = `ConfigMap ${JSON.stringify(name)} in namespace ${JSON.stringify(this.namespace)}`;
+    const text = configMap.data?.[CONFIGMAP_DATA_KEY];
+    if (text === undefined) {
+      return new StoreError('corrupt', `${where} has no ${JSON.stringify(CONFIGMAP_DATA_KEY)} key; not using it`);
+    }
+    let evaluation: Evaluation;
+    try {
+      evaluation = parseEvaluationJson(text, `${where} (key ${CONFIGMAP_DATA_KEY})`);
+    } catch (error) {
+      const message = error instanceof EvaluationParseError ? error.message : (error as Error).message;
+      return new StoreError('corrupt', `${message}; not using it`, { cause: error });
+    }
+    if (evaluation.target !== target) {
+      return new StoreError('corrupt', `${where} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`);
+    }
+    return evaluation;
+  }
+
+  private labels(target: string): Record<string, string> {
+    return { [LABEL_APP_NAME]: 'etcd-guard', [LABEL_TARGET]: target };
+  }
+
+  private annotations(evaluation: Evaluation): Record<string, string> {
+    return { [ANNOTATION_VERDICT]: evaluation.verdict, [ANNOTATION_EVALUATED_AT]: evaluation.evaluatedAt };
+  }
+
+  private async create(name: string, evaluation: Evaluation, text: string): Promise<void> {
+    const api = this.client();
+    const body: V1ConfigMap = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name,
+        namespace: this.namespace,
+        labels: this.labels(evaluation.target),
+        annotations: this.annotations(evaluation),
+      },
+      data: { [CONFIGMAP_DATA_KEY]: text },
+    };
+    await callKube(this.operation('create', name), this.callTimeoutMs, (options) =>
+      api.createNamespacedConfigMap({ namespace: this.namespace, body }, options),
+    );
+  }
+
+  private async replace(name: string, current: V1ConfigMap, evaluation: Evaluation, text: string): Promise<void> {
+    const api = this.client();
+    // Keep what others put on the object (extra labels, annotations, keys); own only ours.
+    const body: V1ConfigMap = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        ...current.metadata,
+        name,
+        namespace: this.namespace,
+        labels: { ...current.metadata?.labels, ...this.labels(evaluation.target) },
+        annotations: { ...current.metadata?.annotations, ...this.annotations(evaluation) },
+      },
+      data: { ...current.data, [CONFIGMAP_DATA_KEY]: text },
+    };
+    if (current.binaryData) body.binaryData = current.binaryData;
+    await callKube(this.operation('update', name), this.callTimeoutMs, (options) =>
+      api.replaceNamespacedConfigMap({ name, namespace: this.namespace, body }, options),
+    );
+  }
+}
+
+/** Jittered pause before re-reading after a conflict, so two writers stop colliding in lockstep. */
+function backoff(attempt: number): Promise<void> {
+  const ms = Math.floor(Math.random() * 10 * attempt);
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,169 @@
+// Evaluations cached as files: DIR/<target>.json. The default for local runs.
+// Writes go to a temp file in the same directory, are fsynced, then renamed over the target, so a
+// reader sees the old document or the new one, never a torn one (rename is atomic on POSIX).
+//
+// Newest-wins: within one process writes to a file are serialized (across all instances) and each compares with what
+// is on disk first. Across processes the compare-then-rename is not atomic: if two processes
+// write the same target at the same instant, the one renaming last wins even if it is older.
+// That window is a few milliseconds and the next scheduled evaluation repairs it; stores that
+// several writers share should be ConfigMaps, whose writes are conditional on resourceVersion.
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { EvaluationParseError, evaluationSchema, parseEvaluationJson, type Evaluation } from '../core/evaluation.js';
+import { StoreError, type EvaluationStore, type StoreErrorKind, type WriteOutcome } from '../core/store.js';
+
+/** Same rule as config target names: a DNS label, so it can never hold a path separator or "..". */
+const TARGET_FILE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+function errnoCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function kindForErrno(code: string | undefined): StoreErrorKind {
+  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'forbidden' : 'unavailable';
+}
+
+/**
+ * Tail of the write chain per file, shared by every FileStore in the process (two instances on
+ * one directory must not race each other): each write waits for the previous one to finish.
+ */
+const writeChains = new Map<string, Promise<unknown>>();
+
+export class FileStore implements EvaluationStore {
+  readonly dir: string;
+
+  constructor(dir: string) {
+    if (dir.trim() === '') throw new StoreError('invalid', 'the file store needs a directory (got an empty string)');
+    this.dir = path.resolve(dir);
+  }
+
+  describe(): string {
+    return `file:${this.dir}`;
+  }
+
+  /** DIR/<target>.json, refusing any name that could point outside DIR. */
+  pathFor(target: string): string {
+    if (!TARGET_FILE_NAME.test(target)) {
+      throw new StoreError(
+        'invalid',
+        `invalid target name ${JSON.stringify(target)} for the file store: want a DNS label (lowercase letters, digits, '-'), so it stays inside ${this.dir}`,
+      );
+    }
+    const file = path.join(this.dir, `${target}.json`);
+    // Belt and braces: the regex already rules out separators, but the invariant is what matters.
+    if (path.dirname(file) !== this.dir) {
+      throw new StoreError('invalid', `target name ${JSON.stringify(target)} would leave ${this.dir}`);
+    }
+    return file;
+  }
+
+  async read(target: string): Promise<Evaluation | null> {
+    const file = this.pathFor(target);
+    const stored = await this.readFileEvaluation(file, target);
+    if (stored instanceof StoreError) throw stored;
+    return stored;
+  }
+
+  write(evaluation: Evaluation): Promise<WriteOutcome> {
+    const checked = evaluationSchema.safeParse(evaluation);
+    if (!checked.success) {
+      const issues = checked.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
+      return Promise.reject(new StoreError('invalid', `refusing to store an invalid evaluation: ${issues.join('; ')}`));
+    }
+    let file: string;
+    try {
+      file = this.pathFor(evaluation.target);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const previous = writeChains.get(file) ?? Promise.resolve();
+    const next = previous.then(
+      () => this.writeNow(file, evaluation),
+      () => this.writeNow(file, evaluation),
+    );
+    writeChains.set(file, next);
+    // Forget the chain once idle so the map does not grow with every target ever written.
+    void next.then(
+      () => this.forgetIfIdle(file, next),
+      () => this.forgetIfIdle(file, next),
+    );
+    return next;
+  }
+
+  private forgetIfIdle(file: string, settled: Promise<unknown>): void {
+    if (writeChains.get(file) === settled) writeChains.delete(file);
+  }
+
+  /** The evaluation in `file`, null when absent, or a StoreError (corrupt / unreadable). */
+  private async readFileEvaluation(file: string, target: string): Promise<Evaluation | null | StoreError> {
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (error) {
+      const code = errnoCode(error);
+      if (code === 'ENOENT') return null;
+      return new StoreError(kindForErrno(code), `cannot read ${file}: ${code ?? (error as Error).message}`, { cause: error });
+    }
+    let evaluation: Evaluation;
+    try {
+      evaluation = parseEvaluationJson(text, file);
+    } catch (error) {
+      const message = error instanceof EvaluationParseError ? error.message : (error as Error).message;
+      return new StoreError('corrupt', `${message}; not using it`, { cause: error });
+    }
+    if (evaluation.target !== target) {
+      return new StoreError('corrupt', `${file} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`);
+    }
+    return evaluation;
+  }
+
+  private async writeNow(file: string, evaluation: Evaluation): Promise<WriteOutcome> {
+    const stored = await this.readFileEvaluation(file, evaluation.target);
+    // Unreadable for a reason other than content (EACCES, EIO): writing would likely fail too,
+    // and we cannot know what we would overwrite.
+    if (stored instanceof StoreError && stored.kind !== 'corrupt') throw stored;
+    if (stored !== null && !(stored instanceof StoreError) && Date.parse(stored.evaluatedAt) >= Date.parse(evaluation.evaluatedAt)) {
+      return { written: false, keptEvaluatedAt: stored.evaluatedAt };
+    }
+    try {
+      await mkdir(this.dir, { recursive: true });
+    } catch (error) {
+      const code = errnoCode(error);
+      throw new StoreError(kindForErrno(code), `cannot create directory ${this.dir}: ${code ?? (error as Error).message}`, { cause: error });
+    }
+    // Hidden, unique, same directory (rename must not cross filesystems), never "<target>.json".
+    const temp = path.join(this.dir, `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+    try {
+      const handle = await open(temp, 'wx', 0o644);
+      try {
+        await handle.writeFile(`${JSON.stringify(evaluation, null, 2)}\n`, 'utf8');
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(temp, file);
+    } catch (error) {
+      await unlink(temp).catch(() => undefined);
+      const code = errnoCode(error);
+      throw new StoreError(kindForErrno(code), `cannot write ${file}: ${code ?? (error as Error).message}`, { cause: error });
+    }
+    await this.syncDirectory();
+    return { written: true };
+  }
+
+  /** Makes the rename itself durable; best effort, since some filesystems refuse dir fsync. */
+  private async syncDirectory(): Promise<void> {
+    try {
+      const handle = await open(this.dir, 'r');
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    } catch {
+      // The data is already in place and readable; only crash-durability of the rename is lost.
+    }
+  }
+}

@@ -1,0 +1,239 @@
+// The only door to @kubernetes/client-node. It loads a KubeConfig, bounds every call with a
+// deadline, and turns the library's errors (ApiException, node-fetch errors) into StoreErrors
+// whose message names the verb, resource, name and namespace, so a log line says what failed.
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import path from 'node:path';
+import {
+  CoreV1Api,
+  KubeConfig,
+  Observable,
+  type ConfigurationOptions,
+  type ObservableMiddleware,
+} from '@kubernetes/client-node';
+import { StoreError, type StoreErrorKind } from '../core/store.js';
+
+/** What a Kubernetes call does, for error messages: `update configmaps "x" in namespace "y"`. */
+export interface KubeOperation {
+  verb: 'get' | 'list' | 'create' | 'update' | 'delete' | 'watch';
+  resource: string;
+  name?: string;
+  namespace?: string;
+}
+
+export function describeOperation(operation: KubeOperation): string {
+  const subject = operation.name !== undefined ? `${operation.resource} ${JSON.stringify(operation.name)}` : operation.resource;
+  const scope = operation.namespace !== undefined ? ` in namespace ${JSON.stringify(operation.namespace)}` : '';
+  return `${operation.verb} ${subject}${scope}`;
+}
+
+/** A StoreError that still knows the HTTP status and Status reason, for callers that branch on them. */
+export class KubeApiError extends StoreError {
+  constructor(
+    kind: StoreErrorKind,
+    message: string,
+    readonly operation: KubeOperation,
+    /** HTTP status from the apiserver; null for network errors and timeouts. */
+    readonly status: number | null,
+    /** `reason` of the apiserver's Status body (NotFound, Conflict, Forbidden, ...), when given. */
+    readonly reason: string | null,
+    options?: { cause?: unknown },
+  ) {
+    super(kind, message, options);
+    this.name = 'KubeApiError';
+  }
+
+  get isNotFound(): boolean {
+    return this.status === 404;
+  }
+
+  get timedOut(): boolean {
+    return this.status === null && this.reason === 'Timeout';
+  }
+}
+
+export class KubeConfigLoadError extends StoreError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('invalid', message, options);
+    this.name = 'KubeConfigLoadError';
+  }
+}
+
+/**
+ * Loads a KubeConfig: the explicit file, else $KUBECONFIG, else the in-cluster service account,
+ * else ~/.kube/config. Unlike client-node's loadFromDefault it never falls back to an
+ * unauthenticated http://localhost:8080, which would only produce confusing connection errors.
+ */
+export function loadKubeConfig(
+  kubeconfigFile?: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  const source =
+    kubeconfigFile !== undefined
+      ? kubeconfigFile
+      : env.KUBECONFIG
+        ? `KUBECONFIG=${env.KUBECONFIG}`
+        : env.KUBERNETES_SERVICE_HOST
+          ? 'in-cluster service account'
+          : path.join(homedir(), '.kube', 'config');
+  try {
+    if (kubeconfigFile !== undefined) {
+      kubeConfig.loadFromFile(kubeconfigFile);
+    } else if (env.KUBECONFIG) {
+      const files = env.KUBECONFIG.split(path.delimiter).filter((file) => file !== '');
+      const [first, ...rest] = files;
+      if (first === undefined) throw new Error('KUBECONFIG names no file');
+      kubeConfig.loadFromFile(first);
+      for (const file of rest) {
+        const extra = new KubeConfig();
+        extra.loadFromFile(file);
+        kubeConfig.mergeConfig(extra);
+      }
+    } else if (env.KUBERNETES_SERVICE_HOST) {
+      kubeConfig.loadFromCluster();
+    } else if (existsSync(source)) {
+      kubeConfig.loadFromFile(source);
+    } else {
+      throw new Error('no kubeconfig found: pass a kubeconfig file, set KUBECONFIG, or run in a cluster');
+    }
+  } catch (error) {
+    throw new KubeConfigLoadError(`cannot load the Kubernetes client configuration from ${source}: ${errorText(error)}`, { cause: error });
+  }
+  const cluster = kubeConfig.getCurrentCluster();
+  if (!cluster) {
+    throw new KubeConfigLoadError(
+      `cannot load the Kubernetes client configuration from ${source}: current context ${JSON.stringify(kubeConfig.getCurrentContext())} names no cluster`,
+    );
+  }
+  return kubeConfig;
+}
+
+export function createCoreV1Api(kubeconfigFile?: string): CoreV1Api {
+  return loadKubeConfig(kubeconfigFile).makeApiClient(CoreV1Api);
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+interface ApiExceptionLike {
+  code: number;
+  body: unknown;
+}
+
+function isApiException(error: unknown): error is ApiExceptionLike {
+  return error instanceof Error && typeof (error as { code?: unknown }).code === 'number' && 'body' in error;
+}
+
+/** The apiserver's Status message and reason out of an ApiException body (a string or object). */
+function statusFromBody(body: unknown): { message: string | null; reason: string | null } {
+  let parsed: unknown = body;
+  if (typeof body === 'string') {
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      const text = body.trim();
+      return { message: text === '' ? null : text.slice(0, 300), reason: null };
+    }
+  }
+  if (parsed !== null && typeof parsed === 'object') {
+    const { message, reason } = parsed as { message?: unknown; reason?: unknown };
+    return {
+      message: typeof message === 'string' ? message : null,
+      reason: typeof reason === 'string' ? reason : null,
+    };
+  }
+  return { message: null, reason: null };
+}
+
+function kindForStatus(status: number, message: string | null): { kind: StoreErrorKind; label: string } {
+  switch (status) {
+    case 401:
+      return { kind: 'forbidden', label: 'unauthorized' };
+    case 403:
+      return { kind: 'forbidden', label: 'forbidden' };
+    case 404:
+      return { kind: 'invalid', label: 'not found' };
+    case 409:
+      return { kind: 'conflict', label: 'conflict' };
+    case 413:
+      return { kind: 'too-large', label: 'too large' };
+    case 422:
+      return message !== null && /too long|too large|must have at most/i.test(message)
+        ? { kind: 'too-large', label: 'too large' }
+        : { kind: 'invalid', label: 'invalid' };
+    case 400:
+      return { kind: 'invalid', label: 'bad request' };
+    default:
+      return { kind: 'unavailable', label: status === 429 ? 'throttled' : `HTTP ${status}` };
+  }
+}
+
+/** Turns whatever the client threw into a KubeApiError naming the operation. */
+export function translateKubeError(error: unknown, operation: KubeOperation): KubeApiError {
+  if (error instanceof KubeApiError) return error;
+  const what = describeOperation(operation);
+  if (isApiException(error)) {
+    const { message, reason } = statusFromBody(error.body);
+    const { kind, label } = kindForStatus(error.code, message);
+    const detail = message ?? `HTTP ${error.code} with no Status message`;
+    return new KubeApiError(kind, `${label}: cannot ${what}: ${detail}`, operation, error.code, reason, { cause: error });
+  }
+  // node-fetch FetchError (ECONNREFUSED, ECONNRESET, ...) and anything else: the apiserver is
+  // not answering usefully, which callers treat as unavailable.
+  const code = (error as { code?: unknown } | null)?.code;
+  const detail = typeof code === 'string' ? `${code}: ${errorText(error)}` : errorText(error);
+  return new KubeApiError('unavailable', `unavailable: cannot ${what}: ${detail}`, operation, null, null, { cause: error });
+}
+
+/** Middleware that hands the request an AbortSignal, the only per-call cancel client-node 1.x offers. */
+function abortMiddleware(signal: AbortSignal): ObservableMiddleware {
+  return {
+    pre: (context) => {
+      context.setSignal(signal);
+      return new Observable(Promise.resolve(context));
+    },
+    post: (context) => new Observable(Promise.resolve(context)),
+  };
+}
+
+/**
+ * Runs one client call with a hard deadline. The AbortSignal (set through per-call middleware)
+ * cancels the HTTP request; the timer race also covers the parts before the request is sent
+ * (auth plugins, file reads), so no call outlives `deadlineMs` whatever hangs.
+ */
+export async function callKube<T>(
+  operation: KubeOperation,
+  deadlineMs: number,
+  call: (options: ConfigurationOptions) => Promise<T>,
+): Promise<T> {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timeoutError = () =>
+    new KubeApiError(
+      'unavailable',
+      `timed out: ${describeOperation(operation)} got no answer within ${deadlineMs}ms`,
+      operation,
+      null,
+      'Timeout',
+    );
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(timeoutError());
+    }, deadlineMs);
+  });
+  const options: ConfigurationOptions = {
+    middleware: [abortMiddleware(controller.signal)],
+    middlewareMergeStrategy: 'append',
+  };
+  try {
+    return await Promise.race([call(options), deadline]);
+  } catch (error) {
+    if (controller.signal.aborted) throw timeoutError();
+    throw translateKubeError(error, operation);
+  } finally {
+    clearTimeout(timer);
+  }
+}
