@@ -179,8 +179,8 @@ export class OnDemandEvaluations {
   /**
    * One HTTP exchange, independent of the server framework.
    * Status codes: 200 evaluation; 401 missing/wrong token; 404 unknown target or nothing stored;
-   * 405 other methods; 500 stored document corrupt (retrying will not help) or evaluation failed;
-   * 503 store unavailable/forbidden/conflicting (may heal); 504 a deadline passed.
+   * 405 other methods; 500 evaluation failed, or the store says corrupt/invalid/too-large;
+   * 503 the store says unavailable/forbidden/conflict; 504 an outer deadline passed.
    */
   async handle(request: OnDemandRequest): Promise<OnDemandResponse> {
     const method = request.method.toUpperCase();
@@ -217,7 +217,10 @@ function replyForError(error: unknown): OnDemandResponse {
   if (error instanceof UnknownTargetError) return reply(404, { error: error.message });
   if (error instanceof DeadlineExceededError) return reply(504, { error: error.message });
   if (error instanceof StoreError) {
-    return reply(error.kind === 'corrupt' ? 500 : 503, { error: error.message, storeError: error.kind });
+    // A corrupt or invalid document or one too large stays so on retry: 500. Outages, RBAC and
+    // write conflicts can heal without a code change: 503.
+    const permanent = error.kind === 'corrupt' || error.kind === 'invalid' || error.kind === 'too-large';
+    return reply(permanent ? 500 : 503, { error: error.message, storeError: error.kind });
   }
   const message = error instanceof Error ? error.message : String(error);
   return reply(500, { error: `evaluation failed: ${message}` });

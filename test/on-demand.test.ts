@@ -1,0 +1,321 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/config.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import { StoreError, type EvaluationStore, type StoreErrorKind } from '../functions/core/store.js';
+import { createStore } from '../functions/adapters/store-factory.js';
+import { OnDemandEvaluations, UnknownTargetError, resolveBearerToken } from '../functions/on-demand.js';
+import { makeEvaluation } from './harness/evaluation-fixture.js';
+
+const TOKEN = 'an-on-demand-test-token-7f3a';
+
+function configFor(dir: string, targets: Array<Record<string, unknown>>): GuardConfig {
+  return parseGuardConfig({ store: { kind: 'file', dir }, targets }, 'test');
+}
+
+/** A settable clock, so "within minIntervalMs" is decided by the test, not by how fast it ran. */
+function manualClock(start = Date.parse('2026-03-01T00:00:00.000Z')) {
+  let current = start;
+  return {
+    now: () => new Date(current),
+    advance: (ms: number) => {
+      current += ms;
+    },
+  };
+}
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+describe('OnDemandEvaluations with an injected evaluate and the real file store', () => {
+  let dir: string;
+  let config: GuardConfig;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-on-demand-'));
+    config = configFor(dir, [
+      { name: 'alpha', endpoints: ['https://127.0.0.1:2379'], timeout: '100ms' },
+      { name: 'beta', endpoints: ['https://127.0.0.1:2389'], timeout: '100ms' },
+    ]);
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  function evaluationOf(target: TargetConfig, at: Date): Evaluation {
+    return makeEvaluation({ target: target.name, evaluatedAt: at.toISOString() });
+  }
+
+  it.each([
+    { case: 'no header', authorization: undefined, status: 401 },
+    { case: 'empty header', authorization: '', status: 401 },
+    { case: 'wrong token', authorization: 'Bearer not-the-token', status: 401 },
+    { case: 'right token with a longer prefix', authorization: `Bearer ${TOKEN}x`, status: 401 },
+    { case: 'right token without the Bearer scheme', authorization: TOKEN, status: 401 },
+    { case: 'right token under Basic', authorization: `Basic ${TOKEN}`, status: 401 },
+    { case: 'right token', authorization: `Bearer ${TOKEN}`, status: 200 },
+    { case: 'right token, lower-case scheme', authorization: `bearer ${TOKEN}`, status: 200 },
+  ])('answers $status for $case when a token is configured', async ({ authorization, status }) => {
+    const clock = manualClock();
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => evaluationOf(target, clock.now()),
+      token: TOKEN,
+      now: clock.now,
+    });
+    const response = await onDemand.handle({ method: 'POST', target: 'alpha', authorization });
+    expect(response.status).toBe(status);
+    if (status === 401) {
+      expect(response.headers?.['www-authenticate']).toMatch(/^Bearer/);
+    }
+    expect(JSON.stringify(response)).not.toContain(TOKEN);
+  });
+
+  it('allows every request when no token is configured', async () => {
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => evaluationOf(target, new Date()),
+      token: null,
+    });
+    expect(onDemand.authorize(undefined)).toBe(true);
+    expect(onDemand.authorize('Bearer anything')).toBe(true);
+    expect((await onDemand.handle({ method: 'GET', target: 'beta' })).status).not.toBe(401);
+  });
+
+  it.each(['GET', 'POST'])('%s of an unknown target is 404 naming it and the configured ones', async (method) => {
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => evaluationOf(target, new Date()),
+      token: null,
+    });
+    const response = await onDemand.handle({ method, target: 'nope' });
+    expect(response.status).toBe(404);
+    expect(response.body).toEqual({ error: expect.stringContaining('"nope"') });
+    expect(response.body).toEqual({ error: expect.stringContaining('alpha, beta') });
+    await expect(onDemand.refresh('nope')).rejects.toBeInstanceOf(UnknownTargetError);
+  });
+
+  it.each(['DELETE', 'PUT', 'PATCH'])('%s is 405 with an Allow header', async (method) => {
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => evaluationOf(target, new Date()),
+      token: TOKEN,
+    });
+    const response = await onDemand.handle({ method, target: 'alpha', authorization: `Bearer ${TOKEN}` });
+    expect(response.status).toBe(405);
+    expect(response.headers?.allow).toBe('GET, POST');
+  });
+
+  it('GET is 404 before any evaluation is stored and the stored one after a POST', async () => {
+    const clock = manualClock();
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => evaluationOf(target, clock.now()),
+      token: null,
+      now: clock.now,
+    });
+    const before = await onDemand.handle({ method: 'GET', target: 'beta' });
+    expect(before).toMatchObject({ status: 404, body: { error: 'no evaluation stored for target "beta"' } });
+    const posted = await onDemand.handle({ method: 'POST', target: 'beta' });
+    expect(posted.status).toBe(200);
+    const after = await onDemand.handle({ method: 'GET', target: 'beta' });
+    expect(after.status).toBe(200);
+    expect(after.body).toEqual(posted.body);
+  });
+
+  it('shares one run among concurrent callers, reuses it within minIntervalMs and runs again after', async () => {
+    const clock = manualClock();
+    let runs = 0;
+    const gate = deferred<void>();
+    const fresh: Evaluation[] = [];
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => {
+        runs += 1;
+        await gate.promise;
+        return evaluationOf(target, clock.now());
+      },
+      token: null,
+      now: clock.now,
+      minIntervalMs: 5_000,
+      onFresh: (evaluation) => fresh.push(evaluation),
+    });
+    const burst = Array.from({ length: 20 }, () => onDemand.refresh('alpha'));
+    gate.resolve();
+    const firstBurst = await Promise.all(burst);
+    expect(runs).toBe(1);
+    expect(new Set(firstBurst.map((evaluation) => evaluation.evaluatedAt)).size).toBe(1);
+
+    clock.advance(4_999);
+    const withinWindow = await onDemand.refresh('alpha');
+    expect(runs).toBe(1);
+    expect(withinWindow).toEqual(firstBurst[0]);
+
+    clock.advance(2);
+    const afterWindow = await onDemand.refresh('alpha');
+    expect(runs).toBe(2);
+    expect(Date.parse(afterWindow.evaluatedAt)).toBeGreaterThan(Date.parse(withinWindow.evaluatedAt));
+    expect(fresh.map((evaluation) => evaluation.evaluatedAt)).toEqual([withinWindow.evaluatedAt, afterWindow.evaluatedAt]);
+  });
+
+  it('keeps targets apart: a run for one does not serve another', async () => {
+    let runs = 0;
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => {
+        runs += 1;
+        return evaluationOf(target, new Date());
+      },
+      token: null,
+      minIntervalMs: 60_000,
+    });
+    const [alpha, beta] = await Promise.all([onDemand.refresh('alpha'), onDemand.refresh('beta')]);
+    expect(runs).toBe(2);
+    expect([alpha.target, beta.target]).toEqual(['alpha', 'beta']);
+  });
+
+  it('a failed run is shared within the window (etcd is not hammered) and retried after it', async () => {
+    const clock = manualClock();
+    let runs = 0;
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => {
+        runs += 1;
+        if (runs === 1) throw new Error('probe crashed');
+        return evaluationOf(target, clock.now());
+      },
+      token: null,
+      now: clock.now,
+    });
+    const failures = await Promise.all([1, 2, 3].map(() => onDemand.handle({ method: 'POST', target: 'alpha' })));
+    expect(failures.map((response) => response.status)).toEqual([500, 500, 500]);
+    expect(failures[0]?.body).toEqual({ error: 'evaluation failed: probe crashed' });
+    expect(runs).toBe(1);
+    clock.advance(1_000);
+    expect((await onDemand.handle({ method: 'POST', target: 'alpha' })).status).toBe(200);
+    expect(runs).toBe(2);
+  });
+
+  it('answers 504 when the evaluation hangs past its deadline (timeout + 2 s)', async () => {
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: () => new Promise<Evaluation>(() => undefined),
+      token: null,
+    });
+    const started = performance.now();
+    const response = await onDemand.handle({ method: 'POST', target: 'alpha' });
+    expect(response.status).toBe(504);
+    expect(response.body).toEqual({ error: expect.stringContaining('did not finish within 2100 ms') });
+    expect(performance.now() - started).toBeLessThan(4_000);
+  });
+
+  it.each<{ kind: StoreErrorKind; status: number }>([
+    { kind: 'corrupt', status: 500 },
+    { kind: 'invalid', status: 500 },
+    { kind: 'too-large', status: 500 },
+    { kind: 'unavailable', status: 503 },
+    { kind: 'forbidden', status: 503 },
+    { kind: 'conflict', status: 503 },
+  ])('a $kind store error is $status with its message on GET and POST', async ({ kind, status }) => {
+    const failing: EvaluationStore = {
+      read: async () => {
+        throw new StoreError(kind, `store says ${kind}`);
+      },
+      write: async () => {
+        throw new StoreError(kind, `store says ${kind}`);
+      },
+      describe: () => 'failing',
+    };
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: failing,
+      evaluate: async (target) => evaluationOf(target, new Date()),
+      token: null,
+    });
+    for (const method of ['GET', 'POST']) {
+      const response = await onDemand.handle({ method, target: 'alpha' });
+      expect(response).toMatchObject({ status, body: { error: `store says ${kind}`, storeError: kind } });
+    }
+  });
+
+  it('a corrupt file in the real file store is 500 naming the file', async () => {
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: async (target) => evaluationOf(target, new Date()),
+      token: null,
+    });
+    await writeFile(path.join(dir, 'beta.json'), '{"schemaVersion": "etcd-guard.io/v1", "target": ');
+    const response = await onDemand.handle({ method: 'GET', target: 'beta' });
+    expect(response.status).toBe(500);
+    expect(response.body).toEqual({ error: expect.stringContaining('beta.json'), storeError: 'corrupt' });
+  });
+});
+
+describe('resolveBearerToken', () => {
+  const baseConfig = (tokenFile?: string) =>
+    parseGuardConfig(
+      { targets: [{ name: 'alpha', endpoints: ['https://127.0.0.1:2379'] }], ...(tokenFile ? { auth: { tokenFile } } : {}) },
+      'test',
+      '/etc/etcd-guard',
+    );
+
+  it.each([
+    { case: 'neither set', tokenFile: undefined, env: {}, files: {}, expected: null },
+    { case: 'env only', tokenFile: undefined, env: { ETCD_GUARD_TOKEN: ' from-env\n' }, files: {}, expected: 'from-env' },
+    { case: 'file only', tokenFile: 'token', env: {}, files: { '/etc/etcd-guard/token': 'from-file\n' }, expected: 'from-file' },
+    {
+      case: 'env wins over the file',
+      tokenFile: 'token',
+      env: { ETCD_GUARD_TOKEN: 'from-env' },
+      files: { '/etc/etcd-guard/token': 'from-file' },
+      expected: 'from-env',
+    },
+  ])('$case → $expected', ({ tokenFile, env, files, expected }) => {
+    const readFile = (file: string) => {
+      const text = (files as Record<string, string>)[file];
+      if (text === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' });
+      return text;
+    };
+    expect(resolveBearerToken(baseConfig(tokenFile), env, readFile)).toBe(expected);
+  });
+
+  it.each([
+    { case: 'a missing file', content: undefined, message: 'ENOENT' },
+    { case: 'an empty file', content: '  \n', message: 'must hold one token' },
+    { case: 'a file with two words', content: 'secret-one secret-two', message: 'must hold one token' },
+  ])('rejects $case with a ConfigError that names the file but not its content', ({ content, message }) => {
+    const readFile = () => {
+      if (content === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' });
+      return content;
+    };
+    let caught: unknown;
+    try {
+      resolveBearerToken(baseConfig('token'), {}, readFile);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(ConfigError);
+    expect((caught as Error).message).toContain('/etc/etcd-guard/token');
+    expect((caught as Error).message).toContain(message);
+    expect((caught as Error).message).not.toContain('secret-one');
+  });
+});
