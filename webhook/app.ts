@@ -1,0 +1,332 @@
+// The webhook's express app: HTTP in, the pure core (webhook/core/*) for every decision, metrics
+// and one log line out. Fails closed: anything that goes wrong on a request whose uid is known
+// becomes a denial, never an allow and never a crash.
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { performance } from 'node:perf_hooks';
+import type { GuardConfig, TargetConfig } from '../functions/config.js';
+import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.js';
+import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
+import type { EvaluationCache } from './cache.js';
+import { classifyRequest } from './core/classify.js';
+import type {
+  AdmissionRequest,
+  AdmissionResponse,
+  AdmissionReviewRequest,
+  AdmissionReviewResponse,
+  Classification,
+  Decision,
+  DecisionInput,
+} from './core/contract.js';
+import { decide } from './core/decide.js';
+import { buildAdmissionReviewResponse, parseAdmissionReview } from './core/review.js';
+import type { Logger } from './logger.js';
+import type { WebhookMetrics } from './metrics.js';
+
+/** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */
+export const DEFAULT_APISERVER_TIMEOUT_MS = 10_000;
+/** Time an inline refresh must leave for the apiserver after the evaluation's own timeout. */
+export const INLINE_REFRESH_MARGIN_MS = 1_000;
+export const BODY_LIMIT_BYTES = 3 * 1024 * 1024;
+
+/** The core functions the app calls; injectable so tests can make one of them throw. */
+export interface WebhookCore {
+  parseAdmissionReview(body: unknown): { ok: true; review: AdmissionReviewRequest } | { ok: false; message: string };
+  classifyRequest(request: AdmissionRequest, config: GuardConfig): Classification;
+  decide(input: DecisionInput): Decision;
+  buildAdmissionReviewResponse(response: AdmissionResponse): AdmissionReviewResponse;
+}
+
+export interface OnDemandService {
+  refresh(targetName: string): Promise<Evaluation>;
+  handle(request: OnDemandRequest): Promise<OnDemandResponse>;
+}
+
+export type CacheView = Pick<EvaluationCache, 'get' | 'put' | 'ready' | 'targets' | 'evaluatedAt'>;
+
+export interface WebhookAppDeps {
+  config: GuardConfig;
+  cache: CacheView;
+  onDemand: OnDemandService;
+  metrics: WebhookMetrics;
+  logger: Logger;
+  now?: () => Date;
+  core?: Partial<WebhookCore>;
+}
+
+const GO_DURATION_PART = /(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)/gy;
+const UNIT_MS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1, us: 0.001, µs: 0.001, ns: 0.000001 };
+
+/** Parses the Go duration kube-apiserver puts in ?timeout= ("10s", "1m0s", "500ms"); null if malformed. */
+export function parseGoDurationMs(text: string): number | null {
+  if (text.length === 0 || text.length > 32) return null;
+  GO_DURATION_PART.lastIndex = 0;
+  let total = 0;
+  let consumed = 0;
+  for (let match = GO_DURATION_PART.exec(text); match !== null; match = GO_DURATION_PART.exec(text)) {
+    total += Number(match[1]) * (UNIT_MS[match[2] ?? ''] ?? Number.NaN);
+    consumed = GO_DURATION_PART.lastIndex;
+  }
+  return consumed === text.length && Number.isFinite(total) ? total : null;
+}
+
+/** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
+export function apiserverTimeoutMs(query: unknown): number {
+  const raw = typeof query === 'string' ? query : Array.isArray(query) && typeof query[0] === 'string' ? query[0] : undefined;
+  if (raw === undefined) return DEFAULT_APISERVER_TIMEOUT_MS;
+  const parsed = parseGoDurationMs(raw);
+  return parsed === null || parsed <= 0 ? DEFAULT_APISERVER_TIMEOUT_MS : parsed;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function shorten(text: string, max = 200): string {
+  return text.length > max ? `${text.slice(0, max)}...` : text;
+}
+
+/** Metric labels must stay a small set; free-text reasons collapse into one word. */
+function metricReason(reason: string, fallback: string): string {
+  return /^[a-z0-9][a-z0-9-]{0,39}$/.test(reason) ? reason : fallback;
+}
+
+function rejectAfter(ms: number, message: string): { promise: Promise<never>; cancel: () => void } {
+  let timer: NodeJS.Timeout | undefined;
+  const promise = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return { promise, cancel: () => clearTimeout(timer) };
+}
+
+/** The uid of a body the core could not handle, when it plainly has one, so the error can deny it. */
+function uidOf(body: unknown): string | null {
+  if (body === null || typeof body !== 'object') return null;
+  const request = (body as { request?: unknown }).request;
+  if (request === null || typeof request !== 'object') return null;
+  const uid = (request as { uid?: unknown }).uid;
+  return typeof uid === 'string' && uid.length > 0 && uid.length <= 256 ? uid : null;
+}
+
+interface EvaluationChoice {
+  evaluation: Evaluation | null;
+  refreshNote?: string;
+}
+
+export function createWebhookApp(deps: WebhookAppDeps): express.Express {
+  const { config, cache, onDemand, metrics, logger } = deps;
+  const now = deps.now ?? (() => new Date());
+  const core: WebhookCore = {
+    parseAdmissionReview,
+    classifyRequest,
+    decide,
+    buildAdmissionReviewResponse,
+    ...deps.core,
+  };
+  const maxAgeMs = config.maxAgeSeconds * 1000;
+  metrics.observeCache(cache);
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  /**
+   * The cached evaluation, or a fresh one when the cached one is missing or stale, inline refresh
+   * is on, and the apiserver's remaining budget leaves a margin after the evaluation's timeout.
+   */
+  async function chooseEvaluation(target: TargetConfig, startedAt: number, budgetMs: number): Promise<EvaluationChoice> {
+    const cached = cache.get(target.name);
+    if (cached !== null && evaluationAgeMs(cached, now()) <= maxAgeMs) return { evaluation: cached };
+    if (!config.inlineRefresh) return { evaluation: cached, refreshNote: 'inline refresh is disabled' };
+    const remainingMs = budgetMs - (performance.now() - startedAt);
+    const allowanceMs = remainingMs - INLINE_REFRESH_MARGIN_MS;
+    if (allowanceMs < target.timeout) {
+      metrics.recordInlineRefresh(target.name, 'skipped');
+      return {
+        evaluation: cached,
+        refreshNote: `inline refresh skipped: apiserver budget ${(remainingMs / 1000).toFixed(1)}s cannot fit the ${(target.timeout / 1000).toFixed(1)}s evaluation plus a 1s margin`,
+      };
+    }
+    // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
+    const deadline = rejectAfter(allowanceMs, `inline refresh of ${target.name} did not finish within ${Math.round(allowanceMs)} ms`);
+    try {
+      const fresh = await Promise.race([onDemand.refresh(target.name), deadline.promise]);
+      cache.put(fresh);
+      metrics.recordInlineRefresh(target.name, 'success');
+      return { evaluation: fresh };
+    } catch (error) {
+      metrics.recordInlineRefresh(target.name, 'error');
+      logger.warn({ target: target.name, err: errorMessage(error) }, 'inline refresh failed');
+      return { evaluation: cached, refreshNote: `inline refresh failed: ${shorten(errorMessage(error))}` };
+    } finally {
+      deadline.cancel();
+    }
+  }
+
+  async function validate(req: Request, res: Response): Promise<void> {
+    const startedAt = performance.now();
+    const budgetMs = apiserverTimeoutMs(req.query.timeout);
+    const body: unknown = req.body;
+    let uid: string | null = null;
+    try {
+      const parsed = core.parseAdmissionReview(body);
+      if (!parsed.ok) {
+        res.status(400).json({ error: parsed.message });
+        return;
+      }
+      const request = parsed.review.request;
+      uid = request.uid;
+      const classification = core.classifyRequest(request, config);
+      let decision: Decision;
+      let target: string | undefined;
+      let ageSeconds: number | undefined;
+      if (classification.kind === 'allow') {
+        decision = { response: { uid, allowed: true }, result: 'allowed', reason: metricReason(classification.reason, 'not-guarded') };
+      } else if (classification.kind === 'deny') {
+        decision = {
+          response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message: classification.message } },
+          result: 'denied',
+          reason: metricReason(classification.reason, 'denied'),
+        };
+      } else {
+        target = classification.target.name;
+        const choice = await chooseEvaluation(classification.target, startedAt, budgetMs);
+        if (choice.evaluation) ageSeconds = Math.round(evaluationAgeMs(choice.evaluation, now()) / 1000);
+        decision = core.decide({
+          request,
+          config,
+          classification,
+          evaluation: choice.evaluation,
+          now: now(),
+          ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
+        });
+      }
+      // The core owns the response, but the uid echo is the one thing the apiserver checks.
+      const response: AdmissionResponse = { ...decision.response, uid };
+      const seconds = (performance.now() - startedAt) / 1000;
+      metrics.recordDecision(decision.result, decision.reason, seconds);
+      logger.info(
+        {
+          uid,
+          operation: request.operation,
+          kind: `${request.kind.group}/${request.kind.kind}`,
+          subResource: request.subResource,
+          object: `${request.namespace ?? ''}/${request.name ?? ''}`,
+          user: request.userInfo.username,
+          dryRun: request.dryRun === true,
+          result: decision.result,
+          reason: decision.reason,
+          target,
+          ageSeconds,
+          durationMs: Math.round(seconds * 1000),
+        },
+        'admission decision',
+      );
+      res.status(200).json(core.buildAdmissionReviewResponse(response));
+    } catch (error) {
+      failClosed(res, uid ?? uidOf(body), error, startedAt);
+    }
+  }
+
+  function failClosed(res: Response, uid: string | null, error: unknown, startedAt: number): void {
+    const message = shorten(errorMessage(error));
+    metrics.recordDecision('denied', 'internal-error', (performance.now() - startedAt) / 1000);
+    logger.error({ uid, err: message }, 'admission review failed; denying');
+    if (res.headersSent) return;
+    if (uid === null) {
+      res.status(500).json({ error: `internal error: ${message}` });
+      return;
+    }
+    const response: AdmissionResponse = {
+      uid,
+      allowed: false,
+      status: { code: 500, reason: 'InternalError', message: `etcd-guard could not decide and denies the change (fail closed): ${message}` },
+    };
+    let review: AdmissionReviewResponse;
+    try {
+      review = core.buildAdmissionReviewResponse(response);
+    } catch {
+      review = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
+    }
+    res.status(200).json(review);
+  }
+
+  // Parse every content type as JSON: the apiserver sends application/json, and anything else is
+  // still answered with a clear 400 instead of an empty body.
+  const jsonBody = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: true });
+
+  app.post('/validate', jsonBody, (req, res) => {
+    void validate(req, res);
+  });
+
+  app.all('/evaluations/:target', (req, res, next) => {
+    const authorization = req.get('authorization');
+    onDemand
+      .handle({ method: req.method, target: req.params.target ?? '', ...(authorization === undefined ? {} : { authorization }) })
+      .then((answer) => {
+        if (answer.headers) res.set(answer.headers);
+        res.status(answer.status).json(answer.body);
+      })
+      .catch(next);
+  });
+
+  app.get('/healthz', (_req, res) => {
+    res.status(200).json({ status: 'ok' });
+  });
+
+  app.get('/readyz', (_req, res) => {
+    if (cache.ready) {
+      res.status(200).json({ ready: true });
+      return;
+    }
+    const unread = cache.targets().filter((target) => cache.evaluatedAt(target) === null);
+    res.status(503).json({ ready: false, reason: 'the evaluation cache has not read every target from the store yet', targetsWithoutEvaluation: unread });
+  });
+
+  app.get('/metrics', (_req, res, next) => {
+    metrics
+      .render()
+      .then((text) => {
+        res.status(200).type(metrics.contentType).send(text);
+      })
+      .catch(next);
+  });
+
+  app.use((req, res) => {
+    res.status(404).json({ error: `no route for ${req.method} ${shorten(req.path, 100)}` });
+  });
+
+  // express recognises an error handler by its four parameters.
+  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const status = httpStatusOf(error);
+    const message = clientMessage(error, status);
+    if (status >= 500) logger.error({ path: req.path, err: errorMessage(error) }, 'request failed');
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res.status(status).json({ error: message });
+  });
+
+  return app;
+}
+
+function httpStatusOf(error: unknown): number {
+  if (error !== null && typeof error === 'object') {
+    const candidate = (error as { status?: unknown; statusCode?: unknown }).status ?? (error as { statusCode?: unknown }).statusCode;
+    if (typeof candidate === 'number' && candidate >= 400 && candidate <= 599) return candidate;
+  }
+  return 500;
+}
+
+/** body-parser's errors carry a `type`; turn the common ones into messages that say what to fix. */
+function clientMessage(error: unknown, status: number): string {
+  const type = error !== null && typeof error === 'object' ? (error as { type?: unknown }).type : undefined;
+  if (type === 'entity.too.large') {
+    const length = (error as { length?: unknown }).length;
+    const got = typeof length === 'number' ? ` (got ${length} bytes)` : '';
+    return `request body is larger than the ${BODY_LIMIT_BYTES} byte (3 MiB) limit${got}`;
+  }
+  if (type === 'entity.parse.failed') return `request body is not valid JSON: ${shorten(errorMessage(error))}`;
+  if (status >= 500) return `internal error: ${shorten(errorMessage(error))}`;
+  return shorten(errorMessage(error));
+}
