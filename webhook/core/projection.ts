@@ -31,6 +31,8 @@ export interface ProjectionResult {
   reasons: string[];
 }
 
+export const ONE_MEMBER_GROWTH_WARNING = 'a 1-member etcd has no quorum until its new member starts';
+
 function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? '' : 's'}`;
 }
@@ -52,7 +54,7 @@ function checkGrowth(state: MembershipState, steps: number, reasons: string[], w
     const healthy = state.healthyVoting + step - 1;
     if (healthy >= quorumOf(voting)) continue;
     if (step === 1 && state.voting === 1 && state.healthyVoting === 1) {
-      warnings.push('a 1-member etcd has no quorum until its new member starts');
+      warnings.push(ONE_MEMBER_GROWTH_WARNING);
       continue;
     }
     reasons.push(`adding member ${step} would leave ${healthy} healthy of ${voting} voting, below quorum ${quorumOf(voting)}`);
@@ -101,6 +103,10 @@ export function projectChange(state: MembershipState, change: MembershipChange):
     if (change.replicas < previous) {
       shrinks = true;
       checkShrink(state, previous, change.replicas, reasons);
+      // The controller may shrink first and surge afterwards: a surge from 1 member has no quorum
+      // until the new member starts (allowed, as for any 1-member cluster, with a warning).
+      const sizeAfterShrink = state.voting - (previous - change.replicas);
+      if (sizeAfterShrink === 1 && !warnings.includes(ONE_MEMBER_GROWTH_WARNING)) warnings.push(ONE_MEMBER_GROWTH_WARNING);
     }
   }
 
