@@ -1,0 +1,91 @@
+// Test PKI made at test time with the openssl CLI (execFile, no shell): a CA, a server cert for
+// 127.0.0.1/localhost, a client cert, and an unrelated "wrong" CA with its own client cert so
+// tests can show TLS rejections in both directions.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
+
+export interface TestCerts {
+  dir: string;
+  caFile: string;
+  serverCertFile: string;
+  serverKeyFile: string;
+  certFile: string;
+  keyFile: string;
+  /** A CA that signed nothing the server knows: trusting it must fail server verification. */
+  wrongCaFile: string;
+  /** A client cert signed by the wrong CA: the server must refuse it. */
+  wrongCertFile: string;
+  wrongKeyFile: string;
+}
+
+async function openssl(args: string[], cwd: string): Promise<void> {
+  try {
+    await execFileAsync('openssl', args, { cwd, timeout: 30_000 });
+  } catch (error) {
+    const stderr = (error as { stderr?: string }).stderr ?? '';
+    throw new Error(`openssl ${args[0]} failed: ${(error as Error).message} ${stderr}`.trim());
+  }
+}
+
+// A random serial per leaf: -CAcreateserial would race on one serial file when leaves are signed in parallel.
+function randomSerial(): string {
+  return `0x${randomBytes(16).toString('hex')}`;
+}
+
+async function makeCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
+  const key = path.join(dir, `${name}-key.pem`);
+  const cert = path.join(dir, `${name}.pem`);
+  await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key], dir);
+  await openssl(['req', '-x509', '-new', '-key', key, '-sha256', '-days', '2', '-subj', `/CN=${name}`, '-out', cert], dir);
+  return { cert, key };
+}
+
+async function makeLeaf(
+  dir: string,
+  name: string,
+  ca: { cert: string; key: string },
+  extensions: string,
+): Promise<{ cert: string; key: string }> {
+  const key = path.join(dir, `${name}-key.pem`);
+  const csr = path.join(dir, `${name}.csr`);
+  const cert = path.join(dir, `${name}.pem`);
+  const extFile = path.join(dir, `${name}.ext`);
+  await writeFile(extFile, extensions);
+  await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key], dir);
+  await openssl(['req', '-new', '-key', key, '-subj', `/CN=${name}`, '-out', csr], dir);
+  await openssl(
+    ['x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', randomSerial(), '-days', '2', '-sha256', '-extfile', extFile, '-out', cert],
+    dir,
+  );
+  return { cert, key };
+}
+
+export async function generateTestCerts(dir: string): Promise<TestCerts> {
+  const [ca, wrongCa] = await Promise.all([makeCa(dir, 'ca'), makeCa(dir, 'wrong-ca')]);
+  const [server, client, wrongClient] = await Promise.all([
+    makeLeaf(
+      dir,
+      'server',
+      ca,
+      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
+    ),
+    makeLeaf(dir, 'client', ca, 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n'),
+    makeLeaf(dir, 'wrong-client', wrongCa, 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n'),
+  ]);
+  return {
+    dir,
+    caFile: ca.cert,
+    serverCertFile: server.cert,
+    serverKeyFile: server.key,
+    certFile: client.cert,
+    keyFile: client.key,
+    wrongCaFile: wrongCa.cert,
+    wrongCertFile: wrongClient.cert,
+    wrongKeyFile: wrongClient.key,
+  };
+}

@@ -1,0 +1,307 @@
+// Real etcd clusters on loopback for tests: TLS with client-cert auth on the client URLs, random
+// free ports, data and logs in a temp dir. Every process is SIGKILLed on destroy (SIGTERM takes
+// ~7 s on this machine) and, as a safety net, when the test process exits.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, mkdir, open, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { generateTestCerts } from './certs.js';
+import { freePorts } from './free-port.js';
+
+const ETCD_BIN = process.env.ETCD_BIN ?? 'etcd';
+const ETCDCTL_BIN = process.env.ETCDCTL_BIN ?? 'etcdctl';
+
+export interface EtcdTestMember {
+  name: string;
+  clientUrl: string;
+  peerUrl: string;
+  dataDir: string;
+  /** undefined while the member is not running (killed, or a learner not yet started). */
+  pid: number | undefined;
+}
+
+export interface EtcdTlsFiles {
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  wrongCaFile: string;
+  wrongCertFile: string;
+  wrongKeyFile: string;
+}
+
+export interface EtcdctlResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface EtcdTestCluster {
+  members: EtcdTestMember[];
+  /** Client URLs of the members the cluster was started with (learners are appended later). */
+  endpoints: string[];
+  tls: EtcdTlsFiles;
+  dir: string;
+  /** SIGKILL; resolves when the child's 'exit' event fired. */
+  kill(index: number): Promise<void>;
+  /** SIGSTOP: the TCP listener stays open and nothing answers. */
+  pause(index: number): void;
+  resume(index: number): void;
+  /** Starts a killed member again on the same data dir. */
+  restart(index: number): Promise<void>;
+  /** Polls until every running, unpaused member answers a linearizable read. */
+  waitHealthy(timeoutMs?: number): Promise<void>;
+  /** etcdctl v3 with --endpoints (running members) and TLS flags pre-filled. */
+  etcdctl(args: string[], options?: { endpoints?: string[]; timeoutMs?: number }): Promise<EtcdctlResult>;
+  /** `member add --learner`; start() launches the new process and appends it to members. */
+  addLearner(): Promise<{ memberId: string; memberIdDecimal: string; name: string; start(): Promise<void> }>;
+  /** SIGKILL everything, wait for the exits, remove the temp dir. */
+  destroy(): Promise<void>;
+}
+
+export interface StartEtcdClusterOptions {
+  size?: number;
+  quotaBackendBytes?: number;
+  name?: string;
+}
+
+interface RunningProcess {
+  child: ChildProcess;
+  exited: Promise<void>;
+  paused: boolean;
+}
+
+const liveChildren = new Set<ChildProcess>();
+let safetyNetInstalled = false;
+
+function installSafetyNet(): void {
+  if (safetyNetInstalled) return;
+  safetyNetInstalled = true;
+  process.on('exit', () => {
+    for (const child of liveChildren) {
+      try {
+        child.kill('SIGKILL');
+      } catch {
+        // Already gone; nothing to clean.
+      }
+    }
+  });
+}
+
+function execFileResult(file: string, args: string[], timeoutMs: number): Promise<EtcdctlResult> {
+  return new Promise((resolve) => {
+    execFile(
+      file,
+      args,
+      { timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, ETCDCTL_API: '3' }, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        let code = 0;
+        if (error) {
+          const raw = (error as { code?: unknown }).code;
+          code = typeof raw === 'number' ? raw : 1;
+        }
+        resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
+  });
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): Promise<EtcdTestCluster> {
+  installSafetyNet();
+  const size = options.size ?? 3;
+  const prefix = options.name ?? 'etcd';
+  const dir = await mkdtemp(path.join(os.tmpdir(), `etcd-guard-${prefix}-`));
+  const certs = await generateTestCerts(dir);
+  const token = `${prefix}-${randomBytes(4).toString('hex')}`;
+  const ports = await freePorts(size * 2);
+
+  const members: EtcdTestMember[] = [];
+  for (let index = 0; index < size; index += 1) {
+    const name = `${prefix}-${index}`;
+    members.push({
+      name,
+      clientUrl: `https://127.0.0.1:${ports[index * 2]}`,
+      peerUrl: `http://127.0.0.1:${ports[index * 2 + 1]}`,
+      dataDir: path.join(dir, name),
+      pid: undefined,
+    });
+  }
+  const initialCluster = members.map((member) => `${member.name}=${member.peerUrl}`).join(',');
+  // Per member: the flags it was first started with, reused by restart().
+  const memberArgs = new Map<string, { initialCluster: string }>();
+  const processes = new Map<number, RunningProcess>();
+  const tlsArgs = ['--cacert', certs.caFile, '--cert', certs.certFile, '--key', certs.keyFile];
+
+  async function launch(index: number, clusterState: 'new' | 'existing'): Promise<void> {
+    const member = members[index];
+    if (!member) throw new Error(`no etcd member at index ${index}`);
+    const args = memberArgs.get(member.name);
+    if (!args) throw new Error(`no start arguments recorded for ${member.name}`);
+    await mkdir(member.dataDir, { recursive: true });
+    const log = await open(path.join(dir, `${member.name}.log`), 'a');
+    const flags = [
+      `--name=${member.name}`,
+      `--data-dir=${member.dataDir}`,
+      `--listen-client-urls=${member.clientUrl}`,
+      `--advertise-client-urls=${member.clientUrl}`,
+      `--listen-peer-urls=${member.peerUrl}`,
+      `--initial-advertise-peer-urls=${member.peerUrl}`,
+      `--initial-cluster=${args.initialCluster}`,
+      `--initial-cluster-state=${clusterState}`,
+      `--initial-cluster-token=${token}`,
+      '--client-cert-auth',
+      `--trusted-ca-file=${certs.caFile}`,
+      `--cert-file=${certs.serverCertFile}`,
+      `--key-file=${certs.serverKeyFile}`,
+      '--heartbeat-interval=50',
+      '--election-timeout=500',
+      '--logger=zap',
+      '--log-level=warn',
+      '--snapshot-count=10000',
+    ];
+    if (options.quotaBackendBytes !== undefined) flags.push(`--quota-backend-bytes=${options.quotaBackendBytes}`);
+    const child = spawn(ETCD_BIN, flags, { stdio: ['ignore', log.fd, log.fd] });
+    // Listen before any await: 'spawn' and 'error' can fire while we close the log handle.
+    const spawned = new Promise<void>((resolve, reject) => {
+      child.once('spawn', () => resolve());
+      child.once('error', (error) => reject(new Error(`cannot start ${ETCD_BIN} for ${member.name}: ${error.message}`)));
+    });
+    liveChildren.add(child);
+    const exited = new Promise<void>((resolve) => {
+      child.once('exit', () => {
+        liveChildren.delete(child);
+        if (processes.get(index)?.child === child) {
+          processes.delete(index);
+          member.pid = undefined;
+        }
+        resolve();
+      });
+    });
+    try {
+      await spawned;
+    } finally {
+      await log.close();
+    }
+    processes.set(index, { child, exited, paused: false });
+    member.pid = child.pid;
+  }
+
+  function runningEndpoints(): string[] {
+    return members.filter((_, index) => processes.has(index) && !processes.get(index)?.paused).map((member) => member.clientUrl);
+  }
+
+  const cluster: EtcdTestCluster = {
+    members,
+    endpoints: members.map((member) => member.clientUrl),
+    tls: {
+      caFile: certs.caFile,
+      certFile: certs.certFile,
+      keyFile: certs.keyFile,
+      wrongCaFile: certs.wrongCaFile,
+      wrongCertFile: certs.wrongCertFile,
+      wrongKeyFile: certs.wrongKeyFile,
+    },
+    dir,
+
+    async kill(index) {
+      const running = processes.get(index);
+      if (!running) return;
+      running.child.kill('SIGKILL');
+      await running.exited;
+    },
+
+    pause(index) {
+      const running = processes.get(index);
+      if (!running) throw new Error(`etcd member ${index} is not running`);
+      running.child.kill('SIGSTOP');
+      running.paused = true;
+    },
+
+    resume(index) {
+      const running = processes.get(index);
+      if (!running) throw new Error(`etcd member ${index} is not running`);
+      running.child.kill('SIGCONT');
+      running.paused = false;
+    },
+
+    async restart(index) {
+      await cluster.kill(index);
+      await launch(index, 'existing');
+    },
+
+    async waitHealthy(timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      let last: EtcdctlResult | undefined;
+      while (Date.now() < deadline) {
+        const endpoints = runningEndpoints();
+        // endpoint health does a linearizable get on each endpoint.
+        last = await cluster.etcdctl(['endpoint', 'health', '--command-timeout=1s'], { endpoints, timeoutMs: 5_000 });
+        if (last.code === 0) return;
+        await delay(100);
+      }
+      throw new Error(`etcd cluster in ${dir} not healthy after ${timeoutMs} ms: ${last?.stderr.trim() ?? 'no answer'} ${last?.stdout.trim() ?? ''}`);
+    },
+
+    etcdctl(args, callOptions = {}) {
+      const endpoints = callOptions.endpoints ?? runningEndpoints();
+      return execFileResult(ETCDCTL_BIN, [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, '--dial-timeout=2s', ...args], callOptions.timeoutMs ?? 30_000);
+    },
+
+    async addLearner() {
+      const [clientPort, peerPort] = await freePorts(2);
+      const name = `${prefix}-${members.length}`;
+      const member: EtcdTestMember = {
+        name,
+        clientUrl: `https://127.0.0.1:${clientPort}`,
+        peerUrl: `http://127.0.0.1:${peerPort}`,
+        dataDir: path.join(dir, name),
+        pid: undefined,
+      };
+      // etcd refuses membership changes ("unhealthy cluster") until every voting member has been
+      // connected for 5 s, e.g. right after a start or restart: retry for a while.
+      const retryUntil = Date.now() + 15_000;
+      let result = await cluster.etcdctl(['member', 'add', name, '--learner', `--peer-urls=${member.peerUrl}`]);
+      while (result.code !== 0 && /unhealthy cluster/.test(result.stderr) && Date.now() < retryUntil) {
+        await delay(250);
+        result = await cluster.etcdctl(['member', 'add', name, '--learner', `--peer-urls=${member.peerUrl}`]);
+      }
+      if (result.code !== 0) throw new Error(`etcdctl member add ${name} --learner failed: ${result.stderr.trim()}`);
+      const idMatch = /Member\s+([0-9a-f]+)\s+added/i.exec(result.stdout);
+      const clusterMatch = /ETCD_INITIAL_CLUSTER="([^"]+)"/.exec(result.stdout);
+      if (!idMatch?.[1] || !clusterMatch?.[1]) throw new Error(`unexpected etcdctl member add output: ${result.stdout}`);
+      const memberId = idMatch[1];
+      members.push(member);
+      const index = members.length - 1;
+      memberArgs.set(name, { initialCluster: clusterMatch[1] });
+      return {
+        memberId,
+        memberIdDecimal: BigInt(`0x${memberId}`).toString(10),
+        name,
+        start: () => launch(index, 'existing'),
+      };
+    },
+
+    async destroy() {
+      const exits = [...processes.values()].map((running) => {
+        running.child.kill('SIGKILL');
+        return running.exited;
+      });
+      await Promise.all(exits);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+
+  for (const member of members) memberArgs.set(member.name, { initialCluster });
+  try {
+    await Promise.all(members.map((_, index) => launch(index, 'new')));
+    await cluster.waitHealthy();
+  } catch (error) {
+    await cluster.destroy();
+    throw error;
+  }
+  return cluster;
+}
