@@ -1,0 +1,70 @@
+// Lists the control-plane Nodes of a cluster, so the evaluation can check that every etcd member
+// runs on a node the cluster knows about (a member on no node is a leftover that still votes).
+import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
+import type { InventoryConfig } from '../config.js';
+import { StoreError } from '../core/store.js';
+import { callKube, createCoreV1Api } from './kube.js';
+
+/** Structurally the same as ControlPlaneNode in functions/core/evaluate.ts. */
+export interface ControlPlaneNode {
+  name: string;
+  addresses: string[];
+}
+
+/** Address types an etcd member URL may use, in the order we report them. */
+const ADDRESS_TYPES = ['InternalIP', 'ExternalIP', 'Hostname'] as const;
+const PAGE_SIZE = 500;
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
+
+/**
+ * Turns `inventory.nodeLabel` ("key" = the label exists, or "key=value") into a label selector,
+ * refusing anything else so a typo cannot silently select all or no nodes.
+ */
+export function nodeLabelSelector(nodeLabel: string): string {
+  const [key = '', value, ...rest] = nodeLabel.split('=');
+  const keyOk = LABEL_KEY.test(key) && key.length <= 316;
+  const valueOk = value === undefined || (LABEL_VALUE.test(value) && value.length <= 63);
+  if (!keyOk || !valueOk || rest.length > 0) {
+    throw new StoreError('invalid', `invalid inventory.nodeLabel ${JSON.stringify(nodeLabel)}: want "key" or "key=value", e.g. "node-role.kubernetes.io/control-plane"`);
+  }
+  return value === undefined ? key : `${key}=${value}`;
+}
+
+function nodeAddresses(node: V1Node): string[] {
+  const addresses: string[] = [];
+  for (const type of ADDRESS_TYPES) {
+    for (const address of node.status?.addresses ?? []) {
+      if (address.type === type && address.address !== '' && !addresses.includes(address.address)) addresses.push(address.address);
+    }
+  }
+  return addresses;
+}
+
+/**
+ * The Nodes carrying the inventory label, sorted by name, with their InternalIP, ExternalIP and
+ * Hostname addresses. The whole listing (all pages) finishes within `deadlineMs` or fails with a
+ * StoreError('unavailable') saying it timed out; other failures name the verb and resource.
+ */
+export async function listControlPlaneNodes(
+  inventory: InventoryConfig,
+  deadlineMs: number,
+  api: CoreV1Api = createCoreV1Api(inventory.kubeconfigFile),
+): Promise<ControlPlaneNode[]> {
+  const labelSelector = nodeLabelSelector(inventory.nodeLabel);
+  const deadline = performance.now() + deadlineMs;
+  const nodes: ControlPlaneNode[] = [];
+  let continueToken: string | undefined;
+  do {
+    const remaining = Math.max(1, Math.round(deadline - performance.now()));
+    const page = await callKube({ verb: 'list', resource: 'nodes' }, remaining, (options) =>
+      api.listNode({ labelSelector, limit: PAGE_SIZE, ...(continueToken ? { _continue: continueToken } : {}) }, options),
+    );
+    for (const node of page.items) {
+      const name = node.metadata?.name;
+      if (name) nodes.push({ name, addresses: nodeAddresses(node) });
+    }
+    continueToken = page.metadata?._continue || undefined;
+  } while (continueToken !== undefined);
+  return nodes.sort((a, b) => a.name.localeCompare(b.name));
+}
