@@ -357,7 +357,7 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
         return;
       }
       case 'watch': {
-        startWatch(request, response, entry, namespace);
+        startWatch(response, entry, namespace);
         return;
       }
       case 'get': {
@@ -424,7 +424,7 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     }
   }
 
-  function startWatch(request: IncomingMessage, response: ServerResponse, entry: FakeRequest, namespace: string | null): void {
+  function startWatch(response: ServerResponse, entry: FakeRequest, namespace: string | null): void {
     const selector = parseLabelSelector(entry.query.get('labelSelector'));
     const fromText = entry.query.get('resourceVersion');
     const from = fromText === null || fromText === '' || fromText === '0' ? null : Number(fromText);
@@ -445,7 +445,8 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     watchers.add(watcher);
     const timeoutSeconds = Number(entry.query.get('timeoutSeconds'));
     const timer = timeoutSeconds > 0 ? setTimeout(() => response.end(), timeoutSeconds * 1000) : null;
-    request.on('close', () => {
+    // The response's close fires when the client goes away (or timeoutSeconds ends the stream).
+    response.on('close', () => {
       if (timer) clearTimeout(timer);
       watchers.delete(watcher);
     });
