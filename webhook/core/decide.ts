@@ -119,7 +119,12 @@ function judge(input: DecisionInput): Judgement {
   }
   const projection = projectOntoEvaluation(evaluation, classification.change);
   if (!projection.allowed) {
-    const failing = [...projection.reasons, ...evaluation.reasons];
+    // The evaluation's own reasons name the sick member, so they lead when etcd itself is Unhealthy;
+    // otherwise (a healthy cluster asked to shrink too far) the projection's reasons say why.
+    const failing =
+      evaluation.verdict === 'Unhealthy'
+        ? [...evaluation.reasons, ...projection.reasons]
+        : [...projection.reasons, ...evaluation.reasons];
     return {
       allowed: false,
       reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : 'quorum',

@@ -1,0 +1,414 @@
+// The webhook's pure core over real AdmissionReview fixtures (test/fixtures/admission/*.json):
+// parse → classify → decide, for every fixture × evaluation state, plus the rules underneath
+// (change detection, target matching, review parsing).
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { guardConfigSchema, type GuardConfig } from '../functions/config.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import { classifyRequest } from '../webhook/core/classify.js';
+import type { AdmissionRequest, Classification, Decision } from '../webhook/core/contract.js';
+import { decide, MAX_WARNING_LENGTH } from '../webhook/core/decide.js';
+import { detectGuardedChange, escapePointerToken } from '../webhook/core/detect-change.js';
+import { buildAdmissionReviewResponse, parseAdmissionReview } from '../webhook/core/review.js';
+import { makeEvaluation, makeMember, makeMembers } from './harness/evaluation-fixture.js';
+
+const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
+const NOW = new Date('2026-11-30T02:00:00.000Z');
+
+function loadFixture(name: string): AdmissionRequest {
+  const parsed = parseAdmissionReview(JSON.parse(readFileSync(path.join(FIXTURE_DIR, name), 'utf8')) as unknown);
+  if (!parsed.ok) throw new Error(`fixture ${name} does not parse: ${parsed.message}`);
+  return parsed.review.request;
+}
+
+function makeConfig(overrides: Record<string, unknown> = {}): GuardConfig {
+  return guardConfigSchema.parse({
+    maxAgeSeconds: 60,
+    targets: [
+      { name: 'etcd-sts', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['etcd'], names: ['etcd'] } },
+      { name: 'prod', endpoints: ['https://127.0.0.1:12379'], match: {} },
+    ],
+    ...overrides,
+  });
+}
+
+const secondsBefore = (seconds: number) => new Date(NOW.getTime() - seconds * 1000).toISOString();
+
+const EVALUATIONS: Record<string, Evaluation | null> = {
+  healthy: makeEvaluation({ evaluatedAt: secondsBefore(12) }),
+  degraded: makeEvaluation({
+    evaluatedAt: secondsBefore(12),
+    verdict: 'Degraded',
+    reasons: ['member etcd-1 DB size 1.7 GiB is 85% of the 2 GiB quota'],
+    checks: [{ name: 'db-size', status: 'warn', message: 'member etcd-1 DB size 1.7 GiB is 85% of the 2 GiB quota' }],
+  }),
+  unhealthy: makeEvaluation({
+    evaluatedAt: secondsBefore(12),
+    verdict: 'Unhealthy',
+    members: [makeMember(0), makeMember(1), makeMember(2, { healthy: false, error: 'deadline exceeded after 2000ms' })],
+    reasons: ['member etcd-2 (https://127.0.0.1:2399) unreachable: deadline exceeded after 2000ms'],
+    checks: [{ name: 'members-reachable', status: 'fail', message: 'member etcd-2 unreachable' }],
+  }),
+  stale: makeEvaluation({ evaluatedAt: secondsBefore(200) }),
+  missing: null,
+};
+type EvaluationState = keyof typeof EVALUATIONS;
+const STATES = Object.keys(EVALUATIONS) as EvaluationState[];
+
+interface GuardedFixture {
+  file: string;
+  target: string;
+  change: Record<string, unknown>;
+  /** Which evaluation states allow the change. */
+  allowedIn: EvaluationState[];
+  /** Result label when allowed in that state (defaults to 'allowed'). */
+  overriddenIn?: EvaluationState[];
+}
+
+const GUARDED: GuardedFixture[] = [
+  { file: 'kcp-scale-up-3-to-5.json', target: 'prod', change: { kind: 'scale-up', from: 3, to: 5 }, allowedIn: ['healthy', 'degraded'] },
+  { file: 'kcp-scale-up-dry-run.json', target: 'prod', change: { kind: 'scale-up', from: 3, to: 5 }, allowedIn: ['healthy', 'degraded'] },
+  { file: 'kcp-scale-down-3-to-2.json', target: 'prod', change: { kind: 'scale-down', from: 3, to: 2 }, allowedIn: ['healthy', 'degraded'] },
+  {
+    file: 'kcp-v1beta1-edit-version.json',
+    target: 'prod',
+    change: { kind: 'rollout', replicas: 3, changedPaths: ['/spec/version'] },
+    allowedIn: ['healthy', 'degraded'],
+  },
+  {
+    file: 'kcp-v1beta2-edit-version.json',
+    target: 'prod',
+    change: { kind: 'rollout', replicas: 3, changedPaths: ['/spec/version', '/spec/machineTemplate'] },
+    allowedIn: ['healthy', 'degraded'],
+  },
+  { file: 'etcd-druid-replicas-3-to-5.json', target: 'prod', change: { kind: 'scale-up', from: 3, to: 5 }, allowedIn: ['healthy', 'degraded'] },
+  { file: 'statefulset-scale-3-to-4.json', target: 'etcd-sts', change: { kind: 'scale-up', from: 3, to: 4 }, allowedIn: ['healthy', 'degraded'] },
+  {
+    file: 'kcp-override-scale-down.json',
+    target: 'prod',
+    change: { kind: 'scale-down', from: 3, to: 2 },
+    allowedIn: ['healthy', 'degraded', 'unhealthy', 'stale', 'missing'],
+    overriddenIn: ['unhealthy', 'stale', 'missing'],
+  },
+];
+
+function needsEvaluation(classification: Classification): Extract<Classification, { kind: 'needs-evaluation' }> {
+  if (classification.kind !== 'needs-evaluation') throw new Error(`expected needs-evaluation, got ${JSON.stringify(classification)}`);
+  return classification;
+}
+
+function run(request: AdmissionRequest, state: EvaluationState, config = makeConfig()): Decision {
+  const classification = needsEvaluation(classifyRequest(request, config));
+  return decide({ request, config, classification, evaluation: EVALUATIONS[state] ?? null, now: NOW });
+}
+
+describe('fixtures are real AdmissionReviews', () => {
+  it('every fixture parses and carries the fields the apiserver sends', () => {
+    const files = readdirSync(FIXTURE_DIR).filter((file) => file.endsWith('.json'));
+    expect(files.length).toBeGreaterThanOrEqual(11);
+    for (const file of files) {
+      const request = loadFixture(file);
+      expect(request.uid, file).toMatch(/^[0-9a-f-]{36}$/);
+      expect(request.userInfo.username, file).toBeTruthy();
+      expect(request.requestKind, file).toBeDefined();
+      expect(request.options, file).toBeDefined();
+      const present = request.object ?? request.oldObject;
+      expect(present, file).toMatchObject({ metadata: { uid: expect.any(String) as unknown } });
+    }
+  });
+});
+
+describe('classifyRequest', () => {
+  it.each(GUARDED)('$file needs an evaluation of target $target', ({ file, target, change }) => {
+    const classification = needsEvaluation(classifyRequest(loadFixture(file), makeConfig()));
+    expect(classification.target.name).toBe(target);
+    expect(classification.change).toEqual(change);
+  });
+
+  it.each([
+    ['kcp-label-only.json', 'no-guarded-change'],
+    ['kcp-create.json', 'create'],
+    ['kcp-delete.json', 'delete'],
+  ])('%s is allowed without an evaluation (%s)', (file, reason) => {
+    expect(classifyRequest(loadFixture(file), makeConfig())).toEqual({ kind: 'allow', reason });
+  });
+
+  it('allows a status-only or unrelated-spec change of a KCP', () => {
+    const request = loadFixture('kcp-v1beta1-edit-version.json');
+    const object = structuredClone(request.oldObject) as { status: { readyReplicas: number }; spec: Record<string, unknown> };
+    object.status.readyReplicas = 2;
+    object.spec.remediationStrategy = { maxRetry: 5 };
+    expect(classifyRequest({ ...request, object }, makeConfig())).toEqual({ kind: 'allow', reason: 'no-guarded-change' });
+  });
+
+  it('allows a StatefulSet that no target names, whatever it changes', () => {
+    const request = loadFixture('statefulset-scale-3-to-4.json');
+    expect(classifyRequest({ ...request, name: 'other' }, makeConfig())).toEqual({ kind: 'allow', reason: 'not-guarded' });
+  });
+
+  it('allows the status subresource and other groups', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    expect(classifyRequest({ ...request, subResource: 'status' }, makeConfig()).kind).toBe('allow');
+    expect(classifyRequest({ ...request, resource: { group: 'apps', version: 'v1', resource: 'deployments' } }, makeConfig()).kind).toBe('allow');
+  });
+
+  it('denies a guarded change that no target matches, naming the object', () => {
+    const config = makeConfig({ targets: [{ name: 'other', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['elsewhere'] } }] });
+    const classification = classifyRequest(loadFixture('kcp-scale-up-3-to-5.json'), config);
+    expect(classification).toMatchObject({ kind: 'deny', reason: 'no-target' });
+    expect(classification.kind === 'deny' && classification.message).toContain('no etcd-guard target matches KubeadmControlPlane default/prod-control-plane');
+  });
+
+  it('denies a /scale request when a label-selecting target cannot be ruled out (fails closed)', () => {
+    const config = makeConfig({
+      targets: [
+        { name: 'by-cluster', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'prod' } },
+        { name: 'catch-all', endpoints: ['https://127.0.0.1:2379'], match: {} },
+      ],
+    });
+    const classification = classifyRequest(loadFixture('kcp-scale-up-3-to-5.json'), config);
+    expect(classification.kind === 'deny' && classification.message).toMatch(/target by-cluster: a \/scale request carries no labels/);
+    // The same change on the parent object carries labels, so the label target matches.
+    expect(needsEvaluation(classifyRequest(loadFixture('kcp-override-scale-down.json'), config)).target.name).toBe('by-cluster');
+  });
+
+  it('first matching target wins', () => {
+    const config = makeConfig({
+      targets: [
+        { name: 'first', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['default'] } },
+        { name: 'second', endpoints: ['https://127.0.0.1:2379'], match: {} },
+      ],
+    });
+    expect(needsEvaluation(classifyRequest(loadFixture('kcp-scale-up-3-to-5.json'), config)).target.name).toBe('first');
+  });
+
+  it('denies a guarded change whose label edit moves the object to another target', () => {
+    const config = makeConfig({
+      targets: [
+        { name: 'strict', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'prod' } },
+        { name: 'lenient', endpoints: ['https://127.0.0.1:2379'], match: {} },
+      ],
+    });
+    const request = loadFixture('kcp-v1beta1-edit-version.json');
+    const object = structuredClone(request.object) as { metadata: { labels: Record<string, string> } };
+    object.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'something-else';
+    const classification = classifyRequest({ ...request, object }, config);
+    expect(classification.kind === 'deny' && classification.message).toMatch(/from target strict to target lenient/);
+  });
+
+  it('treats replicas and template changed together as a rollout that also scales', () => {
+    const request = loadFixture('kcp-v1beta2-edit-version.json');
+    const object = structuredClone(request.object) as { spec: { replicas: number } };
+    object.spec.replicas = 1;
+    const classification = needsEvaluation(classifyRequest({ ...request, object }, makeConfig()));
+    expect(classification.change).toMatchObject({ kind: 'rollout', replicas: 1, previousReplicas: 3 });
+  });
+
+  it('denies, naming the value, when replicas is not a number', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const object = structuredClone(request.object) as { spec: { replicas: unknown } };
+    object.spec.replicas = 'five';
+    const classification = classifyRequest({ ...request, object }, makeConfig());
+    expect(classification.kind === 'deny' && classification.message).toContain('"five"');
+  });
+});
+
+describe('decide over fixtures × evaluation states', () => {
+  const rows = GUARDED.flatMap((fixture) => STATES.map((state) => ({ ...fixture, state, allowed: fixture.allowedIn.includes(state) })));
+  it.each(rows)('$file with a $state evaluation → allowed $allowed', ({ file, state, allowed, target, overriddenIn }) => {
+    const request = loadFixture(file);
+    const decision = run(request, state);
+    const { response } = decision;
+    expect(response.uid).toBe(request.uid);
+    expect(response.allowed).toBe(allowed);
+    for (const warning of response.warnings ?? []) {
+      expect(warning.length).toBeLessThanOrEqual(MAX_WARNING_LENGTH);
+      expect(warning).not.toMatch(/[\r\n]/);
+    }
+    if (allowed) {
+      expect(response.status).toBeUndefined();
+      expect(decision.result).toBe(overriddenIn?.includes(state) ? 'overridden' : 'allowed');
+      if (state === 'degraded') expect(response.warnings?.join(' | ')).toContain('85% of the 2 GiB quota');
+      return;
+    }
+    expect(decision.result).toBe('denied');
+    expect(response.status?.code).toBe(403);
+    expect(response.status?.reason).toBe('Forbidden');
+    const message = response.status?.message ?? '';
+    expect(message).not.toMatch(/[\r\n]/);
+    expect(message).toContain(target);
+    expect(message).toContain('to override, annotate with etcd-guard.io/override=<reason> as a member of system:masters');
+    if (state === 'missing') expect(message).toContain(`no fresh etcd evaluation for ${target} (none stored)`);
+    if (state === 'stale') expect(message).toContain(`no fresh etcd evaluation for ${target} (age 200s, max 60s)`);
+    if (state === 'unhealthy') {
+      expect(message).toContain('verdict Unhealthy');
+      expect(message).toContain('evaluated 12s ago');
+      expect(message).toContain('member etcd-2');
+    }
+    expect(decision.reason).toBe(state);
+  });
+
+  it('gives a dryRun request the same decision as the real one', () => {
+    const real = loadFixture('kcp-scale-up-3-to-5.json');
+    const dry = loadFixture('kcp-scale-up-dry-run.json');
+    expect(dry.dryRun).toBe(true);
+    for (const state of STATES) {
+      const a = run(real, state);
+      const b = run(dry, state);
+      expect({ ...b.response, uid: real.uid }).toEqual(a.response);
+    }
+  });
+
+  it('appends the refresh note to a stale denial', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const config = makeConfig();
+    const decision = decide({
+      request,
+      config,
+      classification: needsEvaluation(classifyRequest(request, config)),
+      evaluation: EVALUATIONS.stale ?? null,
+      now: NOW,
+      refreshNote: 'inline refresh skipped: apiserver budget 0.8s',
+    });
+    expect(decision.response.status?.message).toMatch(/\(age 200s, max 60s\); inline refresh skipped: apiserver budget 0\.8s/);
+  });
+
+  it('lets an operator remove a dead member from 5, warning which member is unhealthy', () => {
+    const request = loadFixture('kcp-scale-down-3-to-2.json');
+    const object = structuredClone(request.object) as { spec: { replicas: number } };
+    const oldObject = structuredClone(request.oldObject) as { spec: { replicas: number } };
+    oldObject.spec.replicas = 5;
+    object.spec.replicas = 4;
+    const members = makeMembers(5);
+    members[4] = makeMember(4, { healthy: false, error: 'connection refused' });
+    const evaluation = makeEvaluation({ evaluatedAt: secondsBefore(5), verdict: 'Unhealthy', members, reasons: ['member etcd-4 unreachable'] });
+    const config = makeConfig();
+    const scaled = { ...request, object, oldObject };
+    const decision = decide({ request: scaled, config, classification: needsEvaluation(classifyRequest(scaled, config)), evaluation, now: NOW });
+    expect(decision.response.allowed).toBe(true);
+    expect(decision.response.warnings?.join(' | ')).toContain('unhealthy etcd members: etcd-4');
+  });
+
+  it('records an override by an allowed group in warnings and audit annotations', () => {
+    const decision = run(loadFixture('kcp-override-scale-down.json'), 'unhealthy');
+    expect(decision).toMatchObject({ result: 'overridden', reason: 'override' });
+    expect(decision.response.warnings?.[0]).toBe('etcd-guard override by sre-oncall: INC-4711 remove dead member etcd-2');
+    expect(decision.response.auditAnnotations).toMatchObject({ 'override-user': 'sre-oncall', 'override-reason': 'INC-4711 remove dead member etcd-2' });
+  });
+
+  it('denies an override by a user outside the override groups, even when etcd is healthy', () => {
+    const request = loadFixture('kcp-override-scale-down.json');
+    const intruder = { ...request, userInfo: { username: 'dev-jane', groups: ['developers', 'system:authenticated'] } };
+    for (const state of STATES) {
+      const decision = run(intruder, state);
+      expect(decision.response.allowed).toBe(false);
+      expect(decision.reason).toBe('forbidden-override');
+      expect(decision.response.status?.message).toContain('user dev-jane is not allowed to override');
+    }
+  });
+
+  it('ignores an override annotation left over from an earlier change', () => {
+    const request = loadFixture('kcp-override-scale-down.json');
+    const oldObject = structuredClone(request.oldObject) as { metadata: { annotations?: Record<string, string> } };
+    oldObject.metadata.annotations = { 'etcd-guard.io/override': 'INC-4711 remove dead member etcd-2' };
+    const decision = run({ ...request, oldObject }, 'unhealthy');
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.reason).toBe('unhealthy');
+  });
+
+  it('keeps the denial to the top three reasons on one line', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const config = makeConfig();
+    const evaluation = makeEvaluation({
+      evaluatedAt: secondsBefore(3),
+      verdict: 'Unhealthy',
+      members: [makeMember(0), makeMember(1, { healthy: false }), makeMember(2, { healthy: false })],
+      reasons: ['member etcd-1 unreachable\nsecond line', 'member etcd-2 unreachable', 'quorum lost', 'no leader'],
+    });
+    const decision = decide({ request, config, classification: needsEvaluation(classifyRequest(request, config)), evaluation, now: NOW });
+    const message = decision.response.status?.message ?? '';
+    expect(message).not.toMatch(/\n/);
+    expect(message).toMatch(/\(\+\d+ more\)/);
+    expect(message).not.toContain('no leader');
+  });
+});
+
+describe('detectGuardedChange', () => {
+  const pointers = ['/spec/replicas', '/spec/template', `/metadata/annotations/${escapePointerToken('a.io/x~y')}`];
+  it.each([
+    ['a replicas change', { spec: { replicas: 3 } }, { spec: { replicas: 4 } }, ['/spec/replicas']],
+    ['a sibling whose name starts with a guarded one', { spec: { replicas: 3, replicasX: 1 } }, { spec: { replicas: 3, replicasX: 2 } }, []],
+    ['a nested template field', { spec: { template: { a: [1, 2] } } }, { spec: { template: { a: [1, 3] } } }, ['/spec/template']],
+    ['a whole spec appearing', {}, { spec: { replicas: 1 } }, ['/spec/replicas']],
+    ['a whole spec appearing without guarded fields', {}, { spec: { paused: true } }, []],
+    ['an escaped key (~ and /)', { metadata: { annotations: { 'a.io/x~y': '1' } } }, { metadata: { annotations: { 'a.io/x~y': '2' } } }, ['/metadata/annotations/a.io~1x~0y']],
+    ['nothing', { spec: { replicas: 3 } }, { spec: { replicas: 3 } }, []],
+  ])('detects %s', (_name, before, after, expected) => {
+    expect(detectGuardedChange(before, after, pointers).changedPointers).toEqual(expected);
+  });
+
+  it('diffs a huge object quickly', () => {
+    const containers = Array.from({ length: 5000 }, (_unused, index) => ({ name: `c${index}`, image: `img:${index}` }));
+    const before = { spec: { replicas: 3, template: { containers } }, metadata: { managedFields: containers } };
+    const after = structuredClone(before);
+    after.spec.template.containers[4999] = { name: 'c4999', image: 'img:new' };
+    const started = performance.now();
+    expect(detectGuardedChange(before, after, ['/spec/replicas', '/spec/template']).changedPointers).toEqual(['/spec/template']);
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+});
+
+describe('parseAdmissionReview', () => {
+  const valid = JSON.parse(readFileSync(path.join(FIXTURE_DIR, 'kcp-scale-up-3-to-5.json'), 'utf8')) as Record<string, unknown>;
+  it.each([
+    ['not an object', 'hello', /body is not an AdmissionReview object \(got "hello"\)/],
+    ['null', null, /got null/],
+    ['the wrong apiVersion', { ...valid, apiVersion: 'admission.k8s.io/v1beta1' }, /apiVersion: .*\(got "admission\.k8s\.io\/v1beta1"\)/],
+    ['a missing request', { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }, /request: Required \(got missing\)/],
+    [
+      'an empty uid',
+      { ...valid, request: { ...(valid.request as object), uid: '' } },
+      /request\.uid: must be a non-empty string \(got ""\)/,
+    ],
+    ['an unknown operation', { ...valid, request: { ...(valid.request as object), operation: 'PATCH' } }, /request\.operation: .*\(got "PATCH"\)/],
+  ])('rejects %s with a message naming field and value', (_name, body, message) => {
+    const result = parseAdmissionReview(body);
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.message).toMatch(message);
+  });
+
+  it('never throws on garbage', () => {
+    let seed = 42;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const garbage = (depth: number): unknown => {
+      const pick = Math.floor(random() * 8);
+      if (depth > 3 || pick < 3) return [null, 0, -1.5, '', 'x', true, 1e308][Math.floor(random() * 7)];
+      if (pick < 5) return Array.from({ length: Math.floor(random() * 4) }, () => garbage(depth + 1));
+      const keys = ['apiVersion', 'kind', 'request', 'uid', 'operation', 'userInfo', 'object', '__proto__', 'constructor'];
+      return Object.fromEntries(Array.from({ length: Math.floor(random() * 5) }, () => [keys[Math.floor(random() * keys.length)], garbage(depth + 1)]));
+    };
+    let rejected = 0;
+    for (let index = 0; index < 3000; index += 1) {
+      const body = index % 2 === 0 ? garbage(0) : { ...valid, request: garbage(1) };
+      const result = parseAdmissionReview(body);
+      if (!result.ok) {
+        rejected += 1;
+        expect(result.message.length).toBeGreaterThan(0);
+      }
+    }
+    expect(rejected).toBeGreaterThan(2900);
+  });
+
+  it('wraps a response in the AdmissionReview envelope', () => {
+    expect(buildAdmissionReviewResponse({ uid: 'u1', allowed: true })).toEqual({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      response: { uid: 'u1', allowed: true },
+    });
+  });
+});
