@@ -170,6 +170,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     try {
       const parsed = core.parseAdmissionReview(body);
       if (!parsed.ok) {
+        logger.warn({ err: shorten(parsed.message) }, 'rejected a body that is not an AdmissionReview');
         res.status(400).json({ error: parsed.message });
         return;
       }
@@ -254,8 +255,8 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   // still answered with a clear 400 instead of an empty body.
   const jsonBody = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: true });
 
-  app.post('/validate', jsonBody, (req, res) => {
-    void validate(req, res);
+  app.post('/validate', jsonBody, (req, res, next) => {
+    validate(req, res).catch(next);
   });
 
   app.all('/evaluations/:target', (req, res, next) => {
