@@ -244,6 +244,19 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     }
   });
 
+  it('a whole write, retries included, stays within writeTimeoutMs even when each call may take longer', async () => {
+    const store = storeFor({ callTimeoutMs: 5_000, writeTimeoutMs: 400 });
+    await store.write(makeEvaluationAt(1));
+    // GETs answer, PUTs never do: only the write's overall deadline can end it.
+    fake.onRequest((request) => (request.verb === 'update' ? new Promise<void>(() => undefined) : undefined));
+    const started = performance.now();
+    const error = await captureStoreError(store.write(makeEvaluationAt(2)));
+    const elapsed = performance.now() - started;
+    expect(error.kind).toBe('unavailable');
+    expect(error.message).toMatch(new RegExp(`^timed out: update configmaps "${CM_NAME}" in namespace "${NAMESPACE}" got no answer within \\d+ms$`));
+    expect(elapsed).toBeLessThan(400 + 250);
+  });
+
   it('returns null when no ConfigMap exists, and refuses a target that cannot name a ConfigMap', async () => {
     const store = storeFor();
     expect(await store.read('prod')).toBeNull();

@@ -28,6 +28,8 @@ export interface ConfigMapStoreOptions {
   api?: CoreV1Api;
   /** Deadline of each API call. */
   callTimeoutMs?: number;
+  /** Deadline of a whole write, conflict retries included; each call gets what is left. */
+  writeTimeoutMs?: number;
   /** How many read-compare-write rounds a write may take when others keep writing (409). */
   maxAttempts?: number;
   /** Refuse documents larger than this before sending; tests raise it to reach the apiserver's 422. */
@@ -45,6 +47,7 @@ function isNewer(candidate: string, than: string): boolean {
 export class ConfigMapStore implements EvaluationStore {
   private readonly namespace: string;
   private readonly callTimeoutMs: number;
+  private readonly writeTimeoutMs: number;
   private readonly maxAttempts: number;
   private readonly maxDocumentBytes: number;
   private readonly kubeconfigFile: string | undefined;
@@ -56,6 +59,7 @@ export class ConfigMapStore implements EvaluationStore {
     }
     this.namespace = options.namespace;
     this.callTimeoutMs = options.callTimeoutMs ?? 5_000;
+    this.writeTimeoutMs = options.writeTimeoutMs ?? 10_000;
     this.maxAttempts = options.maxAttempts ?? 6;
     this.maxDocumentBytes = options.maxDocumentBytes ?? MAX_DOCUMENT_BYTES;
     this.kubeconfigFile = options.kubeconfigFile;
@@ -68,7 +72,7 @@ export class ConfigMapStore implements EvaluationStore {
 
   async read(target: string): Promise<Evaluation | null> {
     const name = this.nameFor(target);
-    const configMap = await this.get(name);
+    const configMap = await this.get(name, performance.now() + this.callTimeoutMs);
     if (configMap === null) return null;
     const stored = this.parseStored(configMap, name, target);
     if (stored instanceof StoreError) throw stored;
@@ -91,11 +95,12 @@ export class ConfigMapStore implements EvaluationStore {
       );
     }
 
+    const deadline = performance.now() + this.writeTimeoutMs;
     for (let attempt = 1; attempt <= this.maxAttempts; attempt += 1) {
-      const current = await this.get(name);
+      const current = await this.get(name, deadline);
       if (current === null) {
         try {
-          await this.create(name, evaluation, text);
+          await this.create(name, evaluation, text, deadline);
           return { written: true };
         } catch (error) {
           // Someone created it since our GET: go round and compare with theirs.
@@ -112,7 +117,7 @@ export class ConfigMapStore implements EvaluationStore {
         return { written: false, keptEvaluatedAt: stored.evaluatedAt };
       }
       try {
-        await this.replace(name, current, evaluation, text);
+        await this.replace(name, current, evaluation, text, deadline);
         return { written: true };
       } catch (error) {
         if (error instanceof KubeApiError && error.status === 409) {
@@ -145,10 +150,15 @@ export class ConfigMapStore implements EvaluationStore {
     return { verb, resource: 'configmaps', ...(name !== undefined ? { name } : {}), namespace: this.namespace };
   }
 
-  private async get(name: string): Promise<V1ConfigMap | null> {
+  /** Time a call may take: its own deadline, cut short by the whole operation's. */
+  private budget(deadline: number): number {
+    return Math.max(1, Math.min(this.callTimeoutMs, Math.round(deadline - performance.now())));
+  }
+
+  private async get(name: string, deadline: number): Promise<V1ConfigMap | null> {
     const api = this.client();
     try {
-      return await callKube(this.operation('get', name), this.callTimeoutMs, (options) =>
+      return await callKube(this.operation('get', name), this.budget(deadline), (options) =>
         api.readNamespacedConfigMap({ name, namespace: this.namespace }, options),
       );
     } catch (error) {
@@ -185,7 +195,7 @@ export class ConfigMapStore implements EvaluationStore {
     return { [ANNOTATION_VERDICT]: evaluation.verdict, [ANNOTATION_EVALUATED_AT]: evaluation.evaluatedAt };
   }
 
-  private async create(name: string, evaluation: Evaluation, text: string): Promise<void> {
+  private async create(name: string, evaluation: Evaluation, text: string, deadline: number): Promise<void> {
     const api = this.client();
     const body: V1ConfigMap = {
       apiVersion: 'v1',
@@ -198,12 +208,12 @@ export class ConfigMapStore implements EvaluationStore {
       },
       data: { [CONFIGMAP_DATA_KEY]: text },
     };
-    await callKube(this.operation('create', name), this.callTimeoutMs, (options) =>
+    await callKube(this.operation('create', name), this.budget(deadline), (options) =>
       api.createNamespacedConfigMap({ namespace: this.namespace, body }, options),
     );
   }
 
-  private async replace(name: string, current: V1ConfigMap, evaluation: Evaluation, text: string): Promise<void> {
+  private async replace(name: string, current: V1ConfigMap, evaluation: Evaluation, text: string, deadline: number): Promise<void> {
     const api = this.client();
     // Keep what others put on the object (extra labels, annotations, keys); own only ours.
     const body: V1ConfigMap = {
@@ -219,7 +229,7 @@ export class ConfigMapStore implements EvaluationStore {
       data: { ...current.data, [CONFIGMAP_DATA_KEY]: text },
     };
     if (current.binaryData) body.binaryData = current.binaryData;
-    await callKube(this.operation('update', name), this.callTimeoutMs, (options) =>
+    await callKube(this.operation('update', name), this.budget(deadline), (options) =>
       api.replaceNamespacedConfigMap({ name, namespace: this.namespace, body }, options),
     );
   }

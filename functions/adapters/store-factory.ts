@@ -9,6 +9,8 @@ export interface CreateStoreOptions {
   kubeconfigFile?: string;
   /** Deadline of each Kubernetes API call made by the configmap store. */
   callTimeoutMs?: number;
+  /** Deadline of a whole configmap write, conflict retries included. */
+  writeTimeoutMs?: number;
 }
 
 /**
@@ -25,6 +27,7 @@ export function createStore(config: StoreConfig, options: CreateStoreOptions = {
         namespace: config.namespace,
         ...(options.kubeconfigFile !== undefined ? { kubeconfigFile: options.kubeconfigFile } : {}),
         ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
+        ...(options.writeTimeoutMs !== undefined ? { writeTimeoutMs: options.writeTimeoutMs } : {}),
       });
   }
 }
