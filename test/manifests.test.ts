@@ -378,6 +378,16 @@ describe('RBAC', () => {
     }
   });
 
+  it('grants on configmaps only the verbs the stores use (get, create, update, patch), and on nothing else namespaced', () => {
+    for (const role of ofKind('Role')) {
+      for (const rule of objs(role.rules)) {
+        expect(strings(rule.apiGroups), name(role)).toEqual(['']);
+        expect(strings(rule.resources), name(role)).toEqual(['configmaps']);
+        expect(strings(rule.verbs).filter((verb) => !['get', 'create', 'update', 'patch'].includes(verb)), name(role)).toEqual([]);
+      }
+    }
+  });
+
   it('has exactly one cluster-scoped permission: list on nodes', () => {
     const clusterRoles = ofKind('ClusterRole');
     for (const clusterRole of clusterRoles) {
