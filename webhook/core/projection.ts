@@ -68,7 +68,9 @@ function checkShrink(state: MembershipState, from: number, to: number, reasons: 
     reasons.push(`cannot scale etcd below 1 replica (requested ${to})`);
     return;
   }
-  const steps = from - to;
+  // If etcd already has more voting members than the object declared (e.g. mid-rollout surge),
+  // the controller ends up removing them too: count every removal down to the target size.
+  const steps = Math.max(from - to, state.voting - to);
   for (let step = 1; step <= steps; step += 1) {
     const voting = state.voting - step;
     const healthy = state.healthyVoting - step;
