@@ -1,0 +1,198 @@
+// The only importer of etcd3. Asks single etcd members what they see, each call bounded by one
+// overall deadline, and turns every library error into our own short text naming the endpoint.
+// One client per member with retries and circuit breakers off: etcd3's defaults would retry a
+// sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
+import { noop } from 'cockatiel';
+import { Etcd3, type IOptions } from 'etcd3';
+import type { DiscoveredMember, EndpointProbe, MemberStatus, Outcome, RaisedAlarm } from '../core/evaluate.js';
+
+export interface ProbeCredentials {
+  /** PEM bytes; without a CA the system roots verify https endpoints. */
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+}
+
+/** A key nobody writes: a range on it is a cheap linearizable read. */
+const PROBE_KEY = Buffer.from('etcd-guard.io/probe');
+/** Time the wall-clock guard allows past the gRPC deadline before it gives up on a call. */
+const WALL_CLOCK_GRACE_MS = 25;
+
+const CHANNEL_OPTIONS = {
+  // etcd refuses pings more often than its --grpc-keepalive-min-time (5 s by default).
+  'grpc.keepalive_time_ms': 5_000,
+  'grpc.keepalive_timeout_ms': 1_000,
+  'grpc.keepalive_permit_without_calls': 0,
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 1_000,
+  // A transparent retry could spend the deadline on a second attempt we never see.
+  'grpc.enable_retries': 0,
+} as const;
+
+class WallClockTimeout extends Error {}
+
+/** Settles like `work`, or rejects with WallClockTimeout once `deadline` (epoch ms) passed. */
+function beforeDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const guard = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new WallClockTimeout('wall clock')), Math.max(0, deadline - Date.now()) + WALL_CLOCK_GRACE_MS);
+  });
+  return Promise.race([work, guard]).finally(() => clearTimeout(timer));
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+/**
+ * Our wording for a failed call: "<endpoint>: <cause>". Only the first line of a library message
+ * survives, clipped, so nothing beyond the cause (and never key material) leaks.
+ */
+export function describeProbeError(endpoint: string, error: unknown, budgetMs: number): string {
+  const message = errorMessage(error);
+  let cause: string;
+  if (error instanceof WallClockTimeout || /deadline exceeded/i.test(message)) {
+    cause = `timed out after ${budgetMs} ms`;
+  } else if (/ECONNREFUSED|connection refused/i.test(message)) {
+    cause = 'connection refused';
+  } else if (/ENOTFOUND|EAI_AGAIN|name resolution|DNS resolution|getaddrinfo/i.test(message)) {
+    cause = 'DNS lookup failed';
+  } else if (SERVER_NOT_TRUSTED.test(message)) {
+    cause = `TLS rejected: server certificate not trusted (${SERVER_NOT_TRUSTED.exec(message)?.[1] ?? 'verification failed'})`;
+  } else if (CLIENT_REJECTED.test(message)) {
+    cause = `TLS rejected: client certificate missing or not accepted (${CLIENT_REJECTED.exec(message)?.[1] ?? 'handshake failed'})`;
+  } else if (/SSL|TLS|handshake|certificate/i.test(message)) {
+    cause = `TLS rejected: ${clip(message)}`;
+  } else if (/ECONNRESET|socket hang up|Connection dropped|ended by the other party/i.test(message)) {
+    cause = 'connection reset';
+  } else if (/EHOSTUNREACH|ENETUNREACH/i.test(message)) {
+    cause = 'host unreachable';
+  } else {
+    cause = clip(message);
+  }
+  return `${endpoint}: ${cause}`;
+}
+
+const SERVER_NOT_TRUSTED =
+  /(unable to verify the first certificate|self[- ]signed certificate(?: in certificate chain)?|unable to get (?:local )?issuer certificate|certificate has expired|Hostname\/IP does not match certificate's altnames|certificate signature failure)/i;
+const CLIENT_REJECTED = /(alert (?:bad certificate|certificate required|unknown ca|certificate unknown|handshake failure|certificate revoked))/i;
+
+function clip(text: string): string {
+  // grpc-js prefixes "14 UNAVAILABLE: " and appends timestamps and resolution notes; keep the cause.
+  const firstLine = text.split('\n')[0] ?? text;
+  const trimmed = firstLine
+    .replace(/^\d+ [A-Z_]+: /, '')
+    .replace(/\s*\(\d{4}-\d\d-\d\dT[^)]*\)/g, '')
+    .replace(/\.?\s*Resolution note:.*$/, '')
+    .trim();
+  return trimmed.length > 160 ? `${trimmed.slice(0, 157)}...` : trimmed;
+}
+
+function toNumber(value: unknown): number {
+  // int64 fields arrive as decimal strings.
+  const number = typeof value === 'number' ? value : Number(value);
+  return Number.isFinite(number) ? number : 0;
+}
+
+/**
+ * Probes members under deadlines. One Etcd3 client per endpoint, created on first use and all
+ * closed by close(); a session serves one evaluation.
+ */
+export class EtcdProbeSession {
+  private readonly clients = new Map<string, Etcd3>();
+  private closed = false;
+
+  constructor(private readonly credentials: ProbeCredentials) {}
+
+  private client(endpoint: string): Etcd3 {
+    const existing = this.clients.get(endpoint);
+    if (existing) return existing;
+    const options: IOptions = {
+      hosts: endpoint,
+      grpcOptions: { ...CHANNEL_OPTIONS },
+      faultHandling: { host: () => noop, global: noop },
+    };
+    if (endpoint.startsWith('https:') && this.credentials.ca !== undefined) {
+      options.credentials = { rootCertificate: this.credentials.ca };
+      if (this.credentials.cert !== undefined && this.credentials.key !== undefined) {
+        options.credentials.certChain = this.credentials.cert;
+        options.credentials.privateKey = this.credentials.key;
+      }
+    }
+    const client = new Etcd3(options);
+    this.clients.set(endpoint, client);
+    return client;
+  }
+
+  /** Runs one unary call under `deadline` (epoch ms), never throwing. */
+  private async call<T>(endpoint: string, deadline: number, run: (client: Etcd3, callDeadline: Date) => Promise<T>): Promise<Outcome<T>> {
+    const budgetMs = Math.max(0, Math.round(deadline - Date.now()));
+    if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
+    if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
+    try {
+      const client = this.client(endpoint);
+      const value = await beforeDeadline(run(client, new Date(deadline)), deadline);
+      return { ok: true, value };
+    } catch (error) {
+      return { ok: false, error: describeProbeError(endpoint, error, budgetMs) };
+    }
+  }
+
+  /** The member list as `endpoint` sees it (served locally by the member, so no quorum needed). */
+  listMembers(endpoint: string, deadline: number): Promise<Outcome<DiscoveredMember[]>> {
+    return this.call(endpoint, deadline, async (client, callDeadline) => {
+      const response = await client.cluster.memberList({}, { deadline: callDeadline });
+      return response.members.map((member) => ({
+        id: String(member.ID),
+        name: member.name ?? '',
+        peerUrls: member.peerURLs ?? [],
+        clientUrls: member.clientURLs ?? [],
+        isLearner: member.isLearner === true,
+      }));
+    });
+  }
+
+  /** Status, alarm list and a linearizable read, concurrently, all under `deadline`. */
+  async probe(endpoint: string, deadline: number): Promise<EndpointProbe> {
+    let latencyMs: number | null = null;
+    const statusCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<MemberStatus> => {
+      const started = performance.now();
+      const response = await client.maintenance.status({ deadline: callDeadline });
+      latencyMs = Math.round((performance.now() - started) * 10) / 10;
+      return {
+        memberId: String(response.header.member_id),
+        leaderId: String(response.leader),
+        raftIndex: toNumber(response.raftIndex),
+        raftTerm: toNumber(response.raftTerm),
+        dbSizeBytes: toNumber(response.dbSize),
+        dbSizeInUseBytes: toNumber(response.dbSizeInUse),
+        version: response.version,
+        isLearner: response.isLearner === true,
+      };
+    });
+    const alarmsCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<RaisedAlarm[]> => {
+      const response = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: callDeadline });
+      return (response.alarms ?? []).map((raised) => ({ memberId: String(raised.memberID), alarm: String(raised.alarm).toUpperCase() }));
+    });
+    const readCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<null> => {
+      await client.kv.range({ key: PROBE_KEY, serializable: false, count_only: true }, { deadline: callDeadline });
+      return null;
+    });
+    const [status, alarms, linearizableRead] = await Promise.all([statusCall, alarmsCall, readCall]);
+    return { endpoint, status, alarms, linearizableRead, latencyMs };
+  }
+
+  /** Closes every client; calls still in flight settle through their deadline or wall clock. */
+  close(): void {
+    this.closed = true;
+    for (const client of this.clients.values()) {
+      try {
+        client.close();
+      } catch {
+        // A client that cannot close has nothing left for us to release.
+      }
+    }
+    this.clients.clear();
+  }
+}
