@@ -1,0 +1,334 @@
+// Thousands of malformed, truncated, wrong-typed, deeply nested and oversized bodies against the
+// real HTTPS server. Seeded PRNG, so a failure names a case number that reproduces. Invariants:
+// the process answers every request; every answer is 400/413 or a well-formed AdmissionReview;
+// with no evaluation stored and inline refresh off, a guarded change is never allowed.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
+import { classifyRequest } from '../webhook/core/classify.js';
+import { parseAdmissionReview } from '../webhook/core/review.js';
+import { createLogger } from '../webhook/logger.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
+import { generateTestCerts, type TestCerts } from './harness/certs.js';
+
+const SEED = Number(process.env.FUZZ_SEED ?? 20261130);
+const CASES = Number(process.env.FUZZ_CASES ?? 3000);
+const CONCURRENCY = 8;
+
+/** mulberry32: tiny, fast, good enough to make reproducible garbage. */
+function prng(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+function review(resource: { group: string; version: string; resource: string; kind: string }, subResource: string | undefined, namespace: string, oldObject: Json, object: Json): Json {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'c0ffee00-0000-4000-8000-000000000000',
+      kind: { group: resource.group, version: resource.version, kind: resource.kind },
+      resource: { group: resource.group, version: resource.version, resource: resource.resource },
+      ...(subResource ? { subResource } : {}),
+      name: 'guarded',
+      namespace,
+      operation: 'UPDATE',
+      userInfo: { username: 'mallory', groups: ['system:authenticated'] },
+      object,
+      oldObject,
+      dryRun: false,
+    },
+  };
+}
+
+const KCP = { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', resource: 'kubeadmcontrolplanes', kind: 'KubeadmControlPlane' };
+const ETCD = { group: 'druid.gardener.cloud', version: 'v1alpha1', resource: 'etcds', kind: 'Etcd' };
+const STS = { group: 'apps', version: 'v1', resource: 'statefulsets', kind: 'StatefulSet' };
+
+function object(kind: string, replicas: number, extra: Record<string, Json> = {}): Json {
+  return { apiVersion: 'x/v1', kind, metadata: { name: 'guarded', namespace: 'fuzz', labels: {}, annotations: {} }, spec: { replicas, ...extra } };
+}
+
+function scale(replicas: number): Json {
+  return { apiVersion: 'autoscaling/v1', kind: 'Scale', metadata: { name: 'guarded', namespace: 'fuzz' }, spec: { replicas } };
+}
+
+/** Valid guarded changes: each would need a fresh evaluation, which the fuzz server never has. */
+function seedBodies(): Json[] {
+  const bodies: Json[] = [
+    review(KCP, undefined, 'fuzz', object('KubeadmControlPlane', 3, { version: 'v1.30.0' }), object('KubeadmControlPlane', 5, { version: 'v1.30.0' })),
+    review(KCP, undefined, 'fuzz', object('KubeadmControlPlane', 3, { version: 'v1.30.0' }), object('KubeadmControlPlane', 3, { version: 'v1.31.0' })),
+    review(KCP, 'scale', 'fuzz', scale(3), scale(1)),
+    review(ETCD, undefined, 'fuzz', object('Etcd', 3), object('Etcd', 4)),
+    review(ETCD, 'scale', 'fuzz', scale(3), scale(5)),
+    review(STS, undefined, 'fuzz', object('StatefulSet', 3), object('StatefulSet', 2)),
+    review(STS, 'scale', 'fuzz', scale(3), scale(4)),
+  ];
+  const fixtureDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
+  if (existsSync(fixtureDir)) {
+    for (const file of readdirSync(fixtureDir).filter((name) => name.endsWith('.json'))) {
+      try {
+        bodies.push(JSON.parse(readFileSync(path.join(fixtureDir, file), 'utf8')) as Json);
+      } catch {
+        // A fixture that is not JSON is itself a fuzz case, sent as text below.
+      }
+    }
+  }
+  return bodies;
+}
+
+const WRONG_VALUES: Json[] = [null, true, false, 0, -1, 1e308, 3.5, '', '3', 'UPDATE', [], [1, 2], {}, { replicas: 'x' }, '\u0000', '💥'];
+const HOSTILE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf'];
+
+function paths(value: Json, prefix: (string | number)[] = [], out: (string | number)[][] = [], depth = 0): (string | number)[][] {
+  if (depth > 8 || value === null || typeof value !== 'object') return out;
+  for (const [key, child] of Object.entries(value)) {
+    const at = [...prefix, Array.isArray(value) ? Number(key) : key];
+    out.push(at);
+    paths(child as Json, at, out, depth + 1);
+  }
+  return out;
+}
+
+function clone(value: Json): Json {
+  return JSON.parse(JSON.stringify(value)) as Json;
+}
+
+function parentOf(root: Json, at: (string | number)[]): { parent: Record<string, Json> | Json[]; key: string | number } | null {
+  let current: Json = root;
+  for (const part of at.slice(0, -1)) {
+    if (current === null || typeof current !== 'object') return null;
+    current = (current as Record<string, Json>)[String(part)] ?? null;
+  }
+  if (current === null || typeof current !== 'object') return null;
+  return { parent: current, key: at[at.length - 1] ?? '' };
+}
+
+interface FuzzCase {
+  name: string;
+  body: string;
+}
+
+function makeCase(index: number, random: () => number, seeds: Json[]): FuzzCase {
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+  const base = clone(pick(seeds));
+  const text = JSON.stringify(base);
+  const mutation = Math.floor(random() * 9);
+  switch (mutation) {
+    case 0:
+      return { name: `#${index} truncated`, body: text.slice(0, Math.floor(random() * text.length)) };
+    case 1: {
+      const at = pick(paths(base));
+      const slot = parentOf(base, at);
+      if (slot) (slot.parent as Record<string, Json>)[String(slot.key)] = pick(WRONG_VALUES);
+      return { name: `#${index} wrong type at ${at.join('.')}`, body: JSON.stringify(base) };
+    }
+    case 2: {
+      const at = pick(paths(base));
+      const slot = parentOf(base, at);
+      if (slot && !Array.isArray(slot.parent)) delete slot.parent[String(slot.key)];
+      return { name: `#${index} deleted ${at.join('.')}`, body: JSON.stringify(base) };
+    }
+    case 3: {
+      const depth = 100 + Math.floor(random() * 5_000);
+      const nested = `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+      const where = pick(['object', 'oldObject', 'options', 'userInfo']);
+      return { name: `#${index} ${depth}-deep nesting in request.${where}`, body: text.replace(`"${where}":`, `"${where}":${nested},"x${where}":`) };
+    }
+    case 4: {
+      const size = Math.floor(random() * 400_000);
+      const at = pick(paths(base));
+      const slot = parentOf(base, at);
+      if (slot) (slot.parent as Record<string, Json>)[String(slot.key)] = 'A'.repeat(size);
+      return { name: `#${index} ${size}-char string at ${at.join('.')}`, body: JSON.stringify(base) };
+    }
+    case 5: {
+      // Hostile keys written into the JSON text, so JSON.parse creates them as own properties.
+      const key = pick(HOSTILE_KEYS);
+      const target = pick(['"request":{', '"spec":{', '"metadata":{', '"userInfo":{']);
+      const injected = `${target}"${key}":{"allowed":true,"replicas":1,"polluted":true},`;
+      return { name: `#${index} ${key} key in ${target}`, body: text.replace(target, injected) };
+    }
+    case 6: {
+      const bytes = Array.from({ length: 1 + Math.floor(random() * 64) }, () => Math.floor(random() * 256));
+      const offset = Math.floor(random() * text.length);
+      return { name: `#${index} random bytes at ${offset}`, body: text.slice(0, offset) + Buffer.from(bytes).toString('latin1') + text.slice(offset) };
+    }
+    case 7: {
+      const replacements: Array<[RegExp, string]> = [
+        [/"operation":"UPDATE"/, `"operation":${JSON.stringify(pick(['update', 'PATCH', 'CREATE', 'DELETE', 'CONNECT', '']))}`],
+        [/"apiVersion":"admission.k8s.io\/v1"/, '"apiVersion":"admission.k8s.io/v1beta1"'],
+        [/"subResource":"scale"/, '"subResource":"status"'],
+        [/"replicas":(\d+)/, `"replicas":${pick(['-3', '0', '1e9', '3.5', '"5"', 'null', '[]'])}`],
+        [/"uid":"[^"]*"/, `"uid":${pick(['""', '123', 'null', JSON.stringify('u'.repeat(5000))])}`],
+      ];
+      const [pattern, replacement] = pick(replacements);
+      return { name: `#${index} ${pattern.source} → ${replacement.slice(0, 40)}`, body: text.replace(pattern, replacement) };
+    }
+    default: {
+      const scalars = ['null', 'true', '0', '"AdmissionReview"', '[]', '{}', '[{}]', '"\\ud800"', ''];
+      return { name: `#${index} scalar body`, body: pick(scalars) };
+    }
+  }
+}
+
+let workDir: string;
+let certs: TestCerts;
+let config: GuardConfig;
+let server: RunningWebhookServer;
+let agent: https.Agent;
+let ca: Buffer;
+
+beforeAll(async () => {
+  workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-fuzz-'));
+  certs = await generateTestCerts(workDir);
+  ca = readFileSync(certs.caFile);
+  config = parseGuardConfig(
+    {
+      store: { kind: 'file', dir: path.join(workDir, 'empty-store') },
+      maxAgeSeconds: 60,
+      inlineRefresh: false,
+      targets: [{ name: 'fuzz', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['fuzz'], names: ['guarded'] } }],
+    },
+    'fuzz config',
+  );
+  server = await startWebhookServer({
+    config,
+    host: '127.0.0.1',
+    port: 0,
+    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+    token: null,
+    logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+    evaluate: () => Promise.reject(new Error('the fuzz server must never evaluate')),
+  });
+  agent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  await server.cache.whenReady();
+});
+
+afterAll(async () => {
+  agent?.destroy();
+  await server?.close();
+  if (workDir) await rm(workDir, { recursive: true, force: true });
+});
+
+function post(body: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      `${server.url}/validate`,
+      { method: 'POST', agent, ca, headers: { 'content-type': 'application/json' }, timeout: 10_000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Independent of the server: would this body, as the core reads it, need an evaluation (which the server does not have)? */
+function needsEvaluation(body: string): { uid: string | null; guarded: boolean } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(body);
+  } catch {
+    return { uid: null, guarded: false };
+  }
+  const parsed = parseAdmissionReview(raw);
+  if (!parsed.ok) return { uid: null, guarded: false };
+  let guarded = false;
+  try {
+    guarded = classifyRequest(parsed.review.request, config).kind !== 'allow';
+  } catch {
+    guarded = true; // the server must fail closed on whatever made the core throw
+  }
+  return { uid: parsed.review.request.uid, guarded };
+}
+
+describe('POST /validate under fuzzing', () => {
+  it(`answers ${CASES} mutated bodies (seed ${SEED}) without crashing or wrongly allowing`, async () => {
+    const random = prng(SEED);
+    const seeds = seedBodies();
+    const cases = Array.from({ length: CASES }, (_unused, index) => makeCase(index, random, seeds));
+    // A few bodies over the 3 MiB limit, and each unmutated seed (which must be denied: no evaluation).
+    for (let index = 0; index < 4; index += 1) cases.push({ name: `oversized #${index}`, body: `{"pad":"${'z'.repeat(3_200_000 + index * 200_000)}"}` });
+    for (const [index, seed] of seeds.entries()) cases.push({ name: `seed #${index}`, body: JSON.stringify(seed) });
+
+    const failures: string[] = [];
+    const statusCounts = new Map<number, number>();
+    let allowedCount = 0;
+    let deniedCount = 0;
+    let next = 0;
+    const started = Date.now();
+    const worker = async () => {
+      while (next < cases.length) {
+        const fuzzCase = cases[next] as FuzzCase;
+        next += 1;
+        let answer: { status: number; text: string };
+        try {
+          answer = await post(fuzzCase.body);
+        } catch (error) {
+          failures.push(`${fuzzCase.name}: no answer (${(error as Error).message})`);
+          continue;
+        }
+        statusCounts.set(answer.status, (statusCounts.get(answer.status) ?? 0) + 1);
+        if (answer.status === 400 || answer.status === 413) {
+          const error = (JSON.parse(answer.text) as { error?: unknown }).error;
+          if (typeof error !== 'string' || error === '') failures.push(`${fuzzCase.name}: ${answer.status} without a message`);
+          continue;
+        }
+        if (answer.status !== 200) {
+          failures.push(`${fuzzCase.name}: unexpected status ${answer.status}: ${answer.text.slice(0, 200)}`);
+          continue;
+        }
+        const review = JSON.parse(answer.text) as { apiVersion?: unknown; kind?: unknown; response?: { uid?: unknown; allowed?: unknown } };
+        const expected = needsEvaluation(fuzzCase.body);
+        if (review.apiVersion !== 'admission.k8s.io/v1' || review.kind !== 'AdmissionReview' || typeof review.response?.allowed !== 'boolean') {
+          failures.push(`${fuzzCase.name}: malformed AdmissionReview ${answer.text.slice(0, 200)}`);
+        } else if (expected.uid === null || review.response.uid !== expected.uid) {
+          failures.push(`${fuzzCase.name}: uid ${String(review.response.uid).slice(0, 40)} not echoed (expected ${String(expected.uid).slice(0, 40)})`);
+        } else if (review.response.allowed === true && expected.guarded) {
+          failures.push(`${fuzzCase.name}: a guarded change was ALLOWED without any evaluation`);
+        }
+        if (review.response?.allowed === true) allowedCount += 1;
+        else deniedCount += 1;
+      }
+    };
+    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    const elapsedMs = Date.now() - started;
+
+    expect(failures.slice(0, 20)).toEqual([]);
+    // The fuzz must reach every outcome, or it tests nothing.
+    expect(statusCounts.get(400) ?? 0).toBeGreaterThan(100);
+    expect(statusCounts.get(413) ?? 0).toBeGreaterThanOrEqual(4);
+    expect(deniedCount).toBeGreaterThan(50);
+    expect(elapsedMs).toBeLessThan(20_000);
+    const health = await new Promise<number>((resolve, reject) => {
+      https.get(`${server.url}/healthz`, { agent, ca }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      }).on('error', reject);
+    });
+    expect(health).toBe(200);
+    // The server runs in this process: a __proto__ body that leaked into a prototype would show here.
+    expect(Object.prototype).not.toHaveProperty('polluted');
+    expect(Object.prototype).not.toHaveProperty('allowed');
+    console.log(`fuzz: ${cases.length} bodies in ${elapsedMs} ms, statuses ${JSON.stringify(Object.fromEntries(statusCounts))}, allowed ${allowedCount}, denied ${deniedCount}`);
+  });
+});

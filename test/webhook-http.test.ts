@@ -1,0 +1,561 @@
+// The webhook over real HTTPS on loopback: /validate against cached evaluations of every kind,
+// inline refresh inside the apiserver's budget, malformed and oversized bodies, readiness,
+// metrics and the /evaluations routes. The store is a real file store in a temp dir.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStore } from '../functions/adapters/store-factory.js';
+import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/config.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import type { EvaluationStore } from '../functions/core/store.js';
+import { OnDemandEvaluations } from '../functions/on-demand.js';
+import { createWebhookApp } from '../webhook/app.js';
+import { EvaluationCache } from '../webhook/cache.js';
+import { createLogger } from '../webhook/logger.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
+import { createWebhookMetrics } from '../webhook/metrics.js';
+import { generateTestCerts, type TestCerts } from './harness/certs.js';
+import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+
+const TOKEN = 'http-test-token-5f1c';
+const silentLogger = createLogger({ env: { LOG_LEVEL: 'silent' } });
+
+let workDir: string;
+let certs: TestCerts;
+let config: GuardConfig;
+let store: EvaluationStore;
+let server: RunningWebhookServer;
+let agent: https.Agent;
+const evaluateCalls: string[] = [];
+
+interface HttpAnswer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json: unknown;
+}
+
+function request(method: string, urlPath: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+  return requestTo(server.url, method, urlPath, body, headers);
+}
+
+function requestTo(baseUrl: string, method: string, urlPath: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      `${baseUrl}${urlPath}`,
+      { method, agent, ca: readFileSync(certs.caFile), headers: { 'content-type': 'application/json', ...headers }, timeout: 15_000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: unknown = null;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = null;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${method} ${urlPath} timed out`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+interface ReviewAnswer {
+  status: number;
+  response: { uid: string; allowed: boolean; status?: { code: number; message: string }; warnings?: string[] };
+}
+
+async function validate(review: unknown, query = ''): Promise<ReviewAnswer> {
+  const answer = await request('POST', `/validate${query}`, JSON.stringify(review));
+  const json = answer.json as { apiVersion?: string; kind?: string; response?: ReviewAnswer['response'] } | null;
+  expect(answer.status, answer.text).toBe(200);
+  expect(json?.apiVersion).toBe('admission.k8s.io/v1');
+  expect(json?.kind).toBe('AdmissionReview');
+  return { status: answer.status, response: json?.response as ReviewAnswer['response'] };
+}
+
+let uidCounter = 0;
+function nextUid(): string {
+  uidCounter += 1;
+  return `00000000-0000-4000-8000-${String(uidCounter).padStart(12, '0')}`;
+}
+
+/** A KubeadmControlPlane replica change in `namespace`, which routes it to the target of that name. */
+function kcpScale(namespace: string, from: number, to: number, uid = nextUid()) {
+  const kcp = (replicas: number) => ({
+    apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1',
+    kind: 'KubeadmControlPlane',
+    metadata: { name: 'control-plane', namespace, labels: { 'cluster.x-k8s.io/cluster-name': namespace } },
+    spec: { replicas, version: 'v1.30.2' },
+  });
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid,
+      kind: { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', kind: 'KubeadmControlPlane' },
+      resource: { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', resource: 'kubeadmcontrolplanes' },
+      name: 'control-plane',
+      namespace,
+      operation: 'UPDATE',
+      userInfo: { username: 'alice@example.com', groups: ['system:authenticated'] },
+      object: kcp(to),
+      oldObject: kcp(from),
+      dryRun: false,
+    },
+  };
+}
+
+const TARGETS = ['healthy', 'degraded', 'unhealthy', 'stale', 'stale-refresh', 'missing', 'slow-refresh'] as const;
+
+function secondsAgo(seconds: number): string {
+  return new Date(Date.now() - seconds * 1000).toISOString();
+}
+
+/** Stand-in for the etcd evaluation engine: a fresh healthy evaluation, or a slow one for `slow-refresh`. */
+async function evaluateStandIn(target: TargetConfig): Promise<Evaluation> {
+  evaluateCalls.push(target.name);
+  return makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString() });
+}
+
+beforeAll(async () => {
+  workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-webhook-http-'));
+  certs = await generateTestCerts(workDir);
+  config = parseGuardConfig(
+    {
+      store: { kind: 'file', dir: path.join(workDir, 'store') },
+      maxAgeSeconds: 60,
+      inlineRefresh: true,
+      targets: TARGETS.map((name) => ({
+        name,
+        endpoints: ['https://127.0.0.1:2379'],
+        timeout: '2s',
+        match: { namespaces: [name] },
+      })),
+    },
+    'webhook-http test config',
+  );
+  store = createStore(config.store);
+  await store.write(makeEvaluation({ target: 'healthy', evaluatedAt: secondsAgo(5) }));
+  await store.write(
+    makeEvaluation({
+      target: 'degraded',
+      evaluatedAt: secondsAgo(5),
+      verdict: 'Degraded',
+      reasons: ['member etcd-2 database is 85% of its quota'],
+      checks: [{ name: 'db-size', status: 'warn', message: 'member etcd-2 database is 85% of its quota' }],
+    }),
+  );
+  await store.write(
+    makeEvaluation({
+      target: 'unhealthy',
+      evaluatedAt: secondsAgo(5),
+      verdict: 'Unhealthy',
+      members: [makeMember(0), makeMember(1, { healthy: false, error: 'connection refused' }), makeMember(2)],
+      reasons: ['member etcd-1 (https://127.0.0.1:2389) is unreachable: connection refused'],
+      checks: [{ name: 'members-reachable', status: 'fail', message: 'member etcd-1 (https://127.0.0.1:2389) is unreachable' }],
+    }),
+  );
+  await store.write(makeEvaluation({ target: 'stale', evaluatedAt: secondsAgo(300) }));
+  await store.write(makeEvaluation({ target: 'stale-refresh', evaluatedAt: secondsAgo(300) }));
+  await store.write(makeEvaluation({ target: 'slow-refresh', evaluatedAt: secondsAgo(300) }));
+
+  server = await startWebhookServer({
+    config,
+    host: '127.0.0.1',
+    port: 0,
+    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+    token: TOKEN,
+    logger: silentLogger,
+    store,
+    evaluate: (target) =>
+      target.name === 'slow-refresh' ? new Promise<Evaluation>(() => undefined) : evaluateStandIn(target),
+    pollIntervalMs: 200,
+  });
+  agent = new https.Agent({ keepAlive: true, maxSockets: 8 });
+  await server.cache.whenReady();
+});
+
+afterAll(async () => {
+  agent?.destroy();
+  await server?.close();
+  if (workDir) await rm(workDir, { recursive: true, force: true });
+});
+
+describe('POST /validate over HTTPS', () => {
+  it.each([
+    { target: 'healthy', from: 3, to: 5, allowed: true, message: null },
+    { target: 'degraded', from: 3, to: 5, allowed: true, message: null },
+    { target: 'unhealthy', from: 3, to: 5, allowed: false, message: /target unhealthy verdict Unhealthy, evaluated \d+s ago/ },
+    { target: 'missing', from: 3, to: 5, allowed: false, message: /no fresh etcd evaluation for missing/ },
+  ])('scale $from→$to of a KCP routed to the $target evaluation: allowed=$allowed', async ({ target, from, to, allowed, message }) => {
+    const review = kcpScale(target, from, to);
+    const { response } = await validate(review, '?timeout=1s');
+    expect(response.uid).toBe(review.request.uid);
+    expect(response.allowed).toBe(allowed);
+    if (message) {
+      expect(response.status?.code).toBe(403);
+      expect(response.status?.message).toMatch(message);
+    }
+  });
+
+  it('allows a Degraded scale-up with warnings naming the problem', async () => {
+    const { response } = await validate(kcpScale('degraded', 3, 5));
+    expect(response.allowed).toBe(true);
+    expect((response.warnings ?? []).join(' ')).toMatch(/etcd-2/);
+  });
+
+  it('denies with the evaluation age when stale and ?timeout=1s leaves no room for an inline refresh', async () => {
+    const callsBefore = evaluateCalls.length;
+    const { response } = await validate(kcpScale('stale', 3, 5), '?timeout=1s');
+    expect(response.allowed).toBe(false);
+    expect(response.status?.message).toMatch(/no fresh etcd evaluation for stale \(age (29\d|30\d)s, max 60s\)/);
+    expect(evaluateCalls.length).toBe(callsBefore);
+  });
+
+  it('refreshes inline when stale and the apiserver budget (?timeout=10s) allows, then uses the fresh result', async () => {
+    const callsBefore = evaluateCalls.filter((name) => name === 'stale-refresh').length;
+    const { response } = await validate(kcpScale('stale-refresh', 3, 5), '?timeout=10s');
+    expect(response.allowed).toBe(true);
+    expect(evaluateCalls.filter((name) => name === 'stale-refresh').length).toBe(callsBefore + 1);
+    expect(server.cache.get('stale-refresh')?.evaluatedAt).not.toBe(undefined);
+    expect(Date.now() - Date.parse(server.cache.get('stale-refresh')?.evaluatedAt ?? '')).toBeLessThan(10_000);
+  });
+
+  it('answers before the apiserver gives up when an inline refresh hangs, denying with the refresh failure', async () => {
+    const started = Date.now();
+    const { response } = await validate(kcpScale('slow-refresh', 3, 5), '?timeout=4s');
+    const tookMs = Date.now() - started;
+    expect(response.allowed).toBe(false);
+    expect(response.status?.message).toMatch(/slow-refresh/);
+    expect(tookMs).toBeLessThan(4_000);
+  });
+
+  it('allows an unguarded change (labels only) without reading the cache', async () => {
+    const review = kcpScale('missing', 3, 3);
+    (review.request.object.metadata.labels as Record<string, string>)['team'] = 'platform';
+    const { response } = await validate(review);
+    expect(response).toMatchObject({ uid: review.request.uid, allowed: true });
+  });
+
+  it.each([
+    ['invalid JSON', '{"apiVersion": "admission.k8s.io/v1", "kind": ', /not valid JSON/],
+    ['JSON that is not an AdmissionReview', JSON.stringify({ hello: 'world' }), /apiVersion/],
+    ['an AdmissionReview without a request uid', JSON.stringify({ ...kcpScale('healthy', 3, 5), request: { ...kcpScale('healthy', 3, 5).request, uid: 42 } }), /request\.uid/],
+    ['a JSON array', '[1,2,3]', /not an AdmissionReview/],
+    ['an empty body', '', /apiVersion|AdmissionReview/],
+  ])('answers 400 with a message for %s', async (_name, body, message) => {
+    const answer = await request('POST', '/validate', body);
+    expect(answer.status).toBe(400);
+    expect((answer.json as { error?: string }).error).toMatch(message);
+    expect(answer.text).not.toMatch(/at .*\.(ts|js):\d+/);
+  });
+
+  it('answers 413 for a 3.5 MiB body and keeps serving', async () => {
+    const huge = JSON.stringify({ ...kcpScale('healthy', 3, 5), padding: 'x'.repeat(3.5 * 1024 * 1024) });
+    const answer = await request('POST', '/validate', huge);
+    expect(answer.status).toBe(413);
+    expect((answer.json as { error?: string }).error).toMatch(/3 MiB/);
+    expect((await request('GET', '/healthz')).status).toBe(200);
+  });
+});
+
+// The real AdmissionReview fixtures (test/fixtures/admission) against each kind of evaluation the
+// webhook can hold. One server per state, each with its own file store, inline refresh off.
+const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
+type FixtureState = 'healthy' | 'degraded' | 'unhealthy' | 'stale' | 'missing';
+const STATES: FixtureState[] = ['healthy', 'degraded', 'unhealthy', 'stale', 'missing'];
+const ALWAYS = { healthy: true, degraded: true, unhealthy: true, stale: true, missing: true };
+const NEEDS_PASSING = { healthy: true, degraded: true, unhealthy: false, stale: false, missing: false };
+/** Expected `allowed` per fixture and state, from SPEC.md's decision rules. */
+const FIXTURE_EXPECTATIONS: Record<string, Record<FixtureState, boolean>> = {
+  'kcp-create.json': ALWAYS,
+  'kcp-delete.json': ALWAYS,
+  'kcp-label-only.json': ALWAYS,
+  // system:masters with the override annotation: allowed (with a warning) whatever etcd says.
+  'kcp-override-scale-down.json': ALWAYS,
+  'kcp-scale-up-3-to-5.json': NEEDS_PASSING,
+  'kcp-scale-up-dry-run.json': NEEDS_PASSING,
+  'kcp-v1beta1-edit-version.json': NEEDS_PASSING,
+  'kcp-v1beta2-edit-version.json': NEEDS_PASSING,
+  'etcd-druid-replicas-3-to-5.json': NEEDS_PASSING,
+  'statefulset-scale-3-to-4.json': NEEDS_PASSING,
+  // 3 → 2 keeps quorum when all three are healthy; with one dead it would leave 1 of 2.
+  'kcp-scale-down-3-to-2.json': NEEDS_PASSING,
+};
+
+function evaluationFor(state: FixtureState): Evaluation | null {
+  switch (state) {
+    case 'healthy':
+      return makeEvaluation({ target: 'prod', evaluatedAt: secondsAgo(3) });
+    case 'degraded':
+      return makeEvaluation({
+        target: 'prod',
+        evaluatedAt: secondsAgo(3),
+        verdict: 'Degraded',
+        reasons: ['member etcd-2 database is 85% of its quota'],
+        checks: [{ name: 'db-size', status: 'warn', message: 'member etcd-2 database is 85% of its quota' }],
+      });
+    case 'unhealthy':
+      return makeEvaluation({
+        target: 'prod',
+        evaluatedAt: secondsAgo(3),
+        verdict: 'Unhealthy',
+        members: [makeMember(0), makeMember(1, { healthy: false, error: 'connection refused' }), makeMember(2)],
+        reasons: ['member etcd-1 (https://127.0.0.1:2389) is unreachable: connection refused'],
+        checks: [{ name: 'members-reachable', status: 'fail', message: 'member etcd-1 is unreachable' }],
+      });
+    case 'stale':
+      return makeEvaluation({ target: 'prod', evaluatedAt: secondsAgo(300) });
+    case 'missing':
+      return null;
+  }
+}
+
+describe('the AdmissionReview fixtures against each cached evaluation', () => {
+  const servers = new Map<FixtureState, RunningWebhookServer>();
+  const fixtureFiles = existsSync(FIXTURE_DIR) ? readdirSync(FIXTURE_DIR).filter((file) => file.endsWith('.json')).sort() : [];
+
+  beforeAll(async () => {
+    for (const state of STATES) {
+      const fixtureConfig = parseGuardConfig(
+        {
+          store: { kind: 'file', dir: path.join(workDir, `fixture-store-${state}`) },
+          maxAgeSeconds: 60,
+          inlineRefresh: false,
+          targets: [
+            {
+              name: 'prod',
+              endpoints: ['https://127.0.0.1:2379'],
+              match: { namespaces: ['default', 'shoot--prod--core', 'etcd'], names: ['prod-control-plane', 'etcd-main', 'etcd'] },
+            },
+          ],
+        },
+        `fixture config (${state})`,
+      );
+      const stateStore = createStore(fixtureConfig.store);
+      const evaluation = evaluationFor(state);
+      if (evaluation) await stateStore.write(evaluation);
+      const running = await startWebhookServer({
+        config: fixtureConfig,
+        host: '127.0.0.1',
+        port: 0,
+        tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+        token: null,
+        logger: silentLogger,
+        store: stateStore,
+        evaluate: () => Promise.reject(new Error('inline refresh is off in the fixture servers')),
+      });
+      servers.set(state, running);
+      await running.cache.whenReady();
+    }
+  });
+
+  afterAll(async () => {
+    await Promise.all([...servers.values()].map((running) => running.close()));
+  });
+
+  it('has an expectation for every fixture file', () => {
+    expect(fixtureFiles.length).toBeGreaterThan(0);
+    expect(fixtureFiles.filter((file) => !(file in FIXTURE_EXPECTATIONS))).toEqual([]);
+  });
+
+  const cases = Object.entries(FIXTURE_EXPECTATIONS).flatMap(([file, byState]) =>
+    STATES.map((state) => ({ file, state, allowed: byState[state] })),
+  );
+  it.each(cases)('$file with a $state evaluation → allowed=$allowed', async ({ file, state, allowed }) => {
+    const fixturePath = path.join(FIXTURE_DIR, file);
+    if (!existsSync(fixturePath)) throw new Error(`fixture ${file} is missing`);
+    const body = readFileSync(fixturePath, 'utf8');
+    const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
+    const running = servers.get(state);
+    if (!running) throw new Error(`no server for ${state}`);
+    const answer = await requestTo(running.url, 'POST', '/validate?timeout=10s', body);
+    expect(answer.status, answer.text).toBe(200);
+    const response = (answer.json as { response: ReviewAnswer['response'] }).response;
+    expect(response.uid).toBe(uid);
+    expect(response.allowed, response.status?.message).toBe(allowed);
+    if (!allowed) {
+      expect(response.status?.code).toBe(403);
+      const message = response.status?.message ?? '';
+      if (state === 'stale') expect(message).toMatch(/no fresh etcd evaluation for prod \(age (29\d|30\d)s, max 60s\)/);
+      if (state === 'missing') expect(message).toMatch(/no fresh etcd evaluation for prod/);
+      if (state === 'unhealthy') expect(message).toMatch(/target prod verdict Unhealthy/);
+    }
+  });
+});
+
+describe('health, readiness, metrics and /evaluations', () => {
+  it('/healthz answers 200', async () => {
+    const answer = await request('GET', '/healthz');
+    expect(answer.status).toBe(200);
+  });
+
+  it('/readyz answers 200 once the cache has read every target', async () => {
+    expect((await request('GET', '/readyz')).status).toBe(200);
+  });
+
+  it('/metrics shows decision counters, durations and evaluation ages after decisions', async () => {
+    await validate(kcpScale('unhealthy', 3, 5));
+    const answer = await request('GET', '/metrics');
+    expect(answer.status).toBe(200);
+    expect(answer.headers['content-type']).toMatch(/text\/plain/);
+    expect(answer.text).toMatch(/etcd_guard_admission_decisions_total\{result="allowed",reason="[a-z-]+"\} [1-9]/);
+    expect(answer.text).toMatch(/etcd_guard_admission_decisions_total\{result="denied",reason="[a-z-]+"\} [1-9]/);
+    expect(answer.text).toMatch(/etcd_guard_admission_duration_seconds_count [1-9]/);
+    expect(answer.text).toMatch(/etcd_guard_evaluation_age_seconds\{target="healthy"\} \d/);
+    expect(answer.text).toMatch(/etcd_guard_inline_refresh_total\{target="stale",result="skipped"\} [1-9]/);
+    expect(answer.text).toMatch(/etcd_guard_inline_refresh_total\{target="stale-refresh",result="success"\} 1/);
+  });
+
+  it.each([
+    { method: 'GET', target: 'healthy', auth: undefined, status: 401 },
+    { method: 'GET', target: 'healthy', auth: 'Bearer wrong', status: 401 },
+    { method: 'GET', target: 'healthy', auth: `Bearer ${TOKEN}`, status: 200 },
+    { method: 'GET', target: 'missing', auth: `Bearer ${TOKEN}`, status: 404 },
+    { method: 'GET', target: 'nope', auth: `Bearer ${TOKEN}`, status: 404 },
+    { method: 'POST', target: 'missing', auth: `Bearer ${TOKEN}`, status: 200 },
+    { method: 'DELETE', target: 'healthy', auth: `Bearer ${TOKEN}`, status: 405 },
+  ])('$method /evaluations/$target with auth $auth → $status', async ({ method, target, auth, status }) => {
+    const answer = await request(method, `/evaluations/${target}`, undefined, auth ? { authorization: auth } : {});
+    expect(answer.status, answer.text).toBe(status);
+    expect(answer.text).not.toContain(TOKEN);
+    if (status === 200) expect((answer.json as Evaluation).target).toBe(target);
+  });
+
+  it('a POST /evaluations result feeds the cache the webhook decides from', async () => {
+    expect(server.cache.get('missing')).not.toBeNull();
+    const { response } = await validate(kcpScale('missing', 3, 5), '?timeout=1s');
+    expect(response.allowed).toBe(true);
+  });
+
+  it('answers unknown routes with a JSON 404', async () => {
+    const answer = await request('GET', '/nope');
+    expect(answer.status).toBe(404);
+    expect((answer.json as { error?: string }).error).toMatch(/no route for GET \/nope/);
+  });
+});
+
+describe('readiness before the first store read, and failing closed', () => {
+  async function listen(app: http.RequestListener): Promise<{ url: string; close: () => Promise<void> }> {
+    const plain = http.createServer(app);
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+    const port = (plain.address() as AddressInfo).port;
+    return {
+      url: `http://127.0.0.1:${port}`,
+      close: () =>
+        new Promise<void>((resolve) => {
+          plain.closeAllConnections();
+          plain.close(() => resolve());
+        }),
+    };
+  }
+
+  async function plainRequest(url: string, method: string, body?: string): Promise<{ status: number; json: unknown }> {
+    const response = await fetch(url, { method, ...(body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } }) });
+    return { status: response.status, json: await response.json() };
+  }
+
+  it('/readyz is 503 until every target has been read from the store, then 200', async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const gatedStore = { read: async (target: string) => (await gate, store.read(target)) };
+    const cache = new EvaluationCache({ store: gatedStore, targets: config.targets.map((target) => target.name), readTimeoutMs: 5_000 });
+    const onDemand = new OnDemandEvaluations({ config, store, evaluate: evaluateStandIn, token: null });
+    const app = createWebhookApp({ config, cache, onDemand, metrics: createWebhookMetrics(), logger: silentLogger });
+    const running = await listen(app);
+    try {
+      const pollDone = cache.pollOnce();
+      const before = await plainRequest(`${running.url}/readyz`, 'GET');
+      expect(before.status).toBe(503);
+      expect((before.json as { ready: boolean }).ready).toBe(false);
+      release();
+      await pollDone;
+      expect((await plainRequest(`${running.url}/readyz`, 'GET')).status).toBe(200);
+    } finally {
+      await running.close();
+      await cache.stop();
+    }
+  });
+
+  it('logs one JSON line per decision with uid, object, user, result, reason, target and age, and no token', async () => {
+    const lines: string[] = [];
+    const logger = createLogger({ env: { LOG_LEVEL: 'info' }, destination: { write: (line: string) => void lines.push(line) } });
+    const cache = new EvaluationCache({ store, targets: ['unhealthy'] });
+    await cache.pollOnce();
+    const onDemand = new OnDemandEvaluations({ config, store, evaluate: evaluateStandIn, token: TOKEN });
+    const running = await listen(createWebhookApp({ config, cache, onDemand, metrics: createWebhookMetrics(), logger }));
+    try {
+      const review = kcpScale('unhealthy', 3, 5);
+      const response = await fetch(`${running.url}/validate`, {
+        method: 'POST',
+        body: JSON.stringify(review),
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+      });
+      expect(response.status).toBe(200);
+      const decisions = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.msg === 'admission decision');
+      expect(decisions).toHaveLength(1);
+      expect(decisions[0]).toMatchObject({
+        uid: review.request.uid,
+        object: 'unhealthy/control-plane',
+        user: 'alice@example.com',
+        result: 'denied',
+        reason: 'unhealthy',
+        target: 'unhealthy',
+      });
+      expect(decisions[0]?.ageSeconds).toEqual(expect.any(Number));
+      expect(lines.join('\n')).not.toContain(TOKEN);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it.each([
+    {
+      case: 'decide throws for a request whose uid is known → a DENY AdmissionReview',
+      core: { decide: () => { throw new Error('projection exploded'); } },
+      status: 200,
+      allowed: false,
+    },
+    {
+      case: 'parsing throws before the uid is known → 500 JSON error',
+      core: { parseAdmissionReview: () => { throw new Error('parser exploded'); } },
+      body: { not: 'a review' },
+      status: 500,
+      allowed: null,
+    },
+  ])('fails closed when $case', async ({ core, status, allowed, body }) => {
+    const cache = new EvaluationCache({ store, targets: ['healthy'] });
+    await cache.pollOnce();
+    const onDemand = new OnDemandEvaluations({ config, store, evaluate: evaluateStandIn, token: null });
+    const app = createWebhookApp({ config, cache, onDemand, metrics: createWebhookMetrics(), logger: silentLogger, core });
+    const running = await listen(app);
+    try {
+      const review = kcpScale('healthy', 3, 5);
+      const answer = await plainRequest(`${running.url}/validate`, 'POST', JSON.stringify(body ?? review));
+      expect(answer.status).toBe(status);
+      if (allowed === null) {
+        expect((answer.json as { error: string }).error).toMatch(/parser exploded/);
+      } else {
+        const response = (answer.json as { response: ReviewAnswer['response'] }).response;
+        expect(response.uid).toBe(review.request.uid);
+        expect(response.allowed).toBe(allowed);
+        expect(response.status?.message).toMatch(/fail closed.*projection exploded/);
+      }
+    } finally {
+      await running.close();
+    }
+  });
+});

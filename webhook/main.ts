@@ -1,0 +1,263 @@
+// The `etcd-guard webhook` entrypoint: wires config, store, cache, on-demand service and the
+// express app into an HTTPS (or, when asked, plain HTTP) server, and shuts it down gracefully.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ConfigError, loadGuardConfigFile, type GuardConfig, type TargetConfig } from '../functions/config.js';
+import { createStore } from '../functions/adapters/store-factory.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import type { EvaluationStore } from '../functions/core/store.js';
+import { OnDemandEvaluations, resolveBearerToken } from '../functions/on-demand.js';
+import { createWebhookApp } from './app.js';
+import { EvaluationCache } from './cache.js';
+import { createLogger, type Logger } from './logger.js';
+import { createWebhookMetrics, type WebhookMetrics } from './metrics.js';
+import { createReloadingHttpsServer, TlsFilesError } from './tls.js';
+
+export const DEFAULT_LISTEN = '0.0.0.0:8443';
+/** In-flight requests get this long to finish on shutdown before their connections are cut. */
+export const SHUTDOWN_GRACE_MS = 10_000;
+
+export interface WebhookServerOptions {
+  config: GuardConfig;
+  host: string;
+  port: number;
+  /** HTTPS with these files; null serves plain HTTP (--insecure-http). */
+  tls: { certFile: string; keyFile: string } | null;
+  /** Bearer token for /evaluations; null leaves them open. */
+  token: string | null;
+  logger?: Logger;
+  store?: EvaluationStore;
+  evaluate?: (target: TargetConfig) => Promise<Evaluation>;
+  metrics?: WebhookMetrics;
+  now?: () => Date;
+  pollIntervalMs?: number;
+  storeReadTimeoutMs?: number;
+  tlsStatIntervalMs?: number;
+  /** Passed to OnDemandEvaluations: how long a settled run is reused. */
+  onDemandMinIntervalMs?: number;
+}
+
+export interface RunningWebhookServer {
+  /** e.g. https://127.0.0.1:8443 */
+  url: string;
+  port: number;
+  cache: EvaluationCache;
+  metrics: WebhookMetrics;
+  onDemand: OnDemandEvaluations;
+  /** Stops accepting, lets in-flight requests finish (bounded), stops polling. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Loads the etcd engine (etcd3 + gRPC) on first use only, so servers given their own `evaluate` never load it. */
+async function evaluateWithEtcd(target: TargetConfig): Promise<Evaluation> {
+  const { evaluateTarget } = await import('../functions/evaluate-target.js');
+  return evaluateTarget(target);
+}
+
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return host === '::' ? '[::1]' : '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+export async function startWebhookServer(options: WebhookServerOptions): Promise<RunningWebhookServer> {
+  const { config } = options;
+  const logger = options.logger ?? createLogger();
+  const metrics = options.metrics ?? createWebhookMetrics(options.now ? { now: options.now } : {});
+  const store = options.store ?? createStore(config.store);
+  const cache = new EvaluationCache({
+    store,
+    targets: config.targets.map((target) => target.name),
+    logger,
+    onFeedError: (target) => metrics.recordCacheFeedError(target),
+    ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
+    ...(options.storeReadTimeoutMs === undefined ? {} : { readTimeoutMs: options.storeReadTimeoutMs }),
+  });
+  const onDemand = new OnDemandEvaluations({
+    config,
+    store,
+    evaluate: options.evaluate ?? evaluateWithEtcd,
+    token: options.token,
+    onFresh: (evaluation) => cache.put(evaluation),
+    ...(options.now ? { now: options.now } : {}),
+    ...(options.onDemandMinIntervalMs === undefined ? {} : { minIntervalMs: options.onDemandMinIntervalMs }),
+  });
+  const app = createWebhookApp({ config, cache, onDemand, metrics, logger, ...(options.now ? { now: options.now } : {}) });
+
+  let server: http.Server;
+  if (options.tls) {
+    const reloading = await createReloadingHttpsServer({
+      certFile: options.tls.certFile,
+      keyFile: options.tls.keyFile,
+      handler: app,
+      logger,
+      ...(options.tlsStatIntervalMs === undefined ? {} : { statIntervalMs: options.tlsStatIntervalMs }),
+    });
+    server = reloading.server;
+  } else {
+    server = http.createServer(app);
+  }
+  // Slow or silent clients must not hold sockets forever; the apiserver's own timeout is ≤ 30 s.
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 15_000;
+  server.keepAliveTimeout = 30_000;
+
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once('error', onError);
+    server.listen(options.port, options.host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  server.on('error', (error) => logger.error({ err: error.message }, 'server error'));
+  server.on('clientError', (error, socket) => {
+    // Malformed HTTP or a failed TLS handshake: answer if we still can, never crash.
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    else socket.destroy();
+    logger.debug({ err: error.message }, 'client error');
+  });
+  cache.start();
+
+  const address = server.address() as AddressInfo;
+  const url = `${options.tls ? 'https' : 'http'}://${urlHost(options.host)}:${address.port}`;
+
+  let closing: Promise<void> | null = null;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // close() stops accepting and drops idle keep-alive sockets (Node ≥ 19); busy ones finish first.
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+      try {
+        await Promise.all([closed, cache.stop()]);
+      } finally {
+        clearTimeout(grace);
+      }
+    })();
+    return closing;
+  };
+
+  return { url, port: address.port, cache, metrics, onDemand, close };
+}
+
+export interface WebhookCommandOptions {
+  configFile: string;
+  /** HOST:PORT, default 0.0.0.0:8443. */
+  listen: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  insecureHttp: boolean;
+}
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Splits HOST:PORT ("0.0.0.0:8443", "[::1]:8443", ":8443"); throws UsageError naming the value. */
+export function parseListenAddress(listen: string): { host: string; port: number } {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(listen.trim());
+  const port = match ? Number(match[3]) : Number.NaN;
+  if (!match || !(port >= 0 && port <= 65_535)) {
+    throw new UsageError(`--listen: invalid address ${JSON.stringify(listen)} (want HOST:PORT, e.g. 0.0.0.0:8443)`);
+  }
+  const host = match[1] ?? match[2] ?? '';
+  return { host: host === '' ? '0.0.0.0' : host, port };
+}
+
+function tlsFilesFrom(options: WebhookCommandOptions): { certFile: string; keyFile: string } | null {
+  const cert = options.tlsCertFile?.trim() ? options.tlsCertFile : undefined;
+  const key = options.tlsKeyFile?.trim() ? options.tlsKeyFile : undefined;
+  if (options.insecureHttp) {
+    if (cert || key) throw new UsageError(`${cert ? '--tls-cert' : '--tls-key'} cannot be combined with --insecure-http`);
+    return null;
+  }
+  if (!cert) throw new UsageError('--tls-cert is required (or pass --insecure-http to serve plain HTTP)');
+  if (!key) throw new UsageError('--tls-key is required (or pass --insecure-http to serve plain HTTP)');
+  return { certFile: cert, keyFile: key };
+}
+
+export interface CommandIo {
+  stderr?: (line: string) => void;
+  logger?: Logger;
+  /** Resolves when the command should shut down; SIGTERM/SIGINT by default. */
+  shutdownSignal?: Promise<unknown>;
+  /** Called once listening (the demo and tests learn the URL from it). */
+  onListening?: (server: RunningWebhookServer) => void;
+}
+
+function waitForSignal(): { promise: Promise<NodeJS.Signals>; dispose: () => void } {
+  let handler: ((signal: NodeJS.Signals) => void) | undefined;
+  const promise = new Promise<NodeJS.Signals>((resolve) => {
+    handler = (signal) => resolve(signal);
+    process.once('SIGTERM', handler);
+    process.once('SIGINT', handler);
+  });
+  return {
+    promise,
+    dispose: () => {
+      if (handler) {
+        process.off('SIGTERM', handler);
+        process.off('SIGINT', handler);
+      }
+    },
+  };
+}
+
+/**
+ * `etcd-guard webhook`: 0 after a clean shutdown, 1 when the server cannot start (e.g. port in
+ * use), 2 for usage or configuration errors (stderr names the flag or field).
+ */
+export async function runWebhookCommand(
+  options: WebhookCommandOptions,
+  env: Record<string, string | undefined>,
+  io: CommandIo = {},
+): Promise<number> {
+  const stderr = io.stderr ?? ((line: string) => process.stderr.write(`${line}\n`));
+  let config: GuardConfig;
+  let listen: { host: string; port: number };
+  let tls: { certFile: string; keyFile: string } | null;
+  let token: string | null;
+  try {
+    if (!options.configFile?.trim()) throw new UsageError('--config is required (a YAML or JSON guard config file)');
+    listen = parseListenAddress(options.listen?.trim() ? options.listen : DEFAULT_LISTEN);
+    tls = tlsFilesFrom(options);
+    config = loadGuardConfigFile(options.configFile);
+    token = resolveBearerToken(config, env);
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ConfigError) {
+      stderr(`etcd-guard webhook: ${error.message}`);
+      return 2;
+    }
+    throw error;
+  }
+
+  const logger = io.logger ?? createLogger({ env });
+  const signal = io.shutdownSignal ? null : waitForSignal();
+  let running: RunningWebhookServer;
+  try {
+    running = await startWebhookServer({ config, host: listen.host, port: listen.port, tls, token, logger });
+  } catch (error) {
+    signal?.dispose();
+    if (error instanceof TlsFilesError) {
+      stderr(`etcd-guard webhook: --tls-cert/--tls-key: ${error.message}`);
+      return 2;
+    }
+    stderr(`etcd-guard webhook: cannot start: ${(error as Error).message}`);
+    return 1;
+  }
+  logger.info(
+    { url: running.url, tls: tls !== null, targets: config.targets.map((target) => target.name), store: config.store.kind, auth: token !== null },
+    'etcd-guard webhook listening',
+  );
+  io.onListening?.(running);
+
+  const reason = await (io.shutdownSignal ?? signal?.promise);
+  signal?.dispose();
+  logger.info({ signal: typeof reason === 'string' ? reason : 'shutdown' }, 'shutting down: finishing in-flight requests');
+  await running.close();
+  logger.info({}, 'etcd-guard webhook stopped');
+  return 0;
+}
