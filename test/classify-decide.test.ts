@@ -357,6 +357,40 @@ describe('decide over fixtures × evaluation states', () => {
   });
 });
 
+describe('classify and decide on mutated fixtures', () => {
+  it('never throw, always echo the uid, and never allow a guarded change without an evaluation', () => {
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const junk: unknown[] = [null, 0, -3, 2.5, 1e21, '', 'x', true, [], {}, [1, 'a'], { replicas: '3' }];
+    const mutate = (value: unknown, depth: number): unknown => {
+      if (random() < 0.08 || depth > 8) return junk[Math.floor(random() * junk.length)];
+      if (Array.isArray(value)) return value.map((item) => mutate(item, depth + 1));
+      if (value !== null && typeof value === 'object') {
+        return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, mutate(item, depth + 1)]));
+      }
+      return value;
+    };
+    const files = readdirSync(FIXTURE_DIR).filter((file) => file.endsWith('.json'));
+    const config = makeConfig();
+    let needingEvaluation = 0;
+    for (let index = 0; index < 2000; index += 1) {
+      const request = loadFixture(files[index % files.length] ?? '');
+      const mutated: AdmissionRequest = { ...request, object: mutate(request.object, 0), oldObject: mutate(request.oldObject, 0) };
+      const classification = classifyRequest(mutated, config);
+      if (classification.kind !== 'needs-evaluation') continue;
+      needingEvaluation += 1;
+      const decision = decide({ request: mutated, config, classification, evaluation: null, now: NOW });
+      expect(decision.response.uid).toBe(request.uid);
+      // Without an evaluation only a permitted override may allow.
+      if (decision.response.allowed) expect(decision.result).toBe('overridden');
+    }
+    expect(needingEvaluation).toBeGreaterThan(100);
+  });
+});
+
 describe('detectGuardedChange', () => {
   const pointers = ['/spec/replicas', '/spec/template', `/metadata/annotations/${escapePointerToken('a.io/x~y')}`];
   it.each([

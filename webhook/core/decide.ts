@@ -50,6 +50,9 @@ export type OverrideAttempt =
   | { kind: 'forbidden'; user: string; reason: string };
 
 /**
+ * A /scale request carries an autoscaling/v1 Scale, which has no annotations: an override has to
+ * go through the parent object (e.g. `kubectl patch` of replicas and the annotation together).
+ *
  * An override counts only when the annotation is newly set or changed by this request: a leftover
  * annotation from an earlier change must not silently wave through every later one.
  */
