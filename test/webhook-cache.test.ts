@@ -97,6 +97,14 @@ describe('EvaluationCache', () => {
     expect(cache.get('prod')?.evaluatedAt).toBe(makeEvaluationAt(kept).evaluatedAt);
   });
 
+  it('refuses an evaluation dated in the future beyond the allowed skew, so it cannot look fresh forever', () => {
+    const nowMs = Date.parse('2026-01-01T00:00:00.000Z');
+    const cache = cacheFor(new ScriptedStore(), ['prod'], { now: () => new Date(nowMs), maxFutureSkewMs: 60_000 });
+    expect(cache.put(makeEvaluationAt(30, { target: 'prod' }))).toBe(true);
+    expect(cache.put(makeEvaluationAt(3600, { target: 'prod' }))).toBe(false);
+    expect(cache.get('prod')?.evaluatedAt).toBe(makeEvaluationAt(30).evaluatedAt);
+  });
+
   it('never rolls back to an older stored evaluation after a newer one was put', async () => {
     const store = new ScriptedStore();
     store.documents.set('prod', makeEvaluationAt(10, { target: 'prod' }));

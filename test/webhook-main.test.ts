@@ -1,11 +1,14 @@
 // The `etcd-guard webhook` command: flag and config errors exit 2 naming the problem, and a
 // running server shuts down gracefully — new connections refused, in-flight requests finished.
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGuardConfig } from '../functions/config.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
@@ -164,5 +167,71 @@ describe('parseListenAddress', () => {
     ['localhost:0', { host: 'localhost', port: 0 }],
   ])('reads %s', (text, expected) => {
     expect(parseListenAddress(text)).toEqual(expected);
+  });
+});
+
+describe('the webhook as a process', () => {
+  it('on SIGTERM stops accepting, finishes the in-flight request and exits 0', async () => {
+    // An etcd "member" that accepts TCP and never answers: the evaluation is in flight until its timeout.
+    const hungPeer = net.createServer(() => undefined);
+    const peerConnected = new Promise<void>((resolve) => hungPeer.once('connection', () => resolve()));
+    await new Promise<void>((resolve) => hungPeer.listen(0, '127.0.0.1', resolve));
+    const peerPort = (hungPeer.address() as AddressInfo).port;
+    const processConfig = path.join(workDir, 'process.yaml');
+    await writeFile(
+      processConfig,
+      ['store: { kind: file, dir: ./process-store }', 'targets:', '  - name: hung', `    endpoints: [http://127.0.0.1:${peerPort}]`, '    timeout: 1s', ''].join('\n'),
+    );
+    const runner = path.join(workDir, 'runner.mts');
+    const mainModule = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'webhook', 'main.ts')).href;
+    await writeFile(
+      runner,
+      [
+        `import { runWebhookCommand } from ${JSON.stringify(mainModule)};`,
+        `const code = await runWebhookCommand({ configFile: process.argv[2], listen: '127.0.0.1:0', insecureHttp: true }, process.env);`,
+        'process.exit(code);',
+      ].join('\n'),
+    );
+    const tsx = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'node_modules', '.bin', 'tsx');
+    const child = spawn(tsx, [runner, processConfig], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no listening line within 20 s; stderr: ${stderr}`)), 20_000);
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString('utf8');
+          const match = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(stdout);
+          if (match?.[1]) {
+            clearTimeout(timer);
+            resolve(match[1]);
+          }
+        });
+        void exited.then((code) => reject(new Error(`exited ${code} before listening; stderr: ${stderr}`)));
+      });
+      const inFlight = new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request(`${url}/evaluations/hung`, { method: 'POST', agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      await peerConnected;
+      child.kill('SIGTERM');
+      const answer = await inFlight;
+      expect(answer.status, answer.body).toBe(200);
+      expect((JSON.parse(answer.body) as Evaluation).verdict).toBe('Unhealthy');
+      const timeout = new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 15_000));
+      expect(await Promise.race([exited, timeout])).toBe(0);
+      expect(stdout).toMatch(/"msg":"shutting down: finishing in-flight requests"/);
+      expect(stdout).toMatch(/"signal":"SIGTERM"/);
+    } finally {
+      child.kill('SIGKILL');
+      hungPeer.close();
+    }
   });
 });

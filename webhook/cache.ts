@@ -14,6 +14,9 @@ export interface EvaluationCacheOptions {
   /** Deadline for each store read; default 2 s. A read that misses it counts as a feed error. */
   readTimeoutMs?: number;
   logger?: Logger;
+  /** Evaluations dated further than this into the future are refused; default 5 minutes. */
+  maxFutureSkewMs?: number;
+  now?: () => Date;
   onFeedError?: (target: string, error: Error) => void;
 }
 
@@ -76,6 +79,16 @@ export class EvaluationCache {
    * Returns whether it was taken.
    */
   put(evaluation: Evaluation): boolean {
+    // A future-dated evaluation would look fresh until that date (age clamps to 0) and block every
+    // real one from replacing it: refusing it makes the gate fail closed instead of open.
+    const aheadMs = Date.parse(evaluation.evaluatedAt) - (this.options.now?.() ?? new Date()).getTime();
+    if (aheadMs > (this.options.maxFutureSkewMs ?? 5 * 60_000)) {
+      this.options.logger?.error(
+        { target: evaluation.target, evaluatedAt: evaluation.evaluatedAt },
+        'refusing an evaluation dated in the future; check the clocks of the evaluator and the webhook',
+      );
+      return false;
+    }
     const held = this.latest.get(evaluation.target);
     if (held && Date.parse(held.evaluatedAt) >= Date.parse(evaluation.evaluatedAt)) return false;
     this.latest.set(evaluation.target, evaluation);

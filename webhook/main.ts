@@ -69,6 +69,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     targets: config.targets.map((target) => target.name),
     logger,
     onFeedError: (target) => metrics.recordCacheFeedError(target),
+    ...(options.now ? { now: options.now } : {}),
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
     ...(options.storeReadTimeoutMs === undefined ? {} : { readTimeoutMs: options.storeReadTimeoutMs }),
   });
