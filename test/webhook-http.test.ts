@@ -15,7 +15,7 @@ import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functi
 import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations } from '../functions/on-demand.js';
-import { createWebhookApp } from '../webhook/app.js';
+import { apiserverTimeoutMs, createWebhookApp, parseGoDurationMs } from '../webhook/app.js';
 import { EvaluationCache } from '../webhook/cache.js';
 import { createLogger } from '../webhook/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
@@ -118,7 +118,7 @@ function kcpScale(namespace: string, from: number, to: number, uid = nextUid()) 
   };
 }
 
-const TARGETS = ['healthy', 'degraded', 'unhealthy', 'stale', 'stale-refresh', 'missing', 'slow-refresh'] as const;
+const TARGETS = ['healthy', 'degraded', 'unhealthy', 'stale', 'stale-refresh', 'missing', 'slow-refresh', 'burst'] as const;
 
 function secondsAgo(seconds: number): string {
   return new Date(Date.now() - seconds * 1000).toISOString();
@@ -127,6 +127,8 @@ function secondsAgo(seconds: number): string {
 /** Stand-in for the etcd evaluation engine: a fresh healthy evaluation, or a slow one for `slow-refresh`. */
 async function evaluateStandIn(target: TargetConfig): Promise<Evaluation> {
   evaluateCalls.push(target.name);
+  // The burst target's evaluation takes a while, as a real one does, so concurrent requests overlap it.
+  if (target.name === 'burst') await new Promise((resolve) => setTimeout(resolve, 300));
   return makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString() });
 }
 
@@ -171,6 +173,7 @@ beforeAll(async () => {
   await store.write(makeEvaluation({ target: 'stale', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'stale-refresh', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'slow-refresh', evaluatedAt: secondsAgo(300) }));
+  await store.write(makeEvaluation({ target: 'burst', evaluatedAt: secondsAgo(300) }));
 
   server = await startWebhookServer({
     config,
@@ -232,6 +235,13 @@ describe('POST /validate over HTTPS', () => {
     expect(evaluateCalls.filter((name) => name === 'stale-refresh').length).toBe(callsBefore + 1);
     expect(server.cache.get('stale-refresh')?.evaluatedAt).not.toBe(undefined);
     expect(Date.now() - Date.parse(server.cache.get('stale-refresh')?.evaluatedAt ?? '')).toBeLessThan(10_000);
+  });
+
+  it('shares one inline refresh among concurrent requests for a stale target', async () => {
+    const answers = await Promise.all(Array.from({ length: 6 }, () => validate(kcpScale('burst', 3, 5), '?timeout=10s')));
+    expect(answers.map((answer) => answer.response.allowed)).toEqual([true, true, true, true, true, true]);
+    expect(new Set(answers.map((answer) => answer.response.uid)).size).toBe(6);
+    expect(evaluateCalls.filter((name) => name === 'burst')).toHaveLength(1);
   });
 
   it('answers before the apiserver gives up when an inline refresh hangs, denying with the refresh failure', async () => {
@@ -557,5 +567,31 @@ describe('readiness before the first store read, and failing closed', () => {
     } finally {
       await running.close();
     }
+  });
+});
+
+describe('the apiserver budget from ?timeout=', () => {
+  it.each([
+    ['10s', 10_000],
+    ['1m0s', 60_000],
+    ['500ms', 500],
+    ['1.5s', 1_500],
+    ['1h2m3s', 3_723_000],
+    ['', null],
+    ['10', null],
+    ['ten seconds', null],
+    ['5x', null],
+  ])('parses %j as %s ms', (text, expected) => {
+    expect(parseGoDurationMs(text)).toBe(expected);
+  });
+
+  it.each([
+    [undefined, 10_000],
+    ['abc', 10_000],
+    ['0s', 10_000],
+    ['3s', 3_000],
+    [['2s', '9s'], 2_000],
+  ])('uses %j as a budget of %s ms (the Kubernetes default when absent or unreadable)', (query, expected) => {
+    expect(apiserverTimeoutMs(query)).toBe(expected);
   });
 });
