@@ -52,7 +52,9 @@ export interface EtcdTestCluster {
   /** Polls until every running, unpaused member answers a linearizable read. */
   waitHealthy(timeoutMs?: number): Promise<void>;
   /** etcdctl v3 with --endpoints (running members) and TLS flags pre-filled. */
-  etcdctl(args: string[], options?: { endpoints?: string[]; timeoutMs?: number }): Promise<EtcdctlResult>;
+  etcdctl(args: string[], options?: { endpoints?: string[]; timeoutMs?: number; stdin?: string | Buffer }): Promise<EtcdctlResult>;
+  /** Index in members of the member the running members call leader (etcdctl endpoint status). */
+  leaderIndex(): Promise<number>;
   /** `member add --learner`; start() launches the new process and appends it to members. */
   addLearner(): Promise<{ memberId: string; memberIdDecimal: string; name: string; start(): Promise<void> }>;
   /** SIGKILL everything, wait for the exits, remove the temp dir. */
@@ -88,9 +90,9 @@ function installSafetyNet(): void {
   });
 }
 
-function execFileResult(file: string, args: string[], timeoutMs: number): Promise<EtcdctlResult> {
+function execFileResult(file: string, args: string[], timeoutMs: number, stdin?: string | Buffer): Promise<EtcdctlResult> {
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       file,
       args,
       { timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, ETCDCTL_API: '3' }, maxBuffer: 16 * 1024 * 1024 },
@@ -103,6 +105,9 @@ function execFileResult(file: string, args: string[], timeoutMs: number): Promis
         resolve({ code, stdout: String(stdout), stderr: String(stderr) });
       },
     );
+    // etcdctl reads a put's value from stdin when none is given: the way to pass large values.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(stdin ?? '');
   });
 }
 
@@ -248,7 +253,25 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
 
     etcdctl(args, callOptions = {}) {
       const endpoints = callOptions.endpoints ?? runningEndpoints();
-      return execFileResult(ETCDCTL_BIN, [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, '--dial-timeout=2s', ...args], callOptions.timeoutMs ?? 30_000);
+      return execFileResult(ETCDCTL_BIN, [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, '--dial-timeout=2s', ...args], callOptions.timeoutMs ?? 30_000, callOptions.stdin);
+    },
+
+    async leaderIndex() {
+      const result = await cluster.etcdctl(['endpoint', 'status', '-w', 'json', '--command-timeout=2s']);
+      let statuses: unknown;
+      try {
+        statuses = JSON.parse(result.stdout);
+      } catch {
+        throw new Error(`etcdctl endpoint status gave no JSON: ${result.stderr.trim()}`);
+      }
+      if (!Array.isArray(statuses)) throw new Error(`etcdctl endpoint status gave ${result.stdout}`);
+      for (const entry of statuses as Array<{ Endpoint?: string; Status?: { leader?: number; header?: { member_id?: number } } }>) {
+        if (entry.Status?.leader !== undefined && entry.Status.leader === entry.Status.header?.member_id) {
+          const index = members.findIndex((member) => member.clientUrl === entry.Endpoint);
+          if (index >= 0) return index;
+        }
+      }
+      throw new Error(`no running member is the leader: ${result.stdout.trim()} ${result.stderr.trim()}`);
     },
 
     async addLearner() {

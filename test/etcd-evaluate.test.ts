@@ -1,0 +1,280 @@
+// evaluateTarget against real etcd clusters on loopback: healthy, TLS faults, killed, hung and
+// quorum-lost members, a NOSPACE alarm and its recovery, and a learner until it is promoted.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, targetSchema, type TargetConfig } from '../functions/config.js';
+import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.js';
+import { evaluateTarget } from '../functions/evaluate-target.js';
+import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { freePort } from './harness/free-port.js';
+
+/** The hard bound from SPEC.md: an evaluation returns within its timeout plus this. */
+const BOUND_SLACK_MS = 250;
+
+function targetFor(cluster: EtcdTestCluster, overrides: Record<string, unknown> = {}): TargetConfig {
+  return targetSchema.parse({
+    name: 'local',
+    endpoints: cluster.endpoints,
+    tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+    timeout: '1s',
+    ...overrides,
+  });
+}
+
+async function timedEvaluation(target: TargetConfig): Promise<{ evaluation: Evaluation; wallMs: number }> {
+  const started = performance.now();
+  const evaluation = await evaluateTarget(target);
+  const wallMs = performance.now() - started;
+  evaluationSchema.parse(evaluation);
+  return { evaluation, wallMs };
+}
+
+/** Re-evaluates until `accept` holds (etcd needs a moment after membership changes), or fails. */
+async function evaluateUntil(target: TargetConfig, accept: (evaluation: Evaluation) => boolean, timeoutMs = 20_000): Promise<Evaluation> {
+  const deadline = Date.now() + timeoutMs;
+  let last: Evaluation | undefined;
+  while (Date.now() < deadline) {
+    last = await evaluateTarget(target);
+    if (accept(last)) return last;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`condition not reached in ${timeoutMs} ms; last evaluation: ${JSON.stringify(last?.reasons)}`);
+}
+
+function check(evaluation: Evaluation, name: string) {
+  const found = evaluation.checks.find((candidate) => candidate.name === name);
+  if (!found) throw new Error(`no check ${name} in ${evaluation.checks.map((c) => c.name).join(', ')}`);
+  return found;
+}
+
+async function followerIndex(cluster: EtcdTestCluster, excluding: number[] = []): Promise<number> {
+  const leader = await cluster.leaderIndex();
+  const index = cluster.members.findIndex((_, candidate) => candidate !== leader && !excluding.includes(candidate));
+  if (index < 0) throw new Error('no follower left');
+  return index;
+}
+
+describe('evaluateTarget on a healthy 3-member cluster', () => {
+  let cluster: EtcdTestCluster;
+  beforeAll(async () => {
+    cluster = await startEtcdCluster({ name: 'healthy' });
+  });
+  afterAll(async () => {
+    await cluster?.destroy();
+  });
+
+  it('judges a healthy cluster Healthy with an agreed leader, quorum 2 and fault tolerance 1', async () => {
+    const { evaluation } = await timedEvaluation(targetFor(cluster));
+    expect(evaluation.verdict).toBe('Healthy');
+    expect(evaluation.passed).toBe(true);
+    expect(evaluation.reasons).toEqual([]);
+    expect(evaluation.cluster).toMatchObject({ votingMembers: 3, learners: 0, healthyVoting: 3, quorum: 2, faultTolerance: 1 });
+    expect(evaluation.cluster.leaderId).not.toBeNull();
+    expect(evaluation.members.filter((member) => member.leader).map((member) => member.id)).toEqual([evaluation.cluster.leaderId]);
+    expect(evaluation.members.map((member) => member.name).sort()).toEqual(cluster.members.map((member) => member.name).sort());
+    for (const member of evaluation.members) {
+      expect(member).toMatchObject({ healthy: true, learner: false, alarms: [] });
+      expect(member.version).toMatch(/^3\.\d+\.\d+/);
+      expect(member.dbSizeBytes).toBeGreaterThan(0);
+      expect(member.raftIndex).toBeGreaterThan(0);
+      expect(member.error).toBeUndefined();
+    }
+    expect(evaluation.checks.every((entry) => entry.status === 'pass')).toBe(true);
+  });
+
+  it.each([0, 1, 2])('discovers and probes all three members when only endpoint %i is given', async (index) => {
+    const endpoint = cluster.endpoints[index];
+    const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [endpoint] }));
+    expect(evaluation.verdict).toBe('Healthy');
+    expect(evaluation.members.map((member) => member.endpoint).sort()).toEqual([...cluster.endpoints].sort());
+    expect(evaluation.members.every((member) => member.healthy && member.raftIndex !== null)).toBe(true);
+  });
+
+  it('still discovers the members when the first given endpoint is dead', async () => {
+    const deadEndpoint = `https://127.0.0.1:${await freePort()}`;
+    const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [deadEndpoint, cluster.endpoints[1]] }));
+    expect(check(evaluation, 'member-list').status).toBe('pass');
+    expect(evaluation.members.map((member) => member.endpoint).sort()).toEqual([...cluster.endpoints].sort());
+  });
+
+  it.each([
+    { case: 'a CA that did not sign the server cert', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }), cause: /server certificate not trusted/ },
+    { case: 'no client certificate', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }), cause: /client certificate missing or not accepted/ },
+    { case: 'a client certificate from another CA', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile, certFile: c.tls.wrongCertFile, keyFile: c.tls.wrongKeyFile }), cause: /client certificate missing or not accepted/ },
+  ])('reports Unhealthy with a TLS error naming the endpoint for $case', async ({ tls, cause }) => {
+    const endpoint = cluster.endpoints[0] ?? '';
+    const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [endpoint], tls: tls(cluster) }));
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(check(evaluation, 'reachable').status).toBe('fail');
+    expect(check(evaluation, 'reachable').message).toContain(endpoint);
+    expect(check(evaluation, 'reachable').message).toMatch(/TLS rejected/);
+    expect(evaluation.members[0]?.error).toMatch(cause);
+    expect(evaluation.reasons.some((reason) => reason.includes(endpoint) && /TLS rejected/.test(reason))).toBe(true);
+    expect(JSON.stringify(evaluation)).not.toMatch(/BEGIN|PRIVATE KEY/);
+  });
+
+  it.each([
+    { case: 'refused', endpoint: async () => `https://127.0.0.1:${await freePort()}`, cause: /connection refused/ },
+    { case: 'unresolvable', endpoint: async () => 'https://etcd-guard-no-such-host.invalid:2379', cause: /DNS lookup failed/ },
+  ])('reports an unreachable cluster ($case) as Unhealthy, not an exception', async ({ endpoint, cause }) => {
+    const url = await endpoint();
+    const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [url] }));
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(evaluation.cluster.leaderId).toBeNull();
+    expect(check(evaluation, 'member-list').message).toContain(url);
+    expect(evaluation.members[0]).toMatchObject({ endpoint: url, healthy: false });
+    expect(evaluation.members[0]?.error).toMatch(cause);
+  });
+
+  it.each(['caFile', 'certFile', 'keyFile'] as const)('throws a ConfigError naming tls.%s when that file is missing', async (field) => {
+    const tls = { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile, [field]: '/nonexistent/etcd-guard.pem' };
+    const error = await evaluateTarget(targetFor(cluster, { tls })).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toContain(`tls.${field}`);
+    expect((error as Error).message).toContain('/nonexistent/etcd-guard.pem');
+  });
+
+  it('measures the p50 of 50 healthy in-process evaluations', async () => {
+    const target = targetFor(cluster);
+    const durations: number[] = [];
+    for (let run = 0; run < 50; run += 1) {
+      const { evaluation, wallMs } = await timedEvaluation(target);
+      expect(evaluation.verdict).toBe('Healthy');
+      durations.push(wallMs);
+    }
+    durations.sort((a, b) => a - b);
+    const p50 = durations[25] ?? Number.NaN;
+    const p95 = durations[47] ?? Number.NaN;
+    console.log(`healthy evaluation over 50 runs: p50 ${p50.toFixed(1)} ms, p95 ${p95.toFixed(1)} ms`);
+    expect(p50).toBeLessThan(target.timeout);
+  });
+});
+
+describe('evaluateTarget when members fail', () => {
+  let cluster: EtcdTestCluster | undefined;
+  afterEach(async () => {
+    await cluster?.destroy();
+    cluster = undefined;
+  });
+
+  it('names a SIGKILLed member and keeps quorum with fault tolerance 0', async () => {
+    cluster = await startEtcdCluster({ name: 'killed' });
+    const victim = await followerIndex(cluster);
+    await cluster.kill(victim);
+    const member = cluster.members[victim];
+    const { evaluation } = await timedEvaluation(targetFor(cluster));
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(check(evaluation, 'reachable').status).toBe('fail');
+    expect(check(evaluation, 'reachable').message).toContain(member?.name);
+    expect(check(evaluation, 'reachable').message).toContain(member?.clientUrl);
+    expect(check(evaluation, 'quorum').status).toBe('pass');
+    expect(check(evaluation, 'leader').status).toBe('pass');
+    expect(evaluation.cluster).toMatchObject({ votingMembers: 3, healthyVoting: 2, quorum: 2, faultTolerance: 0 });
+    expect(evaluation.members.find((entry) => entry.name === member?.name)).toMatchObject({ healthy: false, error: expect.stringMatching(/connection refused/) });
+    expect(evaluation.reasons).toEqual([expect.stringContaining(member?.name ?? '?')]);
+  });
+
+  it.each([
+    { role: 'a follower', pick: (cluster: EtcdTestCluster) => followerIndex(cluster) },
+    { role: 'the leader', pick: (cluster: EtcdTestCluster) => cluster.leaderIndex() },
+  ])('returns within timeout + 250 ms and names $role when it is hung (SIGSTOP)', async ({ pick }) => {
+    cluster = await startEtcdCluster({ name: 'hung' });
+    const victim = await pick(cluster);
+    const member = cluster.members[victim];
+    cluster.pause(victim);
+    const target = targetFor(cluster, { timeout: '1s' });
+    const { evaluation, wallMs } = await timedEvaluation(target);
+    console.log(`hung member (${member?.name}): evaluation took ${wallMs.toFixed(0)} ms with timeout ${target.timeout} ms`);
+    expect(wallMs).toBeLessThan(target.timeout + BOUND_SLACK_MS);
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(check(evaluation, 'reachable').message).toContain(member?.name);
+    expect(evaluation.members.find((entry) => entry.name === member?.name)).toMatchObject({
+      healthy: false,
+      error: expect.stringMatching(/timed out/),
+    });
+  });
+
+  it('reports quorum lost and no leader with two of three members stopped, still bounded in time', async () => {
+    cluster = await startEtcdCluster({ name: 'quorum' });
+    const first = await followerIndex(cluster);
+    const second = await followerIndex(cluster, [first]);
+    await cluster.kill(first);
+    cluster.pause(second);
+    const target = targetFor(cluster, { timeout: '1s' });
+    // Right after the loss the surviving leader's Status still names itself: must not count.
+    const { evaluation, wallMs } = await timedEvaluation(target);
+    console.log(`two members stopped: evaluation took ${wallMs.toFixed(0)} ms with timeout ${target.timeout} ms`);
+    expect(wallMs).toBeLessThan(target.timeout + BOUND_SLACK_MS);
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(evaluation.cluster.leaderId).toBeNull();
+    expect(evaluation.members.some((entry) => entry.leader)).toBe(false);
+    expect(check(evaluation, 'quorum')).toMatchObject({ status: 'fail', message: expect.stringMatching(/quorum lost: 0 of 3/) });
+    expect(check(evaluation, 'leader')).toMatchObject({ status: 'fail', message: expect.stringMatching(/no leader: quorum lost/) });
+    for (const index of [first, second]) expect(check(evaluation, 'reachable').message).toContain(cluster.members[index]?.name);
+  });
+
+  it('fails on a NOSPACE alarm naming it, and is Healthy again after compact, defrag and disarm', async () => {
+    const quotaBackendBytes = 16 * 1024 * 1024;
+    cluster = await startEtcdCluster({ name: 'nospace', quotaBackendBytes });
+    const running = cluster;
+    const target = targetFor(running, { quotaBackendBytes });
+    const value = Buffer.alloc(1024 * 1024, 'x');
+    let filled = false;
+    for (let put = 0; put < 64 && !filled; put += 1) {
+      const result = await running.etcdctl(['put', `fill/${put}`], { stdin: value });
+      filled = result.code !== 0 && /database space exceeded/.test(result.stderr);
+      if (result.code !== 0 && !filled) throw new Error(`put failed unexpectedly: ${result.stderr}`);
+    }
+    expect(filled).toBe(true);
+
+    const { evaluation } = await timedEvaluation(target);
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(check(evaluation, 'alarms')).toMatchObject({ status: 'fail', message: expect.stringMatching(/alarm NOSPACE raised on member nospace-\d/) });
+    expect(evaluation.reasons.some((reason) => /alarm NOSPACE raised on member nospace-\d/.test(reason))).toBe(true);
+    expect(evaluation.members.some((member) => member.alarms.includes('NOSPACE'))).toBe(true);
+    expect(check(evaluation, 'db-size').status).not.toBe('pass');
+
+    const deleted = await running.etcdctl(['del', '--prefix', 'fill/', '-w', 'json']);
+    expect(deleted.code).toBe(0);
+    const revision = (JSON.parse(deleted.stdout) as { header: { revision: number } }).header.revision;
+    for (const args of [['compact', String(revision), '--physical'], ['defrag', '--command-timeout=20s'], ['alarm', 'disarm']]) {
+      const result = await running.etcdctl(args);
+      expect(result.code, `etcdctl ${args.join(' ')}: ${result.stderr}`).toBe(0);
+    }
+    const recovered = await evaluateUntil(target, (candidate) => candidate.verdict === 'Healthy', 10_000);
+    expect(check(recovered, 'alarms').status).toBe('pass');
+    expect(recovered.members.every((member) => member.alarms.length === 0)).toBe(true);
+  });
+
+  it('reports a learner as not voting and Unhealthy until promoted, then judges 4 voting members', async () => {
+    cluster = await startEtcdCluster({ name: 'learner' });
+    const running = cluster;
+    const learner = await running.addLearner();
+    await learner.start();
+    const target = targetFor(running, { endpoints: running.endpoints.slice(0, 1) });
+
+    const withLearner = await evaluateUntil(target, (candidate) =>
+      candidate.members.some((member) => member.name === learner.name && member.learner && member.healthy),
+    );
+    expect(withLearner.verdict).toBe('Unhealthy');
+    expect(withLearner.cluster).toMatchObject({ votingMembers: 3, learners: 1, healthyVoting: 3, quorum: 2 });
+    expect(check(withLearner, 'learners')).toMatchObject({ status: 'fail', message: expect.stringContaining(`learner ${learner.name}`) });
+    expect(withLearner.reasons).toContainEqual(expect.stringMatching(new RegExp(`learner ${learner.name} .*not yet promoted`)));
+    expect(withLearner.members.find((member) => member.name === learner.name)?.id).toBe(learner.memberIdDecimal);
+
+    // etcd promotes only a learner that has caught up with the leader: retry until it has.
+    const promoteUntil = Date.now() + 20_000;
+    let promoted = await running.etcdctl(['member', 'promote', learner.memberId]);
+    while (promoted.code !== 0 && Date.now() < promoteUntil) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      promoted = await running.etcdctl(['member', 'promote', learner.memberId]);
+    }
+    expect(promoted.code, promoted.stderr).toBe(0);
+
+    const afterPromotion = await evaluateUntil(target, (candidate) => candidate.cluster.healthyVoting === 4);
+    expect(afterPromotion.cluster).toMatchObject({ votingMembers: 4, learners: 0, quorum: 3, faultTolerance: 1 });
+    expect(check(afterPromotion, 'learners').status).toBe('pass');
+    expect(check(afterPromotion, 'member-count')).toMatchObject({ status: 'warn', message: expect.stringContaining('even number of voting members (4)') });
+    expect(afterPromotion.verdict).toBe('Degraded');
+    expect(afterPromotion.passed).toBe(true);
+  });
+});
