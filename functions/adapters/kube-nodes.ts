@@ -2,14 +2,11 @@
 // runs on a node the cluster knows about (a member on no node is a leftover that still votes).
 import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
 import type { InventoryConfig } from '../config.js';
+import type { ControlPlaneNode } from '../core/evaluate.js';
 import { StoreError } from '../core/store.js';
 import { callKube, createCoreV1Api } from './kube.js';
 
-/** Structurally the same as ControlPlaneNode in functions/core/evaluate.ts. */
-export interface ControlPlaneNode {
-  name: string;
-  addresses: string[];
-}
+export type { ControlPlaneNode };
 
 /** Address types an etcd member URL may use, in the order we report them. */
 const ADDRESS_TYPES = ['InternalIP', 'ExternalIP', 'Hostname'] as const;
