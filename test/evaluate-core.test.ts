@@ -1,0 +1,372 @@
+// The pure judgement, table-driven: each row builds what the probes saw and states the verdict,
+// the failing or warning check, and the member the reason must name.
+import { describe, expect, it } from 'vitest';
+import {
+  evaluateCluster,
+  type ControlPlaneInventory,
+  type DiscoveredMember,
+  type EndpointProbe,
+  type EvaluationInput,
+  type MemberStatus,
+  type Outcome,
+} from '../functions/core/evaluate.js';
+import { evaluationSchema, type Evaluation, type Verdict } from '../functions/core/evaluation.js';
+
+const MIB = 1024 * 1024;
+const QUOTA = 100 * MIB;
+
+interface MemberSpec {
+  id: string;
+  name: string;
+  learner?: boolean;
+  /** Overrides of what Status answers; `false` = Status failed with this error. */
+  status?: Partial<MemberStatus> | { error: string };
+  read?: Outcome<null>;
+  alarms?: Outcome<Array<{ memberId: string; alarm: string }>>;
+  latencyMs?: number;
+  /** No probe at all for this member (e.g. not started). */
+  unprobed?: boolean;
+  clientUrls?: string[];
+  peerHost?: string;
+}
+
+function endpointOf(spec: MemberSpec): string {
+  return spec.clientUrls?.[0] ?? `https://10.0.0.${spec.id}:2379`;
+}
+
+function build(specs: MemberSpec[], extra: Partial<EvaluationInput> = {}): EvaluationInput {
+  const leaderId = specs[0]?.id ?? '0';
+  const memberList: DiscoveredMember[] = specs.map((spec) => ({
+    id: spec.id,
+    name: spec.name,
+    peerUrls: [`http://${spec.peerHost?.includes(':') ? `[${spec.peerHost}]` : (spec.peerHost ?? `10.0.0.${spec.id}`)}:2380`],
+    clientUrls: spec.clientUrls ?? [endpointOf(spec)],
+    isLearner: spec.learner === true,
+  }));
+  const probes: EndpointProbe[] = specs
+    .filter((spec) => !spec.unprobed && (spec.clientUrls === undefined || spec.clientUrls.length > 0))
+    .map((spec) => {
+      const endpoint = endpointOf(spec);
+      const statusSpec = spec.status ?? {};
+      const status: Outcome<MemberStatus> =
+        'error' in statusSpec
+          ? { ok: false, error: statusSpec.error }
+          : {
+              ok: true,
+              value: {
+                memberId: spec.id,
+                leaderId,
+                raftIndex: 5000,
+                raftTerm: 2,
+                dbSizeBytes: 20 * MIB,
+                dbSizeInUseBytes: 10 * MIB,
+                version: '3.5.17',
+                isLearner: spec.learner === true,
+                ...statusSpec,
+              },
+            };
+      return {
+        endpoint,
+        status,
+        alarms: spec.alarms ?? { ok: true, value: [] },
+        linearizableRead: spec.read ?? (spec.learner ? { ok: false, error: `${endpoint}: etcdserver: rpc not supported for learner` } : { ok: true, value: null }),
+        latencyMs: status.ok ? (spec.latencyMs ?? 3) : null,
+      };
+    });
+  return {
+    target: 'prod',
+    endpoints: probes.slice(0, 1).map((probe) => probe.endpoint),
+    memberList: { ok: true, value: memberList },
+    probes,
+    quotaBackendBytes: QUOTA,
+    evaluatedAt: '2026-01-02T03:04:05.000Z',
+    durationMs: 12,
+    ...extra,
+  };
+}
+
+const three: MemberSpec[] = [
+  { id: '1', name: 'etcd-a' },
+  { id: '2', name: 'etcd-b' },
+  { id: '3', name: 'etcd-c' },
+];
+
+function withMember(index: number, change: Partial<MemberSpec>, base: MemberSpec[] = three): MemberSpec[] {
+  return base.map((spec, position) => (position === index ? { ...spec, ...change } : spec));
+}
+
+const timedOut = (endpoint: string) => ({ ok: false as const, error: `${endpoint}: timed out after 2000 ms` });
+
+function judged(input: EvaluationInput): Evaluation {
+  const evaluation = evaluateCluster(input);
+  // Every evaluation the core produces must satisfy the shared schema.
+  return evaluationSchema.parse(evaluation);
+}
+
+interface Row {
+  behaviour: string;
+  input: EvaluationInput;
+  verdict: Verdict;
+  check?: string;
+  status?: 'warn' | 'fail';
+  /** Text the check message and one reason must contain. */
+  names?: string;
+}
+
+const rows: Row[] = [
+  { behaviour: 'three healthy members that agree on the leader are Healthy', input: build(three), verdict: 'Healthy' },
+  {
+    behaviour: 'an unreachable voting member fails reachable, naming it',
+    input: build(withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } })),
+    verdict: 'Unhealthy',
+    check: 'reachable',
+    status: 'fail',
+    names: 'member etcd-c unreachable: https://10.0.0.3:2379: connection refused',
+  },
+  {
+    behaviour: 'a member that answers Status but not a linearizable read fails linearizable-read',
+    input: build(withMember(1, { read: timedOut('https://10.0.0.2:2379') })),
+    verdict: 'Unhealthy',
+    check: 'linearizable-read',
+    status: 'fail',
+    names: 'etcd-b did not answer a linearizable read',
+  },
+  {
+    behaviour: 'members naming different leaders fail the leader check',
+    input: build(withMember(2, { status: { leaderId: '3' } })),
+    verdict: 'Unhealthy',
+    check: 'leader',
+    status: 'fail',
+    names: 'members disagree on the leader',
+  },
+  {
+    behaviour: 'members that know no leader fail the leader check',
+    input: build(three.map((spec) => ({ ...spec, status: { leaderId: '0' } }))),
+    verdict: 'Unhealthy',
+    check: 'leader',
+    status: 'fail',
+    names: 'no leader',
+  },
+  {
+    behaviour: 'Status still naming a leader after quorum loss does not count as a leader',
+    input: build([
+      three[0] as MemberSpec,
+      { ...(three[1] as MemberSpec), read: timedOut('https://10.0.0.2:2379'), alarms: timedOut('https://10.0.0.2:2379') },
+      { ...(three[2] as MemberSpec), status: { error: 'https://10.0.0.3:2379: connection refused' } },
+    ].map((spec, index) => (index === 0 ? { ...spec, read: timedOut('https://10.0.0.1:2379'), alarms: timedOut('https://10.0.0.1:2379') } : spec))),
+    verdict: 'Unhealthy',
+    check: 'leader',
+    status: 'fail',
+    names: 'no leader: quorum lost (0 of 3',
+  },
+  {
+    behaviour: 'a NOSPACE alarm fails, naming the member and the alarm',
+    input: build(three.map((spec) => ({ ...spec, alarms: { ok: true as const, value: [{ memberId: '2', alarm: 'NOSPACE' }] } }))),
+    verdict: 'Unhealthy',
+    check: 'alarms',
+    status: 'fail',
+    names: 'alarm NOSPACE raised on member etcd-b',
+  },
+  {
+    behaviour: 'a CORRUPT alarm fails, naming the member and the alarm',
+    input: build(withMember(0, { alarms: { ok: true, value: [{ memberId: '3', alarm: 'CORRUPT' }] } })),
+    verdict: 'Unhealthy',
+    check: 'alarms',
+    status: 'fail',
+    names: 'alarm CORRUPT raised on member etcd-c',
+  },
+  {
+    behaviour: 'a learner fails until it is promoted',
+    input: build([...three, { id: '4', name: 'etcd-d', learner: true }]),
+    verdict: 'Unhealthy',
+    check: 'learners',
+    status: 'fail',
+    names: 'learner etcd-d (https://10.0.0.4:2379) not yet promoted',
+  },
+  {
+    behaviour: 'a DB at 80 % of the quota warns',
+    input: build(withMember(0, { status: { dbSizeBytes: 0.85 * QUOTA } })),
+    verdict: 'Degraded',
+    check: 'db-size',
+    status: 'warn',
+    names: 'member etcd-a (https://10.0.0.1:2379) DB 85.0 MiB is 85% of quota 100.0 MiB',
+  },
+  {
+    behaviour: 'a DB at 95 % of the quota fails',
+    input: build(withMember(1, { status: { dbSizeBytes: 0.96 * QUOTA } })),
+    verdict: 'Unhealthy',
+    check: 'db-size',
+    status: 'fail',
+    names: 'etcd-b',
+  },
+  {
+    behaviour: 'a member lagging the leader by more than 1000 entries warns',
+    input: build(withMember(2, { status: { raftIndex: 3000 } })),
+    verdict: 'Degraded',
+    check: 'raft-index',
+    status: 'warn',
+    names: 'etcd-c (https://10.0.0.3:2379) lags 2000 raft entries',
+  },
+  {
+    behaviour: 'different versions warn about skew',
+    input: build(withMember(1, { status: { version: '3.4.23' } })),
+    verdict: 'Degraded',
+    check: 'version',
+    status: 'warn',
+    names: 'etcd-b run 3.4.23',
+  },
+  {
+    behaviour: 'a slow member warns',
+    input: build(withMember(0, { latencyMs: 900 })),
+    verdict: 'Degraded',
+    check: 'latency',
+    status: 'warn',
+    names: 'etcd-a (https://10.0.0.1:2379) slow: status took 900 ms',
+  },
+  {
+    behaviour: 'an even number of voting members warns',
+    input: build([...three, { id: '4', name: 'etcd-d' }]),
+    verdict: 'Degraded',
+    check: 'member-count',
+    status: 'warn',
+    names: 'even number of voting members (4)',
+  },
+  {
+    behaviour: 'a listed member with no client URL (not started) is unreachable',
+    input: build(withMember(2, { clientUrls: [] })),
+    verdict: 'Unhealthy',
+    check: 'reachable',
+    status: 'fail',
+    names: 'etcd-c unreachable: not started',
+  },
+  {
+    behaviour: 'a listed member nobody probed is reported unhealthy with an error',
+    input: build(withMember(2, { unprobed: true })),
+    verdict: 'Unhealthy',
+    check: 'reachable',
+    status: 'fail',
+    names: 'etcd-c (https://10.0.0.3:2379) unreachable: not probed',
+  },
+  {
+    behaviour: 'no member list from any endpoint fails member-list',
+    input: build([{ id: '1', name: '', status: { error: 'https://10.0.0.1:2379: connection refused' } }], {
+      memberList: { ok: false, error: 'https://10.0.0.1:2379: connection refused' },
+    }),
+    verdict: 'Unhealthy',
+    check: 'member-list',
+    status: 'fail',
+    names: 'member list unavailable from every endpoint: https://10.0.0.1:2379: connection refused',
+  },
+  {
+    behaviour: 'a member on no control-plane node fails the inventory check',
+    input: build(three, {
+      controlPlaneNodes: [
+        { name: 'etcd-a', addresses: [] },
+        { name: 'cp-2', addresses: ['10.0.0.2'] },
+      ],
+    }),
+    verdict: 'Unhealthy',
+    check: 'inventory',
+    status: 'fail',
+    names: 'member etcd-c (https://10.0.0.3:2379) matches no control-plane node',
+  },
+  {
+    behaviour: 'a control-plane node without a member warns',
+    input: build(three, {
+      controlPlaneNodes: [
+        { name: 'etcd-a', addresses: [] },
+        { name: 'etcd-b', addresses: [] },
+        { name: 'cp-3', addresses: ['10.0.0.3'] },
+        { name: 'cp-4', addresses: ['10.0.0.44'] },
+      ],
+    }),
+    verdict: 'Degraded',
+    check: 'inventory',
+    status: 'warn',
+    names: 'control-plane node cp-4 runs no etcd member',
+  },
+  {
+    behaviour: 'an inventory that could not be listed fails the inventory check',
+    input: build(three, { controlPlaneNodes: { error: 'list nodes: forbidden' } satisfies ControlPlaneInventory }),
+    verdict: 'Unhealthy',
+    check: 'inventory',
+    status: 'fail',
+    names: 'control-plane node inventory unavailable: list nodes: forbidden',
+  },
+];
+
+describe('evaluateCluster', () => {
+  it.each(rows)('$behaviour', ({ input, verdict, check, status, names }) => {
+    const evaluation = judged(input);
+    expect(evaluation.verdict).toBe(verdict);
+    expect(evaluation.passed).toBe(verdict !== 'Unhealthy');
+    if (check === undefined) {
+      expect(evaluation.reasons).toEqual([]);
+      expect(evaluation.checks.every((entry) => entry.status === 'pass')).toBe(true);
+      return;
+    }
+    const found = evaluation.checks.find((entry) => entry.name === check);
+    expect(found?.status).toBe(status);
+    expect(found?.message).toContain(names);
+    expect(evaluation.reasons.some((reason) => reason.includes(names ?? '?'))).toBe(true);
+  });
+
+  it('summarises a healthy cluster: leader, quorum 2, fault tolerance 1, member rows', () => {
+    const evaluation = judged(build(three));
+    expect(evaluation.cluster).toEqual({ leaderId: '1', votingMembers: 3, learners: 0, healthyVoting: 3, quorum: 2, faultTolerance: 1 });
+    expect(evaluation.members.map((member) => [member.name, member.leader, member.healthy])).toEqual([
+      ['etcd-a', true, true],
+      ['etcd-b', false, true],
+      ['etcd-c', false, true],
+    ]);
+    expect(evaluation).toMatchObject({ target: 'prod', evaluatedAt: '2026-01-02T03:04:05.000Z', durationMs: 12 });
+  });
+
+  it('keeps quorum with one of three down: fault tolerance 0 and the leader still agreed', () => {
+    const evaluation = judged(build(withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } })));
+    expect(evaluation.cluster).toMatchObject({ leaderId: '1', healthyVoting: 2, quorum: 2, faultTolerance: 0 });
+    expect(evaluation.checks.find((entry) => entry.name === 'quorum')?.status).toBe('pass');
+    expect(evaluation.members[2]).toMatchObject({ healthy: false, error: 'https://10.0.0.3:2379: connection refused', raftIndex: null });
+  });
+
+  it('does not count a learner as voting nor fail it for refusing linearizable reads', () => {
+    const evaluation = judged(build([...three, { id: '4', name: 'etcd-d', learner: true }]));
+    expect(evaluation.cluster).toMatchObject({ votingMembers: 3, learners: 1, healthyVoting: 3, quorum: 2 });
+    expect(evaluation.members.find((member) => member.name === 'etcd-d')).toMatchObject({ learner: true, healthy: true });
+    expect(evaluation.checks.find((entry) => entry.name === 'linearizable-read')?.status).toBe('pass');
+  });
+
+  it('lists fails before warns in reasons, one line per finding', () => {
+    const evaluation = judged(build(withMember(0, { latencyMs: 900 }, withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } }))));
+    expect(evaluation.reasons).toEqual([
+      'member etcd-c unreachable: https://10.0.0.3:2379: connection refused',
+      'member etcd-a (https://10.0.0.1:2379) slow: status took 900 ms (limit 500 ms)',
+    ]);
+  });
+
+  it('falls back to the given endpoints, judged as voting members, when no member list was obtained', () => {
+    const input = build(three, { memberList: { ok: false, error: 'all endpoints timed out' } });
+    input.endpoints = input.probes.map((probe) => probe.endpoint);
+    const evaluation = judged(input);
+    expect(evaluation.members.map((member) => member.endpoint)).toEqual(input.endpoints);
+    expect(evaluation.members.map((member) => member.id)).toEqual(['1', '2', '3']);
+    expect(evaluation.verdict).toBe('Unhealthy');
+  });
+
+  it('matches inventory nodes by member name or by a URL host equal to a node address', () => {
+    const evaluation = judged(
+      build(withMember(2, { peerHost: 'fd00::3' }), {
+        controlPlaneNodes: [
+          { name: 'etcd-a', addresses: ['192.168.9.9'] },
+          { name: 'cp-2', addresses: ['10.0.0.2'] },
+          { name: 'cp-3', addresses: ['fd00::3'] },
+        ],
+      }),
+    );
+    expect(evaluation.checks.find((entry) => entry.name === 'inventory')?.status).toBe('pass');
+  });
+
+  it('omits the inventory check when no inventory is configured', () => {
+    expect(judged(build(three)).checks.map((entry) => entry.name)).not.toContain('inventory');
+  });
+});
