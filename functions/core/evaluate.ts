@@ -260,7 +260,9 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
     }
   }
   passMessages.set('reachable', `all ${members.length} members answered`);
-  passMessages.set('linearizable-read', `all ${voting.length} voting members answered a linearizable read`);
+  const reachableVoting = voting.filter((member) => member.probe?.status.ok === true);
+  const readers = reachableVoting.filter((member) => member.probe?.linearizableRead.ok === true);
+  passMessages.set('linearizable-read', `${readers.length} of ${reachableVoting.length} reachable voting members answered a linearizable read`);
 
   // quorum
   const quorumHeld = voting.length > 0 && healthyVoting.length >= quorum;
@@ -334,7 +336,9 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
     if (ratio >= thresholds.dbFailRatio) fail('db-size', text);
     else if (ratio >= thresholds.dbWarnRatio) warn('db-size', text);
   }
-  passMessages.set('db-size', `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${formatBytes(input.quotaBackendBytes)}`);
+  const sized = members.some((member) => statusOf(member) !== null);
+  if (!sized) passMessages.set('db-size', 'no DB size known');
+  else passMessages.set('db-size', `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${formatBytes(input.quotaBackendBytes)}`);
 
   // raft-index: measured against the leader when known, else against the most advanced member.
   const indexes = members.map((member) => ({ member, status: statusOf(member) })).filter((entry) => entry.status !== null);
@@ -374,7 +378,7 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
   if (voting.length > 0 && voting.length % 2 === 0) {
     warn('member-count', `even number of voting members (${voting.length}): tolerates no more failures than ${voting.length - 1}`);
   } else {
-    passMessages.set('member-count', `${voting.length} voting members`);
+    passMessages.set('member-count', `${voting.length} voting member${voting.length === 1 ? '' : 's'}`);
   }
 
   // inventory (only when configured)

@@ -1,0 +1,245 @@
+// The etcd-guard command line: `evaluate` (one on-demand evaluation, exit 0 passed / 1 not passed
+// / 2 usage or configuration error) and `webhook` (hands its flags to the webhook server).
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, formatIssues, storeConfigSchema, targetSchema, type StoreConfig, type TargetConfig } from './config.js';
+import type { Evaluation } from './core/evaluation.js';
+import { evaluateTarget } from './evaluate-target.js';
+import { formatEvaluationTable } from './format-table.js';
+
+export const EXIT_PASSED = 0;
+export const EXIT_NOT_PASSED = 1;
+export const EXIT_USAGE = 2;
+
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+const defaultIo: CliIo = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+};
+
+export const USAGE = `Usage:
+  etcd-guard evaluate --endpoints URL[,URL...] [--cacert F --cert F --key F] [--timeout 2s]
+                      [--target NAME] [--output table|json] [--store none|file:DIR|configmap[:NAMESPACE]]
+                      [--quota-backend-bytes N]
+  etcd-guard webhook  --config FILE [--listen HOST:PORT] [--tls-cert F --tls-key F | --insecure-http]
+
+evaluate exits 0 when the evaluation passed (Healthy or Degraded), 1 when it did not,
+2 on a usage or configuration error. --output json prints exactly one Evaluation document.
+`;
+
+class UsageError extends Error {}
+
+const EVALUATE_OPTIONS = {
+  endpoints: { type: 'string' },
+  cacert: { type: 'string' },
+  cert: { type: 'string' },
+  key: { type: 'string' },
+  timeout: { type: 'string' },
+  target: { type: 'string' },
+  output: { type: 'string' },
+  store: { type: 'string' },
+  'quota-backend-bytes': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+const WEBHOOK_OPTIONS = {
+  config: { type: 'string' },
+  listen: { type: 'string' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
+  'insecure-http': { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+/** util.parseArgs, with its errors reworded to name the flag ("unknown flag --x"). */
+function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    const code = (error as { code?: string }).code;
+    const flag = /'(-{1,2}[^' ]+)/.exec(message)?.[1];
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(`unknown flag ${flag ?? message}`);
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      throw new UsageError(/argument missing/.test(message) ? `flag ${flag ?? '?'} needs a value` : `flag ${flag ?? '?'} takes no value`);
+    }
+    if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+      throw new UsageError(`unexpected argument ${/'([^']*)'/.exec(message)?.[1] ?? message}`);
+    }
+    throw new UsageError(message);
+  }
+}
+
+/** Which flag a target-schema field came from, so errors name what the user typed. */
+const FLAG_FOR_FIELD: Record<string, string> = {
+  name: '--target',
+  endpoints: '--endpoints',
+  timeout: '--timeout',
+  quotaBackendBytes: '--quota-backend-bytes',
+  'tls.caFile': '--cacert',
+  'tls.certFile': '--cert',
+  'tls.keyFile': '--key',
+  tls: '--cert/--key',
+};
+
+function flagFor(field: string): string {
+  const exact = FLAG_FOR_FIELD[field];
+  if (exact) return exact;
+  const prefix = Object.keys(FLAG_FOR_FIELD)
+    .sort((a, b) => b.length - a.length)
+    .find((candidate) => field.startsWith(`${candidate}.`));
+  return prefix ? (FLAG_FOR_FIELD[prefix] ?? field) : field;
+}
+
+/** "field.path: message" lines from ConfigError/formatIssues, with the field named as its flag. */
+function renameFields(issues: readonly string[]): string[] {
+  return issues.map((issue) => {
+    const match = /^([\w.]+): (.*)$/s.exec(issue);
+    if (!match?.[1] || match[2] === undefined) return issue;
+    return `${flagFor(match[1])}: ${match[2]}`;
+  });
+}
+
+function parseStore(value: string | undefined): StoreConfig | null {
+  if (value === undefined || value === 'none') return null;
+  let raw: unknown;
+  if (value.startsWith('file:')) raw = { kind: 'file', dir: value.slice('file:'.length) };
+  else if (value === 'configmap') raw = { kind: 'configmap' };
+  else if (value.startsWith('configmap:')) raw = { kind: 'configmap', namespace: value.slice('configmap:'.length) };
+  else throw new UsageError(`--store: want none, file:DIR, configmap or configmap:NAMESPACE (got ${JSON.stringify(value)})`);
+  const parsed = storeConfigSchema.safeParse(raw);
+  if (!parsed.success) throw new UsageError(`--store: invalid ${JSON.stringify(value)}: ${formatIssues(parsed.error, raw).join('; ')}`);
+  return parsed.data;
+}
+
+function parseQuota(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value.trim()) || Number(value) <= 0 || !Number.isSafeInteger(Number(value))) {
+    throw new UsageError(`--quota-backend-bytes: want a positive whole number of bytes (got ${JSON.stringify(value)})`);
+  }
+  return Number(value);
+}
+
+interface EvaluateCommand {
+  target: TargetConfig;
+  output: 'table' | 'json';
+  store: StoreConfig | null;
+}
+
+function parseEvaluateCommand(args: string[]): EvaluateCommand | 'help' {
+  const flags = parseFlags(args, EVALUATE_OPTIONS);
+  if (flags.help) return 'help';
+  if (flags.endpoints === undefined || flags.endpoints.trim() === '') throw new UsageError('--endpoints is required (e.g. --endpoints https://127.0.0.1:2379)');
+  const output = flags.output ?? 'table';
+  if (output !== 'table' && output !== 'json') throw new UsageError(`--output: want table or json (got ${JSON.stringify(output)})`);
+  const store = parseStore(flags.store);
+  const quotaBackendBytes = parseQuota(flags['quota-backend-bytes']);
+
+  const raw: Record<string, unknown> = {
+    name: flags.target ?? 'default',
+    endpoints: flags.endpoints.split(',').map((endpoint) => endpoint.trim()).filter((endpoint) => endpoint !== ''),
+  };
+  if (flags.timeout !== undefined) raw.timeout = flags.timeout;
+  if (quotaBackendBytes !== undefined) raw.quotaBackendBytes = quotaBackendBytes;
+  if (flags.cacert !== undefined || flags.cert !== undefined || flags.key !== undefined) {
+    const tls: Record<string, string> = {};
+    if (flags.cacert !== undefined) tls.caFile = flags.cacert;
+    if (flags.cert !== undefined) tls.certFile = flags.cert;
+    if (flags.key !== undefined) tls.keyFile = flags.key;
+    raw.tls = tls;
+  }
+  const parsed = targetSchema.safeParse(raw);
+  if (!parsed.success) throw new UsageError(renameFields(formatIssues(parsed.error, raw)).join('; '));
+  return { target: parsed.data, output, store };
+}
+
+async function storeEvaluation(store: StoreConfig, evaluation: Evaluation, io: CliIo): Promise<boolean> {
+  try {
+    // Imported only when asked for, so `evaluate` without --store never loads the Kubernetes client.
+    const { createStore } = await import('./adapters/store-factory.js');
+    const evaluationStore = createStore(store);
+    const outcome = await evaluationStore.write(evaluation);
+    if (!outcome.written) {
+      io.stderr(`etcd-guard: ${evaluationStore.describe()} already holds a newer evaluation (${outcome.keptEvaluatedAt}); kept it\n`);
+    }
+    return true;
+  } catch (error) {
+    io.stderr(`etcd-guard: could not store the evaluation (--store ${store.kind}): ${error instanceof Error ? error.message : String(error)}\n`);
+    return false;
+  }
+}
+
+async function runEvaluate(args: string[], io: CliIo): Promise<number> {
+  const command = parseEvaluateCommand(args);
+  if (command === 'help') {
+    io.stdout(USAGE);
+    return EXIT_PASSED;
+  }
+  let evaluation: Evaluation;
+  try {
+    evaluation = await evaluateTarget(command.target);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(renameFields(error.issues).join('; '));
+    throw error;
+  }
+  io.stdout(command.output === 'json' ? `${JSON.stringify(evaluation, null, 2)}\n` : `${formatEvaluationTable(evaluation)}\n`);
+  if (command.store !== null && !(await storeEvaluation(command.store, evaluation, io))) return EXIT_NOT_PASSED;
+  return evaluation.passed ? EXIT_PASSED : EXIT_NOT_PASSED;
+}
+
+async function runWebhook(args: string[], env: Record<string, string | undefined>, io: CliIo): Promise<number> {
+  const flags = parseFlags(args, WEBHOOK_OPTIONS);
+  if (flags.help) {
+    io.stdout(USAGE);
+    return EXIT_PASSED;
+  }
+  if (flags.config === undefined || flags.config.trim() === '') throw new UsageError('--config is required (a YAML or JSON guard config file)');
+  if ((flags['tls-cert'] === undefined) !== (flags['tls-key'] === undefined)) {
+    throw new UsageError('--tls-cert and --tls-key must be given together');
+  }
+  if (flags['insecure-http'] && flags['tls-cert'] !== undefined) throw new UsageError('--insecure-http cannot be combined with --tls-cert/--tls-key');
+  const { runWebhookCommand } = await import('../webhook/main.js');
+  return runWebhookCommand(
+    {
+      configFile: flags.config,
+      listen: flags.listen ?? '',
+      ...(flags['tls-cert'] !== undefined ? { tlsCertFile: flags['tls-cert'] } : {}),
+      ...(flags['tls-key'] !== undefined ? { tlsKeyFile: flags['tls-key'] } : {}),
+      insecureHttp: flags['insecure-http'] === true,
+    },
+    env,
+  );
+}
+
+export async function main(argv: string[], env: Record<string, string | undefined>, io: CliIo = defaultIo): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'evaluate':
+        return await runEvaluate(rest, io);
+      case 'webhook':
+        return await runWebhook(rest, env, io);
+      case '--help':
+      case '-h':
+      case 'help':
+        io.stdout(USAGE);
+        return EXIT_PASSED;
+      case undefined:
+        throw new UsageError('missing command: evaluate or webhook');
+      default:
+        throw new UsageError(`unknown command ${JSON.stringify(command)} (want evaluate or webhook)`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr(`etcd-guard ${command ?? ''}: ${error.message}\n`.replace('etcd-guard : ', 'etcd-guard: '));
+      if (!/^(unknown command|missing command)/.test(error.message)) io.stderr('run with --help for usage\n');
+      else io.stderr(USAGE);
+      return EXIT_USAGE;
+    }
+    io.stderr(`etcd-guard ${command ?? ''}: unexpected error: ${error instanceof Error ? error.message : String(error)}\n`);
+    return EXIT_NOT_PASSED;
+  }
+}
