@@ -84,8 +84,9 @@ export async function evaluateTarget(target: TargetConfig, options: EvaluateTarg
   const now = options.now ?? (() => new Date());
   const evaluatedAt = now();
   const started = performance.now();
-  const credentials = await readTargetCredentials(target);
+  // One deadline for everything, reading the TLS files included: the caller's bound is the timeout.
   const deadline = Date.now() + target.timeout;
+  const credentials = await readTargetCredentials(target);
 
   const session = new EtcdProbeSession(credentials);
   try {

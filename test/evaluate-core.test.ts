@@ -366,6 +366,20 @@ describe('evaluateCluster', () => {
     expect(evaluation.checks.find((entry) => entry.name === 'inventory')?.status).toBe('pass');
   });
 
+  it('judges a member by a given endpoint that answered as it when its advertised URL does not answer', () => {
+    const input = build(three);
+    const advertised = input.probes[2];
+    if (!advertised || !advertised.status.ok) throw new Error('fixture: third probe missing');
+    input.probes = [
+      ...input.probes.slice(0, 2),
+      { ...advertised, status: timedOut(advertised.endpoint), alarms: timedOut(advertised.endpoint), linearizableRead: timedOut(advertised.endpoint), latencyMs: null },
+      { ...advertised, endpoint: 'https://etcd-c.example:2379' },
+    ];
+    const evaluation = judged(input);
+    expect(evaluation.members[2]).toMatchObject({ name: 'etcd-c', endpoint: 'https://etcd-c.example:2379', healthy: true });
+    expect(evaluation.verdict).toBe('Healthy');
+  });
+
   it('omits the inventory check when no inventory is configured', () => {
     expect(judged(build(three)).checks.map((entry) => entry.name)).not.toContain('inventory');
   });

@@ -163,7 +163,13 @@ function judgedMembers(input: EvaluationInput): JudgedMember[] {
     return [...input.memberList.value]
       .sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id))
       .map((member) => {
-        const probe = member.clientUrls.map((url) => probeByEndpoint.get(url)).find((found) => found !== undefined);
+        // A member may be reached through its advertised client URL or through a given endpoint
+        // that turned out to be it (e.g. a load balancer or another host name): prefer an answer.
+        const candidates = [
+          ...member.clientUrls.map((url) => probeByEndpoint.get(url)).filter((found): found is EndpointProbe => found !== undefined),
+          ...input.probes.filter((candidate) => candidate.status.ok && candidate.status.value.memberId === member.id),
+        ];
+        const probe = candidates.find((candidate) => candidate.status.ok) ?? candidates[0];
         const endpoint = probe?.endpoint ?? member.clientUrls[0] ?? '';
         return {
           id: member.id,
