@@ -1,7 +1,8 @@
 // Picks the EvaluationStore a StoreConfig describes. Entrypoints import only this.
 import type { StoreConfig } from '../config.js';
-import type { EvaluationStore } from '../core/store.js';
-import { ConfigMapStore } from './configmap-store.js';
+import type { Evaluation } from '../core/evaluation.js';
+import { StoreError, type EvaluationStore, type WriteOutcome } from '../core/store.js';
+import type { ConfigMapStoreOptions } from './configmap-store.js';
 import { FileStore } from './file-store.js';
 
 export interface CreateStoreOptions {
@@ -23,11 +24,51 @@ export function createStore(config: StoreConfig, options: CreateStoreOptions = {
     case 'file':
       return new FileStore(config.dir);
     case 'configmap':
-      return new ConfigMapStore({
+      return new LazyConfigMapStore({
         namespace: config.namespace,
         ...(options.kubeconfigFile !== undefined ? { kubeconfigFile: options.kubeconfigFile } : {}),
         ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
         ...(options.writeTimeoutMs !== undefined ? { writeTimeoutMs: options.writeTimeoutMs } : {}),
       });
+  }
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/**
+ * A ConfigMapStore whose module (and so @kubernetes/client-node, ~80 MB resident once loaded)
+ * is imported on first use: a webhook or CLI on the file store never pays for the Kubernetes
+ * client. The namespace is still checked at once, as ConfigMapStore's constructor does.
+ */
+class LazyConfigMapStore implements EvaluationStore {
+  private loading: Promise<EvaluationStore> | undefined;
+
+  constructor(private readonly options: ConfigMapStoreOptions) {
+    if (!DNS_LABEL.test(options.namespace) || options.namespace.length > 63) {
+      throw new StoreError('invalid', `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`);
+    }
+  }
+
+  private store(): Promise<EvaluationStore> {
+    this.loading ??= import('./configmap-store.js').then(
+      (module) => new module.ConfigMapStore(this.options),
+      (error: unknown) => {
+        this.loading = undefined;
+        throw new StoreError('unavailable', `cannot load the ConfigMap store: ${error instanceof Error ? error.message : String(error)}`);
+      },
+    );
+    return this.loading;
+  }
+
+  describe(): string {
+    return `configmap:${this.options.namespace}`;
+  }
+
+  async read(target: string): Promise<Evaluation | null> {
+    return (await this.store()).read(target);
+  }
+
+  async write(evaluation: Evaluation): Promise<WriteOutcome> {
+    return (await this.store()).write(evaluation);
   }
 }
