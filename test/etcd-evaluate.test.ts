@@ -133,6 +133,42 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     expect((error as Error).message).toContain('/nonexistent/etcd-guard.pem');
   });
 
+  it('fails a member that matches no control-plane node and stamps the injected clock', async () => {
+    const [first, second, third] = cluster.members;
+    const target = targetFor(cluster, { inventory: {} });
+    const evaluation = await evaluateTarget(target, {
+      now: () => new Date('2030-05-06T07:08:09.000Z'),
+      listControlPlaneNodes: async () => [
+        { name: first?.name ?? '?', addresses: [] },
+        { name: 'cp-by-address', addresses: ['192.0.2.10'] },
+        { name: second?.name ?? '?', addresses: ['127.0.0.1'] },
+      ],
+    });
+    // Every member listens on 127.0.0.1, so the address match covers the third member too; only
+    // the node with a foreign address is left without a member.
+    expect(evaluation.evaluatedAt).toBe('2030-05-06T07:08:09.000Z');
+    expect(evaluation.checks.find((entry) => entry.name === 'inventory')).toMatchObject({
+      status: 'warn',
+      message: 'control-plane node cp-by-address runs no etcd member',
+    });
+    const strict = await evaluateTarget(target, {
+      listControlPlaneNodes: async () => [{ name: first?.name ?? '?', addresses: [] }, { name: second?.name ?? '?', addresses: [] }],
+    });
+    expect(strict.verdict).toBe('Unhealthy');
+    expect(strict.reasons).toEqual([expect.stringContaining(`member ${third?.name} (${third?.clientUrl}) matches no control-plane node`)]);
+  });
+
+  it('bounds a hanging node inventory by the same deadline and reports it', async () => {
+    const target = targetFor(cluster, { inventory: {}, timeout: '500ms' });
+    const { evaluation, wallMs } = await (async () => {
+      const started = performance.now();
+      const result = await evaluateTarget(target, { listControlPlaneNodes: () => new Promise(() => undefined) });
+      return { evaluation: result, wallMs: performance.now() - started };
+    })();
+    expect(wallMs).toBeLessThan(500 + BOUND_SLACK_MS);
+    expect(evaluation.checks.find((entry) => entry.name === 'inventory')).toMatchObject({ status: 'fail', message: expect.stringMatching(/timed out/) });
+  });
+
   it('measures the p50 of 50 healthy in-process evaluations', async () => {
     const target = targetFor(cluster);
     const durations: number[] = [];
