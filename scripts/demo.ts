@@ -207,6 +207,7 @@ async function sendScale(server: RunningWebhookServer, ca: Buffer, agent: https.
     print(`      ALLOWED (answered in ${took} ms)`);
     // kubectl prints admission warnings this way, on stderr, before the result.
     for (const warning of answer.warnings) print(`      Warning: ${warning}`);
+    if (answer.warnings.length === 0) print(`      (no admission warnings)`);
     print(`      kubeadmcontrolplane.controlplane.cluster.x-k8s.io/prod-control-plane scaled`);
   } else {
     print(`      DENIED (answered in ${took} ms, HTTP status code ${answer.code ?? 'none'})`);
