@@ -2,9 +2,12 @@
 // written to the store and logged as one structured line. One sick target (or a store outage)
 // never stops the others and never throws; only configuration errors do, before anything runs.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../webhook/logger.js';
+import { createStore } from './adapters/store-factory.js';
 import type { GuardConfig, TargetConfig } from './config.js';
 import type { Evaluation, Verdict } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
+import { evaluateTarget } from './evaluate-target.js';
 import { STORE_DEADLINE_MS, evaluationDeadlineMs, withDeadline } from './on-demand.js';
 
 /** The two pino methods the scheduled run uses; a pino logger satisfies it. */
@@ -169,4 +172,18 @@ export async function runScheduledLoop(options: ScheduledLoopOptions): Promise<n
     }
   }
   return rounds;
+}
+
+/**
+ * The real wiring for the entrypoints: evaluateTarget (which lists control-plane Nodes itself when
+ * a target has an `inventory`), the store the config names, and the redacting JSON logger
+ * (LOG_LEVEL from `env`). Builds objects only; nothing touches the network until a run.
+ */
+export function buildScheduledDeps(config: GuardConfig, env: Readonly<Record<string, string | undefined>>): ScheduledDeps {
+  return {
+    config,
+    store: createStore(config.store),
+    evaluate: (target) => evaluateTarget(target),
+    logger: createLogger({ env, name: 'etcd-guard-scheduled' }),
+  };
 }

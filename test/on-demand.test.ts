@@ -3,10 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/config.js';
-import type { Evaluation } from '../functions/core/evaluation.js';
+import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.js';
 import { StoreError, type EvaluationStore, type StoreErrorKind } from '../functions/core/store.js';
 import { createStore } from '../functions/adapters/store-factory.js';
+import { evaluateTarget } from '../functions/evaluate-target.js';
 import { OnDemandEvaluations, UnknownTargetError, resolveBearerToken } from '../functions/on-demand.js';
+import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 
 const TOKEN = 'an-on-demand-test-token-7f3a';
@@ -317,5 +319,109 @@ describe('resolveBearerToken', () => {
     expect((caught as Error).message).toContain('/etc/etcd-guard/token');
     expect((caught as Error).message).toContain(message);
     expect((caught as Error).message).not.toContain('secret-one');
+  });
+});
+
+describe('OnDemandEvaluations with the real evaluateTarget against a 3-member etcd', () => {
+  let cluster: EtcdTestCluster;
+  let dir: string;
+  let config: GuardConfig;
+
+  beforeAll(async () => {
+    cluster = await startEtcdCluster({ name: 'ondemand' });
+    dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-on-demand-etcd-'));
+    config = configFor(dir, [
+      {
+        name: 'main',
+        endpoints: cluster.endpoints,
+        tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+        timeout: '3s',
+      },
+    ]);
+  });
+  afterAll(async () => {
+    await cluster?.destroy();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('50 concurrent POSTs cause one etcd evaluation, a second burst within the window reuses it, GET returns it', async () => {
+    let etcdEvaluations = 0;
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: (target) => {
+        etcdEvaluations += 1;
+        return evaluateTarget(target);
+      },
+      token: TOKEN,
+      // Long enough that the second burst is inside it however slow the machine is.
+      minIntervalMs: 60_000,
+    });
+    const authorization = `Bearer ${TOKEN}`;
+
+    const before = await onDemand.handle({ method: 'GET', target: 'main', authorization });
+    expect(before.status).toBe(404);
+
+    const started = performance.now();
+    const firstBurst = await Promise.all(
+      Array.from({ length: 50 }, () => onDemand.handle({ method: 'POST', target: 'main', authorization })),
+    );
+    const burstMs = performance.now() - started;
+    expect(firstBurst.map((response) => response.status)).toEqual(Array(50).fill(200));
+    expect(etcdEvaluations).toBe(1);
+    const evaluation = evaluationSchema.parse(firstBurst[0]?.body);
+    expect(evaluation).toMatchObject({ target: 'main', verdict: 'Healthy', passed: true });
+    expect(evaluation.members).toHaveLength(3);
+    expect(evaluation.members.every((member) => member.healthy)).toBe(true);
+    expect(new Set(firstBurst.map((response) => JSON.stringify(response.body))).size).toBe(1);
+    // One real evaluation of a healthy loopback cluster; far below the 3 s target timeout.
+    expect(burstMs).toBeLessThan(3_000);
+
+    const secondBurst = await Promise.all(
+      Array.from({ length: 50 }, () => onDemand.handle({ method: 'POST', target: 'main', authorization })),
+    );
+    expect(etcdEvaluations).toBe(1);
+    expect(secondBurst.every((response) => response.status === 200 && JSON.stringify(response.body) === JSON.stringify(evaluation))).toBe(true);
+
+    const after = await onDemand.handle({ method: 'GET', target: 'main', authorization });
+    expect(after.status).toBe(200);
+    expect(evaluationSchema.parse(after.body)).toEqual(evaluation);
+  });
+
+  it.each([
+    { case: 'no token', authorization: undefined, status: 401 },
+    { case: 'a wrong token', authorization: 'Bearer wrong', status: 401 },
+    { case: 'the right token', authorization: `Bearer ${TOKEN}`, status: 200 },
+  ])('POST with $case is $status and never echoes the token', async ({ authorization, status }) => {
+    let etcdEvaluations = 0;
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: (target) => {
+        etcdEvaluations += 1;
+        return evaluateTarget(target);
+      },
+      token: TOKEN,
+    });
+    const response = await onDemand.handle({ method: 'POST', target: 'main', authorization });
+    expect(response.status).toBe(status);
+    expect(etcdEvaluations).toBe(status === 200 ? 1 : 0);
+    expect(JSON.stringify(response)).not.toContain(TOKEN);
+  });
+
+  it('an unknown target is 404 and causes no etcd evaluation', async () => {
+    let etcdEvaluations = 0;
+    const onDemand = new OnDemandEvaluations({
+      config,
+      store: createStore(config.store),
+      evaluate: (target) => {
+        etcdEvaluations += 1;
+        return evaluateTarget(target);
+      },
+      token: null,
+    });
+    const response = await onDemand.handle({ method: 'POST', target: 'other' });
+    expect(response).toMatchObject({ status: 404, body: { error: expect.stringContaining('"other"') } });
+    expect(etcdEvaluations).toBe(0);
   });
 });
