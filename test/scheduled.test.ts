@@ -1,15 +1,21 @@
-import { describe, it, expect } from 'vitest';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, it, expect } from 'vitest';
 import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/config.js';
-import type { Evaluation } from '../functions/core/evaluation.js';
+import { parseEvaluationJson, type Evaluation } from '../functions/core/evaluation.js';
 import { StoreError, type EvaluationStore, type WriteOutcome } from '../functions/core/store.js';
 import {
+  buildScheduledDeps,
   mapWithConcurrency,
   runScheduledEvaluation,
   runScheduledLoop,
   type ScheduledLogger,
   type ScheduledResult,
 } from '../functions/scheduled.js';
+import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation, makeMember, makeMembers } from './harness/evaluation-fixture.js';
+import { freePort } from './harness/free-port.js';
 
 function configWithTargets(names: readonly string[], extra: Record<string, unknown> = {}): GuardConfig {
   return parseGuardConfig(
@@ -267,5 +273,53 @@ describe('runScheduledLoop', () => {
         signal: new AbortController().signal,
       }),
     ).rejects.toThrow('got 0');
+  });
+});
+
+describe('runScheduledEvaluation end to end: real etcd, real evaluateTarget, file store', () => {
+  let cluster: EtcdTestCluster;
+  let dir: string;
+
+  beforeAll(async () => {
+    cluster = await startEtcdCluster({ name: 'scheduled' });
+    dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-scheduled-'));
+  });
+  afterAll(async () => {
+    await cluster?.destroy();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('stores a Healthy evaluation for the live cluster and an Unhealthy one for a dead endpoint, one line each', async () => {
+    const deadPort = await freePort();
+    const tls = { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile };
+    const config = parseGuardConfig(
+      {
+        store: { kind: 'file', dir },
+        targets: [
+          { name: 'live', endpoints: cluster.endpoints, tls, timeout: '3s' },
+          { name: 'dead', endpoints: [`https://127.0.0.1:${deadPort}`], tls, timeout: '1s' },
+        ],
+      },
+      'test',
+    );
+    const logger = recordingLogger();
+    const deps = { ...buildScheduledDeps(config, { LOG_LEVEL: 'silent' }), logger };
+    const started = performance.now();
+    const results = await runScheduledEvaluation(deps);
+    const elapsedMs = performance.now() - started;
+
+    expect(results).toMatchObject([
+      { target: 'live', ok: true, verdict: 'Healthy', passed: true, written: true },
+      { target: 'dead', ok: true, verdict: 'Unhealthy', passed: false, written: true },
+    ]);
+    const live = parseEvaluationJson(await readFile(path.join(dir, 'live.json'), 'utf8'), 'live.json');
+    expect(live.members).toHaveLength(3);
+    expect(live.cluster).toMatchObject({ votingMembers: 3, healthyVoting: 3, quorum: 2 });
+    const dead = parseEvaluationJson(await readFile(path.join(dir, 'dead.json'), 'utf8'), 'dead.json');
+    expect(dead.reasons.length).toBeGreaterThan(0);
+    // Lines come in completion order; one info line per target either way.
+    expect(logger.lines.map((line) => `${line.level}:${String(line.obj.target)}`).sort()).toEqual(['info:dead', 'info:live']);
+    // Both targets ran at once: the whole round is bounded by the slower target's timeout.
+    expect(elapsedMs).toBeLessThan(3_000 + 1_000);
   });
 });
