@@ -1,0 +1,211 @@
+// Runs the real Serverless Framework (print, invoke local) on serverless.yml: the esbuild bundle,
+// the banner and the handlers are exercised as Lambda would load them, against a real etcd.
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluation.js';
+import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const TOKEN = 'serverless-test-token-51c2';
+const SERVERLESS_DEADLINE_MS = 90_000;
+
+interface ServerlessRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+}
+
+/** Runs `serverless ARGS` in the repo; SIGKILLs the whole process group if it overruns. */
+function runServerless(args: string[], env: Record<string, string> = {}): Promise<ServerlessRun> {
+  const started = performance.now();
+  const child = spawn(path.join(REPO, 'node_modules', '.bin', 'serverless'), args, {
+    cwd: REPO,
+    detached: true,
+    // invoke local reads the event from stdin when no --data/--path is given; never let it wait.
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      SLS_TELEMETRY_DISABLED: '1',
+      SLS_NOTIFICATIONS_MODE: 'off',
+      SLS_DEPRECATION_DISABLE: '*',
+      // Dummy credentials: print and invoke local never call AWS, but some code paths look.
+      AWS_ACCESS_KEY_ID: 'AKIAETCDGUARDTEST000',
+      AWS_SECRET_ACCESS_KEY: 'not-a-real-secret',
+      AWS_REGION: 'us-east-1',
+      ETCD_GUARD_CONFIG: '',
+      ETCD_GUARD_CONFIG_JSON: '',
+      ETCD_GUARD_TOKEN: '',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      reject(new Error(`serverless ${args.join(' ')} did not finish within ${SERVERLESS_DEADLINE_MS} ms:\n${stdout}\n${stderr}`));
+    }, SERVERLESS_DEADLINE_MS);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, durationMs: Math.round(performance.now() - started) });
+    });
+  });
+}
+
+/**
+ * The handler's return value as `invoke local` prints it (JSON indented by 4), after any log
+ * lines the handler wrote (one-line JSON each).
+ */
+function invokeResult(stdout: string): unknown {
+  const start = stdout.lastIndexOf('\n{\n') >= 0 ? stdout.lastIndexOf('\n{\n') + 1 : stdout.indexOf('{\n');
+  if (start < 0) throw new Error(`no handler result in the output:\n${stdout}`);
+  return JSON.parse(stdout.slice(start));
+}
+
+function logLines(stdout: string): Array<Record<string, unknown>> {
+  return stdout
+    .split('\n')
+    .filter((line) => line.startsWith('{"'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+describe('serverless.yml', () => {
+  it('resolves with both functions, the one-minute schedule and GET/POST /evaluations/{target}', async () => {
+    const run = await runServerless(['print', '--format', 'json']);
+    console.info(`serverless print took ${run.durationMs} ms`);
+    expect(run.code, run.stderr).toBe(0);
+    const printed = JSON.parse(run.stdout.slice(run.stdout.indexOf('{'))) as {
+      frameworkVersion: string;
+      provider: { runtime: string };
+      functions: Record<string, { handler: string; timeout: number; events: Array<Record<string, unknown>> }>;
+      custom: { esbuild: Record<string, unknown> };
+    };
+    expect(printed.frameworkVersion).toBe('3');
+    expect(printed.provider.runtime).toBe('nodejs20.x');
+    expect(printed.custom.esbuild).toMatchObject({ format: 'esm', platform: 'node', target: 'node20' });
+    expect(printed.functions.evaluate).toMatchObject({
+      handler: 'functions/handlers.evaluate',
+      events: [{ schedule: 'rate(1 minute)' }],
+    });
+    expect(printed.functions.evaluate?.timeout).toBeLessThanOrEqual(55);
+    expect(printed.functions.evaluateHttp).toMatchObject({
+      handler: 'functions/handlers.evaluateHttp',
+      events: [
+        { httpApi: { method: 'GET', path: '/evaluations/{target}' } },
+        { httpApi: { method: 'POST', path: '/evaluations/{target}' } },
+      ],
+    });
+  });
+
+  describe('invoke local against a real 3-member etcd with the file store', () => {
+    let cluster: EtcdTestCluster;
+    let dir: string;
+    let configJson: string;
+
+    beforeAll(async () => {
+      cluster = await startEtcdCluster({ name: 'sls' });
+      dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-serverless-'));
+      configJson = JSON.stringify({
+        // invoke local runs the bundle from .esbuild/.build: every path must be absolute.
+        store: { kind: 'file', dir: path.join(dir, 'store') },
+        targets: [
+          {
+            name: 'main',
+            endpoints: cluster.endpoints,
+            tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+            timeout: '3s',
+          },
+        ],
+      });
+    });
+    afterAll(async () => {
+      await cluster?.destroy();
+      if (dir) await rm(dir, { recursive: true, force: true });
+    });
+
+    it('evaluate stores the evaluation file and returns a summary with one structured log line', async () => {
+      const run = await runServerless(['invoke', 'local', '-f', 'evaluate', '--data', '{}'], {
+        ETCD_GUARD_CONFIG_JSON: configJson,
+      });
+      console.info(`serverless invoke local -f evaluate took ${run.durationMs} ms`);
+      expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+      expect(invokeResult(run.stdout)).toMatchObject({ targets: 1, passed: 1, notPassed: 0, failed: 0 });
+      const stored = parseEvaluationJson(await readFile(path.join(dir, 'store', 'main.json'), 'utf8'), 'main.json');
+      expect(stored).toMatchObject({ target: 'main', verdict: 'Healthy', passed: true });
+      const lines = logLines(run.stdout).filter((line) => line.target === 'main');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({ verdict: 'Healthy', passed: true, written: true, reasons: 0 });
+    });
+
+    it('evaluateHttp POST with the token returns a fresh evaluation that parses with the schema', async () => {
+      const eventFile = path.join(dir, 'post-event.json');
+      await writeFile(
+        eventFile,
+        JSON.stringify({
+          version: '2.0',
+          routeKey: 'POST /evaluations/{target}',
+          rawPath: '/evaluations/main',
+          headers: { authorization: `Bearer ${TOKEN}` },
+          pathParameters: { target: 'main' },
+          requestContext: { http: { method: 'POST', path: '/evaluations/main' } },
+        }),
+      );
+      const run = await runServerless(['invoke', 'local', '-f', 'evaluateHttp', '--path', eventFile], {
+        ETCD_GUARD_CONFIG_JSON: configJson,
+        ETCD_GUARD_TOKEN: TOKEN,
+      });
+      console.info(`serverless invoke local -f evaluateHttp took ${run.durationMs} ms`);
+      expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+      const result = invokeResult(run.stdout) as { statusCode: number; headers: Record<string, string>; body: string };
+      expect(result.statusCode).toBe(200);
+      expect(result.headers['content-type']).toBe('application/json');
+      const evaluation = evaluationSchema.parse(JSON.parse(result.body));
+      expect(evaluation).toMatchObject({ target: 'main', verdict: 'Healthy' });
+      const stored = parseEvaluationJson(await readFile(path.join(dir, 'store', 'main.json'), 'utf8'), 'main.json');
+      expect(stored).toEqual(evaluation);
+      expect(run.stdout + run.stderr).not.toContain(TOKEN);
+    });
+
+    it('evaluateHttp without the token is 401 and runs no evaluation', async () => {
+      const storedFile = path.join(dir, 'store', 'main.json');
+      const storedBefore = await readFile(storedFile, 'utf8');
+      const run = await runServerless(
+        [
+          'invoke',
+          'local',
+          '-f',
+          'evaluateHttp',
+          '--data',
+          JSON.stringify({ headers: {}, pathParameters: { target: 'main' }, requestContext: { http: { method: 'POST' } } }),
+        ],
+        { ETCD_GUARD_CONFIG_JSON: configJson, ETCD_GUARD_TOKEN: TOKEN },
+      );
+      expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+      const result = invokeResult(run.stdout) as { statusCode: number; headers: Record<string, string> };
+      expect(result.statusCode).toBe(401);
+      expect(result.headers['www-authenticate']).toMatch(/^Bearer/);
+      expect(await readFile(storedFile, 'utf8')).toBe(storedBefore);
+    });
+
+    it('evaluate with a bad config fails the invocation and names the field and value', async () => {
+      const run = await runServerless(['invoke', 'local', '-f', 'evaluate', '--data', '{}'], {
+        ETCD_GUARD_CONFIG_JSON: JSON.stringify({ targets: [{ name: 'main', endpoints: ['not-a-url'] }] }),
+      });
+      expect(run.code).not.toBe(0);
+      expect(run.stdout + run.stderr).toContain('targets.0.endpoints.0');
+      expect(run.stdout + run.stderr).toContain('not-a-url');
+    });
+  });
+});
