@@ -1,0 +1,216 @@
+// Admission bench: POST /validate over HTTPS keep-alive against the real webhook process (fresh
+// cached evaluation in a file store) next to a bare express HTTPS server answering a fixed
+// AdmissionReview, same body, same load generator (autocannon, in this process).
+import autocannon from 'autocannon';
+import { closeSync, openSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { FileStore } from '../functions/adapters/file-store.js';
+import { generateTestCerts } from '../test/harness/certs.js';
+import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
+import { firstMessage, killAndWait, peakRssMiB, percentile, REPO_DIR, spawnTsx, type ResultRow } from './lib.js';
+
+const FIXTURE = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
+const TARGET = 'bench';
+
+interface LoadResult {
+  requests: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  requestsPerSecond: number;
+  /** Per-response latency in ms at full resolution (autocannon's histogram keeps whole ms). */
+  latenciesMs: number[];
+}
+
+export interface AdmissionOptions {
+  latencySeconds: number;
+  throughputSeconds: number;
+  warmupSeconds: number;
+  log: (line: string) => void;
+}
+
+async function load(url: string, body: string, connections: number, seconds: number): Promise<LoadResult> {
+  const latenciesMs: number[] = [];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: `${url}/validate?timeout=10s`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        connections,
+        pipelining: 1,
+        duration: seconds,
+        timeout: 10,
+      },
+      (error, finished) => (error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(finished)),
+    );
+    instance.on('response', (_client, statusCode, _bytes, responseTimeMs) => {
+      if (statusCode >= 200 && statusCode < 300) latenciesMs.push(responseTimeMs);
+    });
+  });
+  return {
+    requests: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    requestsPerSecond: result.requests.total / (result.duration > 0 ? result.duration : seconds),
+    latenciesMs,
+  };
+}
+
+/** One request through Node's https client: the answer the apiserver would get. */
+function postOnce(url: string, body: string): Promise<{ status: number; json: unknown }> {
+  return new Promise((resolve, reject) => {
+    const request = https.request(
+      `${url}/validate?timeout=10s`,
+      { method: 'POST', headers: { 'content-type': 'application/json' }, rejectUnauthorized: false, agent: false, timeout: 5_000 },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          try {
+            resolve({ status: response.statusCode ?? 0, json: JSON.parse(text) as unknown });
+          } catch {
+            reject(new Error(`${url}/validate answered ${response.statusCode} with non-JSON: ${text.slice(0, 200)}`));
+          }
+        });
+      },
+    );
+    request.on('timeout', () => request.destroy(new Error(`${url}/validate did not answer within 5 s`)));
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+function allowedOf(json: unknown): boolean | undefined {
+  const response = (json as { response?: { allowed?: unknown } } | null)?.response;
+  return typeof response?.allowed === 'boolean' ? response.allowed : undefined;
+}
+
+function checkClean(name: string, result: LoadResult): void {
+  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+    throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts in ${result.requests} requests`);
+  }
+}
+
+export async function runAdmissionBench(options: AdmissionOptions): Promise<ResultRow[]> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-bench-admission-'));
+  const children: Array<ReturnType<typeof spawnTsx>> = [];
+  try {
+    const certs = await generateTestCerts(dir);
+    const body = await readFile(FIXTURE, 'utf8');
+    const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
+
+    // A fresh, passing evaluation in the store the webhook reads; maxAge covers the whole run.
+    const storeDir = path.join(dir, 'store');
+    await mkdir(storeDir);
+    await new FileStore(storeDir).write(makeEvaluation({ target: TARGET, evaluatedAt: new Date().toISOString() }));
+    const configFile = path.join(dir, 'guard.json');
+    await writeFile(
+      configFile,
+      JSON.stringify({
+        store: { kind: 'file', dir: storeDir },
+        maxAgeSeconds: 600,
+        inlineRefresh: false,
+        targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
+      }),
+    );
+
+    // The webhook logs one line per decision to stdout as in production; a file takes it.
+    const logFile = openSync(path.join(dir, 'webhook.log'), 'a');
+    const webhook = spawnTsx('webhook-child.ts', [configFile, certs.serverCertFile, certs.serverKeyFile], {
+      stdio: ['ignore', logFile, 'inherit', 'ipc'],
+      nodeArgs: (process.env.BENCH_WEBHOOK_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    });
+    closeSync(logFile);
+    children.push(webhook);
+    const bare = spawnTsx('bare-child.ts', [certs.serverCertFile, certs.serverKeyFile, uid], {
+      nodeArgs: (process.env.BENCH_WEBHOOK_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    });
+    children.push(bare);
+    const [{ url: webhookUrl }, { url: bareUrl }] = await Promise.all([
+      firstMessage<{ url: string }>(webhook, 30_000, 'webhook child'),
+      firstMessage<{ url: string }>(bare, 30_000, 'bare child'),
+    ]);
+
+    // The bench must measure the real allow path: a guarded scale-up judged against the cache.
+    const smoke = await postOnce(webhookUrl, body);
+    if (smoke.status !== 200 || allowedOf(smoke.json) !== true) {
+      throw new Error(`webhook did not allow the fixture (status ${smoke.status}): ${JSON.stringify(smoke.json).slice(0, 300)}`);
+    }
+    const bareSmoke = await postOnce(bareUrl, body);
+    if (bareSmoke.status !== 200 || allowedOf(bareSmoke.json) !== true) throw new Error(`bare server answered ${bareSmoke.status}`);
+
+    options.log(`admission: warming up both servers (${options.warmupSeconds}s each)`);
+    await load(bareUrl, body, 8, options.warmupSeconds);
+    await load(webhookUrl, body, 8, options.warmupSeconds);
+
+    options.log(`admission: 1 connection, ${options.latencySeconds}s each`);
+    const bareSerial = await load(bareUrl, body, 1, options.latencySeconds);
+    const oursSerial = await load(webhookUrl, body, 1, options.latencySeconds);
+    checkClean('bare, 1 connection', bareSerial);
+    checkClean('webhook, 1 connection', oursSerial);
+
+    options.log(`admission: 32 connections, ${options.throughputSeconds}s each`);
+    const bareParallel = await load(bareUrl, body, 32, options.throughputSeconds);
+    const oursParallel = await load(webhookUrl, body, 32, options.throughputSeconds);
+    checkClean('bare, 32 connections', bareParallel);
+    checkClean('webhook, 32 connections', oursParallel);
+
+    if (webhook.pid === undefined || bare.pid === undefined) throw new Error('a server child has no pid');
+    const webhookPeakRss = peakRssMiB(webhook.pid);
+    const barePeakRss = peakRssMiB(bare.pid);
+
+    const ms = (samples: number[], p: number) => percentile(samples, p);
+    return [
+      {
+        section: 'admission',
+        figure: 'POST /validate p50, 1 conn',
+        ours: ms(oursSerial.latenciesMs, 50),
+        baseline: ms(bareSerial.latenciesMs, 50),
+        unit: 'ms',
+        target: { kind: 'info' },
+      },
+      {
+        section: 'admission',
+        figure: 'POST /validate p99, 1 conn',
+        ours: ms(oursSerial.latenciesMs, 99),
+        baseline: ms(bareSerial.latenciesMs, 99),
+        unit: 'ms',
+        target: { kind: 'value-max', max: 2, unit: 'ms' },
+      },
+      {
+        section: 'admission',
+        figure: 'POST /validate req/s, 32 conn',
+        ours: oursParallel.requestsPerSecond,
+        baseline: bareParallel.requestsPerSecond,
+        unit: 'req/s',
+        target: { kind: 'ratio-min', min: 0.7 },
+      },
+      {
+        section: 'admission',
+        figure: 'POST /validate p99, 32 conn',
+        ours: ms(oursParallel.latenciesMs, 99),
+        baseline: ms(bareParallel.latenciesMs, 99),
+        unit: 'ms',
+        target: { kind: 'info' },
+      },
+      {
+        section: 'admission',
+        figure: 'webhook peak RSS (VmHWM) under load',
+        ours: webhookPeakRss,
+        baseline: barePeakRss,
+        unit: 'MiB',
+        target: { kind: 'value-max', max: 120, unit: 'MiB' },
+      },
+    ];
+  } finally {
+    await Promise.all(children.map((child) => killAndWait(child)));
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,280 @@
+// Evaluation benches against a real 3-member TLS etcd on loopback:
+//  - in process: evaluateTarget, 200 runs, next to one raw etcd Status call to one member (a new
+//    client per call, as an evaluation connects afresh; a warm-channel figure is shown too);
+//  - the whole CLI process next to etcdctl endpoint health/status --cluster + alarm list;
+//  - one member hung (SIGSTOP): wall time against the configured timeout and etcdctl.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { noop } from 'cockatiel';
+import { Etcd3, type IOptions } from 'etcd3';
+import { readFileSync } from 'node:fs';
+import { parseGuardConfig, type TargetConfig } from '../functions/config.js';
+import { evaluateTarget } from '../functions/evaluate-target.js';
+import type { EtcdTestCluster } from '../test/harness/etcd-cluster.js';
+import { median, percentile, REPO_DIR, type ResultRow } from './lib.js';
+
+export function targetFor(cluster: EtcdTestCluster, name: string, timeout: string): TargetConfig {
+  const config = parseGuardConfig(
+    {
+      targets: [
+        {
+          name,
+          endpoints: cluster.endpoints,
+          tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+          timeout,
+        },
+      ],
+    },
+    'bench',
+  );
+  const target = config.targets[0];
+  if (!target) throw new Error('bench config has no target');
+  return target;
+}
+
+function rawClient(cluster: EtcdTestCluster, endpoint: string): Etcd3 {
+  const options: IOptions = {
+    hosts: endpoint,
+    credentials: {
+      rootCertificate: readFileSync(cluster.tls.caFile),
+      certChain: readFileSync(cluster.tls.certFile),
+      privateKey: readFileSync(cluster.tls.keyFile),
+    },
+    faultHandling: { host: () => noop, global: noop },
+  };
+  return new Etcd3(options);
+}
+
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await work();
+  return performance.now() - started;
+}
+
+interface ProcessRun {
+  code: number;
+  wallMs: number;
+  stdout: string;
+  stderr: string;
+}
+
+function runProcess(file: string, args: string[], timeoutMs: number): Promise<ProcessRun> {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    execFile(file, args, { cwd: REPO_DIR, timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, ETCDCTL_API: '3' } }, (error, stdout, stderr) => {
+      const raw = (error as { code?: unknown } | null)?.code;
+      resolve({ code: error ? (typeof raw === 'number' ? raw : 1) : 0, wallMs: performance.now() - started, stdout, stderr });
+    });
+  });
+}
+
+function etcdctlArgs(cluster: EtcdTestCluster, endpoints: string[], args: string[]): string[] {
+  return [`--endpoints=${endpoints.join(',')}`, '--cacert', cluster.tls.caFile, '--cert', cluster.tls.certFile, '--key', cluster.tls.keyFile, ...args];
+}
+
+function cliArgs(cluster: EtcdTestCluster, timeout: string): string[] {
+  return [
+    path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
+    'evaluate',
+    '--endpoints',
+    cluster.endpoints.join(','),
+    '--cacert',
+    cluster.tls.caFile,
+    '--cert',
+    cluster.tls.certFile,
+    '--key',
+    cluster.tls.keyFile,
+    '--timeout',
+    timeout,
+    '--output',
+    'json',
+    '--store',
+    'none',
+  ];
+}
+
+export function cliAvailable(): boolean {
+  return existsSync(path.join(REPO_DIR, 'functions/cli.ts'));
+}
+
+export interface EvaluationOptions {
+  runs: number;
+  processRuns: number;
+  log: (line: string) => void;
+}
+
+export async function runEvaluationBench(cluster: EtcdTestCluster, options: EvaluationOptions): Promise<ResultRow[]> {
+  const target = targetFor(cluster, 'bench', '2s');
+  const firstEndpoint = cluster.endpoints[0];
+  if (!firstEndpoint) throw new Error('cluster has no endpoints');
+
+  // Warm-up: JIT, module loading and etcd's own caches, for both sides.
+  for (let run = 0; run < 10; run += 1) {
+    await evaluateTarget(target);
+    const client = rawClient(cluster, firstEndpoint);
+    await client.maintenance.status({ deadline: new Date(Date.now() + 2_000) });
+    client.close();
+  }
+
+  options.log(`evaluation: ${options.runs} in-process evaluations and raw Status calls, interleaved`);
+  const evaluationMs: number[] = [];
+  const rawColdMs: number[] = [];
+  let notHealthy = 0;
+  for (let run = 0; run < options.runs; run += 1) {
+    evaluationMs.push(
+      await timed(async () => {
+        const evaluation = await evaluateTarget(target);
+        if (evaluation.verdict !== 'Healthy') notHealthy += 1;
+      }),
+    );
+    rawColdMs.push(
+      await timed(async () => {
+        const client = rawClient(cluster, firstEndpoint);
+        try {
+          await client.maintenance.status({ deadline: new Date(Date.now() + 2_000) });
+        } finally {
+          client.close();
+        }
+      }),
+    );
+  }
+  if (notHealthy > 0) throw new Error(`${notHealthy} of ${options.runs} evaluations of a healthy cluster were not Healthy`);
+
+  const warm = rawClient(cluster, firstEndpoint);
+  const rawWarmMs: number[] = [];
+  try {
+    for (let run = 0; run < options.runs; run += 1) {
+      rawWarmMs.push(await timed(() => warm.maintenance.status({ deadline: new Date(Date.now() + 2_000) })));
+    }
+  } finally {
+    warm.close();
+  }
+
+  const rows: ResultRow[] = [
+    {
+      section: 'evaluation',
+      figure: `evaluateTarget p50 (${options.runs} runs) vs raw Status, new client`,
+      ours: percentile(evaluationMs, 50),
+      baseline: percentile(rawColdMs, 50),
+      unit: 'ms',
+      target: { kind: 'ratio-max', max: 3 },
+    },
+    {
+      section: 'evaluation',
+      figure: 'evaluateTarget p99 vs raw Status, new client',
+      ours: percentile(evaluationMs, 99),
+      baseline: percentile(rawColdMs, 99),
+      unit: 'ms',
+      target: { kind: 'info' },
+    },
+    {
+      section: 'evaluation',
+      figure: 'evaluateTarget p50 vs raw Status, warm channel',
+      ours: percentile(evaluationMs, 50),
+      baseline: percentile(rawWarmMs, 50),
+      unit: 'ms',
+      target: { kind: 'info' },
+    },
+  ];
+
+  if (!cliAvailable()) {
+    options.log('evaluation: functions/cli.ts missing, CLI figures skipped');
+    return rows;
+  }
+  options.log(`evaluation: CLI process vs etcdctl trio, ${options.processRuns} runs each`);
+  const cliMs: number[] = [];
+  const etcdctlMs: number[] = [];
+  for (let run = 0; run < options.processRuns; run += 1) {
+    const cli = await runProcess(process.execPath, cliArgs(cluster, '2s'), 30_000);
+    if (cli.code !== 0) throw new Error(`etcd-guard evaluate exited ${cli.code}: ${cli.stderr.trim().slice(0, 300)}`);
+    cliMs.push(cli.wallMs);
+    let trioMs = 0;
+    for (const args of [
+      ['endpoint', 'health', '--cluster'],
+      ['endpoint', 'status', '--cluster'],
+      ['alarm', 'list'],
+    ]) {
+      const ctl = await runProcess('etcdctl', etcdctlArgs(cluster, [firstEndpoint], args), 30_000);
+      if (ctl.code !== 0) throw new Error(`etcdctl ${args.join(' ')} exited ${ctl.code}: ${ctl.stderr.trim().slice(0, 300)}`);
+      trioMs += ctl.wallMs;
+    }
+    etcdctlMs.push(trioMs);
+  }
+  rows.push({
+    section: 'evaluation',
+    figure: 'CLI `etcd-guard evaluate` process (median) vs etcdctl health+status+alarm',
+    ours: median(cliMs),
+    baseline: median(etcdctlMs),
+    unit: 'ms',
+    target: { kind: 'info' },
+  });
+  return rows;
+}
+
+export interface HungOptions {
+  runs: number;
+  timeoutMs: number;
+  log: (line: string) => void;
+}
+
+/** Pauses one follower (SIGSTOP) for the duration; resumes it before returning. */
+export async function runHungBench(cluster: EtcdTestCluster, options: HungOptions): Promise<ResultRow[]> {
+  const leader = await cluster.leaderIndex();
+  const hungIndex = leader === cluster.members.length - 1 ? 0 : cluster.members.length - 1;
+  const timeout = `${options.timeoutMs}ms`;
+  const target = targetFor(cluster, 'bench-hung', timeout);
+  options.log(`hung: SIGSTOP member ${hungIndex}, ${options.runs} evaluations with timeout ${timeout}`);
+  cluster.pause(hungIndex);
+  try {
+    const wallMs: number[] = [];
+    for (let run = 0; run < options.runs; run += 1) {
+      let verdict = '';
+      wallMs.push(
+        await timed(async () => {
+          verdict = (await evaluateTarget(target)).verdict;
+        }),
+      );
+      if (verdict !== 'Unhealthy') throw new Error(`evaluation with a hung member said ${verdict}, expected Unhealthy`);
+    }
+    const etcdctl = await runProcess('etcdctl', etcdctlArgs(cluster, cluster.endpoints, ['endpoint', 'health']), 60_000);
+    if (etcdctl.code === 0) throw new Error('etcdctl endpoint health passed with a hung member');
+    const rows: ResultRow[] = [
+      {
+        section: 'hung',
+        figure: `evaluateTarget, 1 of 3 hung, max of ${options.runs} (timeout ${options.timeoutMs} ms)`,
+        ours: Math.max(...wallMs),
+        baseline: options.timeoutMs,
+        unit: 'ms',
+        target: { kind: 'value-max', max: options.timeoutMs + 250, unit: 'ms' },
+      },
+      {
+        section: 'hung',
+        figure: 'evaluateTarget, hung member (median) vs `etcdctl endpoint health` (defaults)',
+        ours: median(wallMs),
+        baseline: etcdctl.wallMs,
+        unit: 'ms',
+        target: { kind: 'info' },
+      },
+    ];
+    if (cliAvailable()) {
+      const cliMs: number[] = [];
+      for (let run = 0; run < 3; run += 1) {
+        const cli = await runProcess(process.execPath, cliArgs(cluster, timeout), 30_000);
+        if (cli.code !== 1) throw new Error(`etcd-guard evaluate with a hung member exited ${cli.code}, expected 1: ${cli.stderr.trim().slice(0, 300)}`);
+        cliMs.push(cli.wallMs);
+      }
+      rows.push({
+        section: 'hung',
+        figure: `CLI process, hung member, max of 3 (--timeout ${timeout}; includes ~0.5 s node+tsx start)`,
+        ours: Math.max(...cliMs),
+        baseline: options.timeoutMs,
+        unit: 'ms',
+        target: { kind: 'info' },
+      });
+    }
+    return rows;
+  } finally {
+    cluster.resume(hungIndex);
+  }
+}

@@ -1,0 +1,20 @@
+// Child process for the admission bench: the real `etcd-guard webhook` entrypoint (config file,
+// file store, HTTPS), so the RSS the parent reads is the webhook's own. Reports its URL over IPC.
+import { runWebhookCommand } from '../webhook/main.js';
+
+const [configFile, tlsCertFile, tlsKeyFile] = process.argv.slice(2);
+if (!configFile || !tlsCertFile || !tlsKeyFile) {
+  process.stderr.write('usage: webhook-child.ts CONFIG TLS_CERT TLS_KEY\n');
+  process.exit(2);
+}
+const code = await runWebhookCommand(
+  { configFile, listen: '127.0.0.1:0', tlsCertFile, tlsKeyFile, insecureHttp: false },
+  process.env,
+  {
+    onListening: (server) => {
+      // Readiness means the cache holds the target's evaluation, not just a listening socket.
+      void server.cache.whenReady().then(() => process.send?.({ url: server.url }));
+    },
+  },
+);
+process.exitCode = code;
