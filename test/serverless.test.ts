@@ -64,6 +64,33 @@ function runServerless(args: string[], env: Record<string, string> = {}): Promis
   });
 }
 
+/** Runs a plain process to its 'exit' event, SIGKILLed if it overruns. */
+function runProcess(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { cwd: options.cwd ?? REPO, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${command} ${args.join(' ')} did not finish within ${SERVERLESS_DEADLINE_MS} ms`));
+    }, SERVERLESS_DEADLINE_MS);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
 /**
  * The handler's return value as `invoke local` prints it (JSON indented by 4), after any log
  * lines the handler wrote (one-line JSON each).
@@ -197,6 +224,28 @@ describe('serverless.yml', () => {
       expect(result.statusCode).toBe(401);
       expect(result.headers['www-authenticate']).toMatch(/^Bearer/);
       expect(await readFile(storedFile, 'utf8')).toBe(storedBefore);
+    });
+
+    it('the packaged zip runs on its own (no node_modules, no package.json) and evaluates the cluster', async () => {
+      const packageDir = path.join(dir, 'package');
+      // serverless-esbuild reuses its build directory: a file left there by invoke local would
+      // hide one that package.patterns no longer copies.
+      await rm(path.join(REPO, '.esbuild'), { recursive: true, force: true });
+      const run = await runServerless(['package', '--package', packageDir]);
+      console.info(`serverless package took ${run.durationMs} ms`);
+      expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+      const unpacked = path.join(dir, 'unpacked');
+      const unzip = await runProcess('unzip', ['-q', path.join(packageDir, 'etcd-guard.zip'), '-d', unpacked], {});
+      expect(unzip.code, unzip.stderr).toBe(0);
+      // Outside the repo nothing can be resolved from node_modules: the bundle must be complete.
+      const script =
+        "const m = await import('./functions/handlers.js'); process.stdout.write(JSON.stringify(await m.evaluate({})));";
+      const invoked = await runProcess(process.execPath, ['--input-type=module', '-e', script], {
+        cwd: unpacked,
+        env: { ...process.env, ETCD_GUARD_CONFIG_JSON: configJson, LOG_LEVEL: 'silent', NODE_PATH: '' },
+      });
+      expect(invoked.code, invoked.stderr).toBe(0);
+      expect(JSON.parse(invoked.stdout)).toMatchObject({ targets: 1, passed: 1, failed: 0 });
     });
 
     it('evaluate with a bad config fails the invocation and names the field and value', async () => {
