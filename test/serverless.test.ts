@@ -6,7 +6,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStore } from '../functions/adapters/store-factory.js';
+import { ConfigError, parseGuardConfig, type GuardConfig } from '../functions/config.js';
 import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluation.js';
+import { createEvaluateHandler, createEvaluateHttpHandler, type HandlerFactoryOptions } from '../functions/handlers.js';
+import type { ScheduledDeps } from '../functions/scheduled.js';
+import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -256,5 +261,94 @@ describe('serverless.yml', () => {
       expect(run.stdout + run.stderr).toContain('targets.0.endpoints.0');
       expect(run.stdout + run.stderr).toContain('not-a-url');
     });
+  });
+});
+
+describe('handlers in-process (injected config and dependencies)', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-handlers-'));
+  });
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  function options(loadConfig: () => GuardConfig, env: Record<string, string> = {}) {
+    let evaluations = 0;
+    const built: HandlerFactoryOptions = {
+      loadConfig,
+      env,
+      buildDeps: (config): ScheduledDeps => ({
+        config,
+        store: createStore(config.store),
+        evaluate: async (target) => {
+          evaluations += 1;
+          return makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString() });
+        },
+        logger: { info: () => undefined, error: () => undefined },
+      }),
+    };
+    return { built, evaluations: () => evaluations };
+  }
+
+  const goodConfig = () =>
+    parseGuardConfig({ store: { kind: 'file', dir }, targets: [{ name: 'main', endpoints: ['https://127.0.0.1:2379'] }] }, 'test');
+
+  it('loads the config once per container however many invocations follow', async () => {
+    let loads = 0;
+    const { built } = options(() => {
+      loads += 1;
+      return goodConfig();
+    });
+    const evaluate = createEvaluateHandler(built);
+    const evaluateHttp = createEvaluateHttpHandler(built);
+    expect(loads).toBe(0);
+    for (let round = 0; round < 3; round += 1) {
+      await expect(evaluate({})).resolves.toMatchObject({ targets: 1, passed: 1 });
+      const response = await evaluateHttp({ requestContext: { http: { method: 'GET' } }, pathParameters: { target: 'main' } });
+      expect(response.statusCode).toBe(200);
+    }
+    // One load per handler: each is its own Lambda function, with its own containers.
+    expect(loads).toBe(2);
+  });
+
+  it('throws the ConfigError on every invocation until the config loads, then works', async () => {
+    let broken = true;
+    const { built } = options(() => {
+      if (broken) throw new ConfigError('ETCD_GUARD_CONFIG_JSON', ['targets: needs at least one target (got [])']);
+      return goodConfig();
+    }, { LOG_LEVEL: 'silent' });
+    const evaluate = createEvaluateHandler(built);
+    const evaluateHttp = createEvaluateHttpHandler(built);
+    await expect(evaluate({})).rejects.toThrow('needs at least one target');
+    await expect(evaluateHttp({ requestContext: { http: { method: 'GET' } }, pathParameters: { target: 'main' } })).rejects.toBeInstanceOf(
+      ConfigError,
+    );
+    broken = false;
+    await expect(evaluate({})).resolves.toMatchObject({ targets: 1 });
+  });
+
+  it.each([
+    { case: 'no method', event: { pathParameters: { target: 'main' } }, message: 'requestContext.http.method' },
+    { case: 'no target', event: { requestContext: { http: { method: 'POST' } } }, message: 'pathParameters.target' },
+    { case: 'null path parameters', event: { requestContext: { http: { method: 'POST' } }, pathParameters: null }, message: 'pathParameters.target' },
+  ])('a malformed event ($case) is 400 naming the missing field', async ({ event, message }) => {
+    const { built, evaluations } = options(goodConfig);
+    const response = await createEvaluateHttpHandler(built)(event);
+    expect(response.statusCode).toBe(400);
+    expect(response.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(response.body)).toEqual({ error: expect.stringContaining(message) });
+    expect(evaluations()).toBe(0);
+  });
+
+  it.each(['authorization', 'Authorization', 'AUTHORIZATION'])('reads the bearer token from the %s header', async (header) => {
+    const { built } = options(goodConfig, { ETCD_GUARD_TOKEN: TOKEN });
+    const response = await createEvaluateHttpHandler(built)({
+      requestContext: { http: { method: 'POST' } },
+      pathParameters: { target: 'main' },
+      headers: { [header]: `Bearer ${TOKEN}` },
+    });
+    expect(response.statusCode).toBe(200);
+    expect(evaluationSchema.parse(JSON.parse(response.body))).toMatchObject({ target: 'main' });
   });
 });
