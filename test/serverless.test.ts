@@ -12,11 +12,26 @@ import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluat
 import { createEvaluateHandler, createEvaluateHttpHandler, type HandlerFactoryOptions } from '../functions/handlers.js';
 import type { ScheduledDeps } from '../functions/scheduled.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
+import { freePorts } from './harness/free-port.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const TOKEN = 'serverless-test-token-51c2';
 const SERVERLESS_DEADLINE_MS = 90_000;
+
+const SERVERLESS_ENV: Record<string, string> = {
+  SLS_TELEMETRY_DISABLED: '1',
+  SLS_NOTIFICATIONS_MODE: 'off',
+  SLS_DEPRECATION_DISABLE: '*',
+  // Dummy credentials: print, package, invoke local and offline never call AWS, but some code paths look.
+  AWS_ACCESS_KEY_ID: 'AKIAETCDGUARDTEST000',
+  AWS_SECRET_ACCESS_KEY: 'not-a-real-secret',
+  AWS_REGION: 'us-east-1',
+  ETCD_GUARD_CONFIG: '',
+  ETCD_GUARD_CONFIG_JSON: '',
+  ETCD_GUARD_TOKEN: '',
+  LOG_LEVEL: 'info',
+};
 
 interface ServerlessRun {
   code: number | null;
@@ -33,21 +48,7 @@ function runServerless(args: string[], env: Record<string, string> = {}): Promis
     detached: true,
     // invoke local reads the event from stdin when no --data/--path is given; never let it wait.
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      SLS_TELEMETRY_DISABLED: '1',
-      SLS_NOTIFICATIONS_MODE: 'off',
-      SLS_DEPRECATION_DISABLE: '*',
-      // Dummy credentials: print and invoke local never call AWS, but some code paths look.
-      AWS_ACCESS_KEY_ID: 'AKIAETCDGUARDTEST000',
-      AWS_SECRET_ACCESS_KEY: 'not-a-real-secret',
-      AWS_REGION: 'us-east-1',
-      ETCD_GUARD_CONFIG: '',
-      ETCD_GUARD_CONFIG_JSON: '',
-      ETCD_GUARD_TOKEN: '',
-      LOG_LEVEL: 'info',
-      ...env,
-    },
+    env: { ...process.env, ...SERVERLESS_ENV, ...env },
   });
   let stdout = '';
   let stderr = '';
@@ -251,6 +252,69 @@ describe('serverless.yml', () => {
       });
       expect(invoked.code, invoked.stderr).toBe(0);
       expect(JSON.parse(invoked.stdout)).toMatchObject({ targets: 1, passed: 1, failed: 0 });
+    });
+
+    it('serverless offline serves POST and GET /evaluations/{target} over HTTP with bearer auth', async () => {
+      const [httpPort, lambdaPort] = await freePorts(2);
+      const child = spawn(
+        path.join(REPO, 'node_modules', '.bin', 'serverless'),
+        ['offline', '--host', '127.0.0.1', '--httpPort', String(httpPort), '--lambdaPort', String(lambdaPort)],
+        {
+          cwd: REPO,
+          detached: true,
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: {
+            ...process.env,
+            ...SERVERLESS_ENV,
+            ETCD_GUARD_CONFIG_JSON: configJson,
+            ETCD_GUARD_TOKEN: TOKEN,
+            LOG_LEVEL: 'silent',
+          },
+        },
+      );
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      let output = '';
+      const ready = new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`serverless offline not ready within 60 s:\n${output}`)), 60_000);
+        const onData = (chunk: Buffer) => {
+          output += chunk.toString('utf8');
+          if (output.includes('Server ready')) {
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+        child.stdout?.on('data', onData);
+        child.stderr?.on('data', onData);
+        child.once('exit', (code) => {
+          clearTimeout(timer);
+          reject(new Error(`serverless offline exited (${String(code)}) before it was ready:\n${output}`));
+        });
+      });
+      try {
+        const started = performance.now();
+        await ready;
+        console.info(`serverless offline was ready after ${Math.round(performance.now() - started)} ms`);
+        const url = `http://127.0.0.1:${httpPort}/evaluations/main`;
+        const posted = await fetch(url, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}` },
+          signal: AbortSignal.timeout(30_000),
+        });
+        expect(posted.status).toBe(200);
+        const evaluation = evaluationSchema.parse(await posted.json());
+        expect(evaluation).toMatchObject({ target: 'main', verdict: 'Healthy' });
+
+        const unauthorized = await fetch(url, { signal: AbortSignal.timeout(30_000) });
+        expect(unauthorized.status).toBe(401);
+        expect(unauthorized.headers.get('www-authenticate')).toMatch(/^Bearer/);
+
+        const cached = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(30_000) });
+        expect(cached.status).toBe(200);
+        expect(evaluationSchema.parse(await cached.json())).toEqual(evaluation);
+      } finally {
+        if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, 'SIGKILL');
+        await exited;
+      }
     });
 
     it('evaluate with a bad config fails the invocation and names the field and value', async () => {
