@@ -1,6 +1,8 @@
 // The scheduled evaluation: every configured target, a bounded number at a time, each result
 // written to the store and logged as one structured line. One sick target (or a store outage)
-// never stops the others and never throws; only configuration errors do, before anything runs.
+// never stops the others and never throws: an evaluate error (even a target's unreadable TLS file),
+// a hang past the outer deadline or a store error becomes that target's result and an error line.
+// Loading the config is the entrypoints' business; that is where a bad config fails the run.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../webhook/logger.js';
 import { createStore } from './adapters/store-factory.js';
