@@ -112,6 +112,21 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     expect(JSON.stringify(evaluation)).not.toMatch(/BEGIN|PRIVATE KEY/);
   });
 
+  // A session builds TLS credentials once and its other members' clients reuse them: each of those
+  // connections must still verify the server and present the client certificate.
+  it.each([
+    { case: 'a CA that did not sign the server cert', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }), cause: /server certificate not trusted/ },
+    { case: 'no client certificate', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }), cause: /client certificate missing or not accepted/ },
+  ])('rejects every one of three given members over TLS for $case', async ({ tls, cause }) => {
+    const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: cluster.endpoints, tls: tls(cluster) }));
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(evaluation.members.map((member) => member.endpoint).sort()).toEqual([...cluster.endpoints].sort());
+    for (const member of evaluation.members) {
+      expect(member.healthy).toBe(false);
+      expect(member.error).toMatch(cause);
+    }
+  });
+
   it.each([
     { case: 'refused', endpoint: async () => `https://127.0.0.1:${await freePort()}`, cause: /connection refused/ },
     { case: 'unresolvable', endpoint: async () => 'https://etcd-guard-no-such-host.invalid:2379', cause: /DNS lookup failed/ },
