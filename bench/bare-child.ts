@@ -26,3 +26,7 @@ server.listen(0, '127.0.0.1', () => {
   const { port } = server.address() as AddressInfo;
   process.send?.({ url: `https://127.0.0.1:${port}` });
 });
+
+process.on('message', (message) => {
+  if (message === 'memory') process.send?.({ memory: process.memoryUsage() });
+});

@@ -37,6 +37,7 @@ const perTarget = results.map((result) => result.durationMs).sort((a, b) => a - 
 process.send?.({
   wallMs,
   peakRssMiB: peakRssMiB('self'),
+  memoryAfter: process.memoryUsage(),
   rssBeforeMiB: rssBefore,
   ok: results.filter((result) => result.ok).length,
   passed: results.filter((result) => result.passed === true).length,

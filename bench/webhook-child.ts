@@ -7,6 +7,11 @@ if (!configFile || !tlsCertFile || !tlsKeyFile) {
   process.stderr.write('usage: webhook-child.ts CONFIG TLS_CERT TLS_KEY\n');
   process.exit(2);
 }
+// The parent asks for a breakdown of the memory it sees in /proc, for the report.
+process.on('message', (message) => {
+  if (message === 'memory') process.send?.({ memory: process.memoryUsage() });
+});
+
 const code = await runWebhookCommand(
   { configFile, listen: '127.0.0.1:0', tlsCertFile, tlsKeyFile, insecureHttp: false },
   process.env,
