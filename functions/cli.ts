@@ -1,8 +1,20 @@
 // The etcd-guard command line: `evaluate` (one on-demand evaluation, exit 0 passed / 1 not passed
 // / 2 usage or configuration error) and `webhook` (hands its flags to the webhook server).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, formatIssues, storeConfigSchema, targetSchema, type StoreConfig, type TargetConfig } from './config.js';
+import {
+  ConfigError,
+  formatIssues,
+  loadGuardConfigFile,
+  parseDurationMs,
+  storeConfigSchema,
+  targetSchema,
+  type GuardConfig,
+  type StoreConfig,
+  type TargetConfig,
+} from './config.js';
 import type { Evaluation } from './core/evaluation.js';
+import type { EvaluationStore } from './core/store.js';
+import type { ScheduledResult } from './scheduled.js';
 import { evaluateTarget } from './evaluate-target.js';
 import { formatEvaluationTable } from './format-table.js';
 
@@ -24,7 +36,13 @@ export const USAGE = `Usage:
   etcd-guard evaluate --endpoints URL[,URL...] [--cacert F --cert F --key F] [--timeout 2s]
                       [--target NAME] [--output table|json] [--store none|file:DIR|configmap[:NAMESPACE]]
                       [--quota-backend-bytes N]
+  etcd-guard evaluate --config FILE [--store none|file:DIR|configmap[:NAMESPACE]] [--output table|json]
+                      [--every 30s]
   etcd-guard webhook  --config FILE [--listen HOST:PORT] [--tls-cert F --tls-key F | --insecure-http]
+
+evaluate --config evaluates every target of a guard config file (the CronJob's form) and writes
+each to the config's store (or --store); --output json then prints a JSON array of evaluations.
+--every repeats the round at that interval until SIGTERM/SIGINT (the local stand-in for a schedule).
 
 evaluate exits 0 when the evaluation passed (Healthy or Degraded), 1 when it did not,
 2 on a usage or configuration error. --output json prints exactly one Evaluation document.
@@ -42,8 +60,13 @@ const EVALUATE_OPTIONS = {
   output: { type: 'string' },
   store: { type: 'string' },
   'quota-backend-bytes': { type: 'string' },
+  config: { type: 'string' },
+  every: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
+
+/** Flags that describe one target on the command line and so make no sense with --config. */
+const SINGLE_TARGET_FLAGS = ['endpoints', 'cacert', 'cert', 'key', 'timeout', 'target', 'quota-backend-bytes'] as const;
 
 const WEBHOOK_OPTIONS = {
   config: { type: 'string' },
@@ -124,17 +147,54 @@ function parseQuota(value: string | undefined): number | undefined {
 }
 
 interface EvaluateCommand {
+  kind: 'single';
   target: TargetConfig;
   output: 'table' | 'json';
   store: StoreConfig | null;
 }
 
-function parseEvaluateCommand(args: string[]): EvaluateCommand | 'help' {
+interface EvaluateConfigCommand {
+  kind: 'config';
+  config: GuardConfig;
+  output: 'table' | 'json';
+  /** undefined: the config's own store; null: --store none. */
+  store: StoreConfig | null | undefined;
+  everyMs: number | null;
+}
+
+function parseOutput(value: string | undefined): 'table' | 'json' {
+  const output = value ?? 'table';
+  if (output !== 'table' && output !== 'json') throw new UsageError(`--output: want table or json (got ${JSON.stringify(output)})`);
+  return output;
+}
+
+function parseConfigCommand(flags: ReturnType<typeof parseFlags<typeof EVALUATE_OPTIONS>>, configFile: string): EvaluateConfigCommand {
+  const clash = SINGLE_TARGET_FLAGS.find((flag) => flags[flag] !== undefined);
+  if (clash !== undefined) throw new UsageError(`--${clash} cannot be combined with --config (the config file names the targets)`);
+  const output = parseOutput(flags.output);
+  const store = flags.store === undefined ? undefined : parseStore(flags.store);
+  let everyMs: number | null = null;
+  if (flags.every !== undefined) {
+    everyMs = parseDurationMs(flags.every);
+    if (everyMs === null || everyMs < 1000) throw new UsageError(`--every: want a duration of at least 1s, e.g. 30s (got ${JSON.stringify(flags.every)})`);
+  }
+  let config: GuardConfig;
+  try {
+    config = loadGuardConfigFile(configFile);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(error.message);
+    throw error;
+  }
+  return { kind: 'config', config, output, store, everyMs };
+}
+
+function parseEvaluateCommand(args: string[]): EvaluateCommand | EvaluateConfigCommand | 'help' {
   const flags = parseFlags(args, EVALUATE_OPTIONS);
   if (flags.help) return 'help';
+  if (flags.config !== undefined) return parseConfigCommand(flags, flags.config);
+  if (flags.every !== undefined) throw new UsageError('--every needs --config (it repeats a whole config round)');
   if (flags.endpoints === undefined || flags.endpoints.trim() === '') throw new UsageError('--endpoints is required (e.g. --endpoints https://127.0.0.1:2379)');
-  const output = flags.output ?? 'table';
-  if (output !== 'table' && output !== 'json') throw new UsageError(`--output: want table or json (got ${JSON.stringify(output)})`);
+  const output = parseOutput(flags.output);
   const store = parseStore(flags.store);
   const quotaBackendBytes = parseQuota(flags['quota-backend-bytes']);
 
@@ -153,7 +213,7 @@ function parseEvaluateCommand(args: string[]): EvaluateCommand | 'help' {
   }
   const parsed = targetSchema.safeParse(raw);
   if (!parsed.success) throw new UsageError(renameFields(formatIssues(parsed.error, raw)).join('; '));
-  return { target: parsed.data, output, store };
+  return { kind: 'single', target: parsed.data, output, store };
 }
 
 async function storeEvaluation(store: StoreConfig, evaluation: Evaluation, io: CliIo): Promise<boolean> {
@@ -172,12 +232,13 @@ async function storeEvaluation(store: StoreConfig, evaluation: Evaluation, io: C
   }
 }
 
-async function runEvaluate(args: string[], io: CliIo): Promise<number> {
+async function runEvaluate(args: string[], env: Record<string, string | undefined>, io: CliIo): Promise<number> {
   const command = parseEvaluateCommand(args);
   if (command === 'help') {
     io.stdout(USAGE);
     return EXIT_PASSED;
   }
+  if (command.kind === 'config') return runEvaluateConfig(command, env, io);
   let evaluation: Evaluation;
   try {
     evaluation = await evaluateTarget(command.target);
@@ -188,6 +249,61 @@ async function runEvaluate(args: string[], io: CliIo): Promise<number> {
   io.stdout(command.output === 'json' ? `${JSON.stringify(evaluation, null, 2)}\n` : `${formatEvaluationTable(evaluation)}\n`);
   if (command.store !== null && !(await storeEvaluation(command.store, evaluation, io))) return EXIT_NOT_PASSED;
   return evaluation.passed ? EXIT_PASSED : EXIT_NOT_PASSED;
+}
+
+/** A store for `--store none`: evaluations are printed, not kept. */
+const DISCARD_STORE: EvaluationStore = {
+  read: async () => null,
+  write: async (evaluation) => ({ written: false, keptEvaluatedAt: evaluation.evaluatedAt }),
+  describe: () => 'none',
+};
+
+/**
+ * `evaluate --config`: the scheduled evaluation (the same code path as the serverless schedule
+ * handler and the CronJob), once or every `--every`. Log lines go to stderr; stdout carries the
+ * evaluations. Exit 0 when every target passed and was stored, 1 otherwise.
+ */
+async function runEvaluateConfig(command: EvaluateConfigCommand, env: Record<string, string | undefined>, io: CliIo): Promise<number> {
+  const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, pino] = await Promise.all([
+    import('./scheduled.js'),
+    import('../webhook/logger.js'),
+    import('./adapters/store-factory.js'),
+    import('pino'),
+  ]);
+  const config = command.config;
+  const wired = buildScheduledDeps(config, env);
+  const latest = new Map<string, Evaluation>();
+  const deps = {
+    ...wired,
+    store: command.store === undefined ? wired.store : command.store === null ? DISCARD_STORE : createStore(command.store),
+    logger: createLogger({ env, name: 'etcd-guard-evaluate', destination: pino.destination(2) }),
+    evaluate: async (target: TargetConfig) => {
+      const evaluation = await wired.evaluate(target);
+      latest.set(target.name, evaluation);
+      return evaluation;
+    },
+  };
+  const report = (results: ScheduledResult[]): boolean => {
+    const evaluations = config.targets.flatMap((target) => latest.get(target.name) ?? []);
+    latest.clear();
+    if (command.output === 'json') io.stdout(`${JSON.stringify(evaluations, null, 2)}\n`);
+    else for (const evaluation of evaluations) io.stdout(`${formatEvaluationTable(evaluation)}\n`);
+    // With --store none nothing is written on purpose; only a failed write counts against the run.
+    return results.every((result) => result.ok && result.passed);
+  };
+  if (command.everyMs === null) return report(await runScheduledEvaluation(deps)) ? EXIT_PASSED : EXIT_NOT_PASSED;
+
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  try {
+    await runScheduledLoop({ ...deps, intervalMs: command.everyMs, signal: stop.signal, onRound: (results) => void report(results) });
+    return EXIT_PASSED;
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
 }
 
 async function runWebhook(args: string[], env: Record<string, string | undefined>, io: CliIo): Promise<number> {
@@ -219,7 +335,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
   try {
     switch (command) {
       case 'evaluate':
-        return await runEvaluate(rest, io);
+        return await runEvaluate(rest, env, io);
       case 'webhook':
         return await runWebhook(rest, env, io);
       case '--help':
