@@ -9,7 +9,12 @@ process.noDeprecation = true;
 
 register();
 const { main } = await import('../functions/cli.ts');
-const code = await main(process.argv.slice(2), process.env);
+// startedAtMs 0 is process start on the performance clock: --timeout covers start-up too.
+const code = await main(process.argv.slice(2), process.env, {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+  startedAtMs: 0,
+});
 process.exitCode = code;
 // A gRPC channel to a hung member can linger past the evaluation's deadline; the answer is
 // already decided, so flush stdout/stderr and leave instead of waiting for it.

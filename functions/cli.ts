@@ -25,7 +25,18 @@ export const EXIT_USAGE = 2;
 export interface CliIo {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
+  /**
+   * When the command started, on the performance.now() clock. The bin passes 0 (process start):
+   * `--timeout` then bounds the whole command as its caller sees it, the few hundred ms that node,
+   * tsx and etcd3 take to load included. Defaults to the moment main() is called.
+   */
+  startedAtMs?: number;
 }
+
+/** An evaluation always gets at least this long, however slow the start-up was. */
+const MIN_EVALUATION_BUDGET_MS = 100;
+/** Left for printing the result and exiting after the evaluation's deadline. */
+const EXIT_MARGIN_MS = 30;
 
 const defaultIo: CliIo = {
   stdout: (text) => process.stdout.write(text),
@@ -44,6 +55,7 @@ evaluate --config evaluates every target of a guard config file (the CronJob's f
 each to the config's store (or --store); --output json then prints a JSON array of evaluations.
 --every repeats the round at that interval until SIGTERM/SIGINT (the local stand-in for a schedule).
 
+--timeout bounds the whole command, start-up included.
 evaluate exits 0 when the evaluation passed (Healthy or Degraded), 1 when it did not,
 2 on a usage or configuration error. --output json prints exactly one Evaluation document.
 `;
@@ -241,7 +253,9 @@ async function runEvaluate(args: string[], env: Record<string, string | undefine
   if (command.kind === 'config') return runEvaluateConfig(command, env, io);
   let evaluation: Evaluation;
   try {
-    evaluation = await evaluateTarget(command.target);
+    const spentMs = performance.now() - (io.startedAtMs ?? performance.now());
+    const budgetMs = Math.max(MIN_EVALUATION_BUDGET_MS, Math.round(command.target.timeout - spentMs - EXIT_MARGIN_MS));
+    evaluation = await evaluateTarget({ ...command.target, timeout: budgetMs });
   } catch (error) {
     if (error instanceof ConfigError) throw new UsageError(renameFields(error.issues).join('; '));
     throw error;
@@ -331,6 +345,7 @@ async function runWebhook(args: string[], env: Record<string, string | undefined
 }
 
 export async function main(argv: string[], env: Record<string, string | undefined>, io: CliIo = defaultIo): Promise<number> {
+  io = { ...io, startedAtMs: io.startedAtMs ?? performance.now() };
   const [command, ...rest] = argv;
   try {
     switch (command) {

@@ -138,22 +138,28 @@ describe('etcd-guard evaluate against a real cluster', () => {
     expect(stored).toEqual(JSON.parse(run.stdout));
   });
 
-  it('exits 1 within --timeout + 250 ms (beyond process start-up) when a member is hung', async () => {
-    // Process start-up (node + tsx) is measured with an evaluation that fails at once.
+  it('exits 1 within --timeout + 250 ms of wall time, start-up included, when a member is hung', async () => {
+    // The bound is the one a caller of the command sees: its whole process, node and tsx start-up
+    // included, measured from outside. Start-up alone is measured with an evaluation that fails at
+    // once, to report how much of the budget it takes.
     const refused = `https://127.0.0.1:${await freePort()}`;
-    const baseline = await runCli(['evaluate', '--endpoints', refused, '--output', 'json', '--timeout', '1s']);
-    expect(baseline.code).toBe(1);
+    const startup = await runCli(['evaluate', '--endpoints', refused, '--output', 'json', '--timeout', '2s']);
+    expect(startup.code).toBe(1);
     const victim = 2;
     cluster.pause(victim);
-    const run = await runCli(['evaluate', '--endpoints', cluster.endpoints.join(','), ...tlsFlags(), '--timeout', '1s', '--output', 'json']);
-    const evaluation = evaluationSchema.parse(JSON.parse(run.stdout));
-    console.log(
-      `CLI with a hung member: process ${run.wallMs.toFixed(0)} ms, start-up baseline ${baseline.wallMs.toFixed(0)} ms, evaluation durationMs ${evaluation.durationMs}`,
-    );
-    expect(run.code).toBe(1);
-    expect(evaluation.verdict).toBe('Unhealthy');
-    expect(evaluation.reasons.join('\n')).toContain(cluster.members[victim]?.name);
-    expect(evaluation.durationMs).toBeLessThan(1000 + 250);
-    expect(run.wallMs - baseline.wallMs).toBeLessThan(1000 + 250);
+    try {
+      const run = await runCli(['evaluate', '--endpoints', cluster.endpoints.join(','), ...tlsFlags(), '--timeout', '2s', '--output', 'json']);
+      const evaluation = evaluationSchema.parse(JSON.parse(run.stdout));
+      console.log(
+        `CLI with a hung member: process ${run.wallMs.toFixed(0)} ms for --timeout 2s (start-up alone ${startup.wallMs.toFixed(0)} ms), evaluation durationMs ${evaluation.durationMs}`,
+      );
+      expect(run.code).toBe(1);
+      expect(evaluation.verdict).toBe('Unhealthy');
+      expect(evaluation.reasons.join('\n')).toContain(cluster.members[victim]?.name);
+      expect(run.wallMs).toBeLessThan(2000 + 250);
+    } finally {
+      cluster.resume(victim);
+    }
   });
+
 });
