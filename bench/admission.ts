@@ -2,9 +2,11 @@
 // cached evaluation in a file store) next to a bare express HTTPS server answering a fixed
 // AdmissionReview, same body, same load generator (autocannon, in this process).
 import autocannon from 'autocannon';
+import { execFile, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
+import { pathToFileURL } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
 import { FileStore } from '../functions/adapters/file-store.js';
@@ -14,7 +16,7 @@ import { firstMessage, killAndWait, peakRssMiB, percentile, REPO_DIR, spawnTsx, 
 
 const FIXTURE = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
 const TARGET = 'bench';
-export const TUNED_NODE_FLAG = '--max-semi-space-size=1';
+export const TUNED_NODE_FLAG = process.env.BENCH_TUNED_NODE_FLAG ?? '--max-semi-space-size=4';
 
 interface LoadResult {
   requests: number;
@@ -99,6 +101,38 @@ function checkClean(name: string, result: LoadResult): void {
   }
 }
 
+/** Where the bench compiles functions/ and webhook/ (inside node_modules so packages resolve). */
+const COMPILED_DIR = path.join(REPO_DIR, 'node_modules/.cache/etcd-guard-bench-dist');
+
+/** `tsc -p tsconfig.build.json` into COMPILED_DIR: the webhook as plain JavaScript, no tsx. */
+function compileWebhook(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [path.join(REPO_DIR, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', COMPILED_DIR],
+      { cwd: REPO_DIR, timeout: 120_000 },
+      (error, stdout) => (error ? reject(new Error(`tsc -p tsconfig.build.json failed: ${error.message} ${stdout.slice(0, 500)}`)) : resolve()),
+    );
+  });
+}
+
+/** The compiled webhook under plain node, reporting its URL over IPC like webhook-child.ts. */
+function spawnCompiledWebhook(configFile: string, certFile: string, keyFile: string, logFd: number, nodeArgs: string[]) {
+  const mainUrl = pathToFileURL(path.join(COMPILED_DIR, 'webhook/main.js')).href;
+  const script = `
+    const { runWebhookCommand } = await import(${JSON.stringify(mainUrl)});
+    const [configFile, tlsCertFile, tlsKeyFile] = process.argv.slice(1);
+    process.exitCode = await runWebhookCommand(
+      { configFile, listen: '127.0.0.1:0', tlsCertFile, tlsKeyFile, insecureHttp: false },
+      process.env,
+      { onListening: (server) => { void server.cache.whenReady().then(() => process.send({ url: server.url })); } },
+    );`;
+  return spawn(process.execPath, [...nodeArgs, '--input-type=module', '-e', script, configFile, certFile, keyFile], {
+    cwd: REPO_DIR,
+    stdio: ['ignore', logFd, 'inherit', 'ipc'],
+  });
+}
+
 export async function runAdmissionBench(options: AdmissionOptions): Promise<ResultRow[]> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-bench-admission-'));
   const children: Array<ReturnType<typeof spawnTsx>> = [];
@@ -132,7 +166,7 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     children.push(webhook);
     const bare = spawnTsx('bare-child.ts', [certs.serverCertFile, certs.serverKeyFile, uid]);
     children.push(bare);
-    // The same webhook with a 1 MiB young generation (V8 default: 16 MiB semi-spaces, grown
+    // The same webhook with 4 MiB semi-spaces (V8 default: 16 MiB semi-spaces, grown
     // under load): the knob that decides peak RSS under load, settable only at process start.
     const tunedLog = openSync(path.join(dir, 'webhook-tuned.log'), 'a');
     const tuned = spawnTsx('webhook-child.ts', [configFile, certs.serverCertFile, certs.serverKeyFile], {
@@ -141,10 +175,18 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     });
     closeSync(tunedLog);
     children.push(tuned);
-    const [{ url: webhookUrl }, { url: bareUrl }, { url: tunedUrl }] = await Promise.all([
+    await compileWebhook();
+    const compiledLog = openSync(path.join(dir, 'webhook-compiled.log'), 'a');
+    const compiled = spawnCompiledWebhook(configFile, certs.serverCertFile, certs.serverKeyFile, compiledLog, []);
+    const compiledTuned = spawnCompiledWebhook(configFile, certs.serverCertFile, certs.serverKeyFile, compiledLog, [TUNED_NODE_FLAG]);
+    closeSync(compiledLog);
+    children.push(compiled, compiledTuned);
+    const [{ url: webhookUrl }, { url: bareUrl }, { url: tunedUrl }, { url: compiledUrl }, { url: compiledTunedUrl }] = await Promise.all([
       firstMessage<{ url: string }>(webhook, 30_000, 'webhook child'),
       firstMessage<{ url: string }>(bare, 30_000, 'bare child'),
       firstMessage<{ url: string }>(tuned, 30_000, 'tuned webhook child'),
+      firstMessage<{ url: string }>(compiled, 30_000, 'compiled webhook child'),
+      firstMessage<{ url: string }>(compiledTuned, 30_000, 'compiled tuned webhook child'),
     ]);
 
     // The bench must measure the real allow path: a guarded scale-up judged against the cache.
@@ -177,8 +219,21 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     const tunedParallel = await load(tunedUrl, body, 32, options.throughputSeconds);
     checkClean(`webhook ${TUNED_NODE_FLAG}, 32 connections`, tunedParallel);
 
-    if (webhook.pid === undefined || bare.pid === undefined || tuned.pid === undefined) throw new Error('a server child has no pid');
+    options.log('admission: 32 connections against the webhook compiled to JavaScript under plain node');
+    await load(compiledUrl, body, 8, options.warmupSeconds);
+    const compiledParallel = await load(compiledUrl, body, 32, options.throughputSeconds);
+    checkClean('compiled webhook, 32 connections', compiledParallel);
+    options.log(`admission: 32 connections against the compiled webhook with ${TUNED_NODE_FLAG}`);
+    await load(compiledTunedUrl, body, 8, options.warmupSeconds);
+    const compiledTunedParallel = await load(compiledTunedUrl, body, 32, options.throughputSeconds);
+    checkClean(`compiled webhook ${TUNED_NODE_FLAG}, 32 connections`, compiledTunedParallel);
+
+    if (webhook.pid === undefined || bare.pid === undefined || tuned.pid === undefined || compiled.pid === undefined || compiledTuned.pid === undefined) {
+      throw new Error('a server child has no pid');
+    }
     const tunedPeakRss = peakRssMiB(tuned.pid);
+    const compiledPeakRss = peakRssMiB(compiled.pid);
+    const compiledTunedPeakRss = peakRssMiB(compiledTuned.pid);
     const webhookPeakRss = peakRssMiB(webhook.pid);
     const barePeakRss = peakRssMiB(bare.pid);
     for (const [name, child] of [['webhook', webhook], ['bare', bare]] as const) {
@@ -245,6 +300,38 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
         section: 'admission',
         figure: `webhook with ${TUNED_NODE_FLAG}: peak RSS under load`,
         ours: tunedPeakRss,
+        baseline: barePeakRss,
+        unit: 'MiB',
+        target: { kind: 'info' },
+      },
+      {
+        section: 'admission',
+        figure: 'webhook compiled to JS, plain node (no tsx): req/s, 32 conn',
+        ours: compiledParallel.requestsPerSecond,
+        baseline: bareParallel.requestsPerSecond,
+        unit: 'req/s',
+        target: { kind: 'info' },
+      },
+      {
+        section: 'admission',
+        figure: 'webhook compiled to JS, plain node (no tsx): peak RSS under load',
+        ours: compiledPeakRss,
+        baseline: barePeakRss,
+        unit: 'MiB',
+        target: { kind: 'info' },
+      },
+      {
+        section: 'admission',
+        figure: `webhook compiled to JS, plain node ${TUNED_NODE_FLAG}: req/s, 32 conn`,
+        ours: compiledTunedParallel.requestsPerSecond,
+        baseline: bareParallel.requestsPerSecond,
+        unit: 'req/s',
+        target: { kind: 'info' },
+      },
+      {
+        section: 'admission',
+        figure: `webhook compiled to JS, plain node ${TUNED_NODE_FLAG}: peak RSS under load`,
+        ours: compiledTunedPeakRss,
         baseline: barePeakRss,
         unit: 'MiB',
         target: { kind: 'info' },
