@@ -70,7 +70,13 @@ function postOnce(url: string, body: string): Promise<{ status: number; json: un
   return new Promise((resolve, reject) => {
     const request = https.request(
       `${url}/validate?timeout=10s`,
-      { method: 'POST', headers: { 'content-type': 'application/json' }, rejectUnauthorized: false, agent: false, timeout: 5_000 },
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        rejectUnauthorized: false,
+        agent: false,
+        timeout: 5_000,
+      },
       (response) => {
         const chunks: Buffer[] = [];
         response.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -97,7 +103,9 @@ function allowedOf(json: unknown): boolean | undefined {
 
 function checkClean(name: string, result: LoadResult): void {
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
-    throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts in ${result.requests} requests`);
+    throw new Error(
+      `${name}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts in ${result.requests} requests`,
+    );
   }
 }
 
@@ -189,16 +197,19 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     await compileWebhook(options.log);
     const compiledLog = openSync(path.join(dir, 'webhook-compiled.log'), 'a');
     const compiled = spawnCompiledWebhook(configFile, certs.serverCertFile, certs.serverKeyFile, compiledLog, []);
-    const compiledTuned = spawnCompiledWebhook(configFile, certs.serverCertFile, certs.serverKeyFile, compiledLog, [TUNED_NODE_FLAG]);
+    const compiledTuned = spawnCompiledWebhook(configFile, certs.serverCertFile, certs.serverKeyFile, compiledLog, [
+      TUNED_NODE_FLAG,
+    ]);
     closeSync(compiledLog);
     children.push(compiled, compiledTuned);
-    const [{ url: webhookUrl }, { url: bareUrl }, { url: tunedUrl }, { url: compiledUrl }, { url: compiledTunedUrl }] = await Promise.all([
-      firstMessage<{ url: string }>(webhook, 30_000, 'webhook child'),
-      firstMessage<{ url: string }>(bare, 30_000, 'bare child'),
-      firstMessage<{ url: string }>(tuned, 30_000, 'tuned webhook child'),
-      firstMessage<{ url: string }>(compiled, 30_000, 'compiled webhook child'),
-      firstMessage<{ url: string }>(compiledTuned, 30_000, 'compiled tuned webhook child'),
-    ]);
+    const [{ url: webhookUrl }, { url: bareUrl }, { url: tunedUrl }, { url: compiledUrl }, { url: compiledTunedUrl }] =
+      await Promise.all([
+        firstMessage<{ url: string }>(webhook, 30_000, 'webhook child'),
+        firstMessage<{ url: string }>(bare, 30_000, 'bare child'),
+        firstMessage<{ url: string }>(tuned, 30_000, 'tuned webhook child'),
+        firstMessage<{ url: string }>(compiled, 30_000, 'compiled webhook child'),
+        firstMessage<{ url: string }>(compiledTuned, 30_000, 'compiled tuned webhook child'),
+      ]);
 
     // The bench must measure the real allow path: a guarded scale-up judged against the cache.
     const smoke = await postOnce(webhookUrl, body);
@@ -206,9 +217,11 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
       throw new Error(`webhook did not allow the fixture (status ${smoke.status}): ${JSON.stringify(smoke.json).slice(0, 300)}`);
     }
     const bareSmoke = await postOnce(bareUrl, body);
-    if (bareSmoke.status !== 200 || allowedOf(bareSmoke.json) !== true) throw new Error(`bare server answered ${bareSmoke.status}`);
+    if (bareSmoke.status !== 200 || allowedOf(bareSmoke.json) !== true)
+      throw new Error(`bare server answered ${bareSmoke.status}`);
 
-    if (webhook.pid !== undefined) options.log(`admission: webhook peak RSS after start, before any load: ${peakRssMiB(webhook.pid).toFixed(0)} MiB`);
+    if (webhook.pid !== undefined)
+      options.log(`admission: webhook peak RSS after start, before any load: ${peakRssMiB(webhook.pid).toFixed(0)} MiB`);
     options.log(`admission: warming up both servers (${options.warmupSeconds}s each)`);
     await load(bareUrl, body, 8, options.warmupSeconds);
     await load(webhookUrl, body, 8, options.warmupSeconds);
@@ -239,7 +252,13 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     const compiledTunedParallel = await load(compiledTunedUrl, body, 32, options.throughputSeconds);
     checkClean(`compiled webhook ${TUNED_NODE_FLAG}, 32 connections`, compiledTunedParallel);
 
-    if (webhook.pid === undefined || bare.pid === undefined || tuned.pid === undefined || compiled.pid === undefined || compiledTuned.pid === undefined) {
+    if (
+      webhook.pid === undefined ||
+      bare.pid === undefined ||
+      tuned.pid === undefined ||
+      compiled.pid === undefined ||
+      compiledTuned.pid === undefined
+    ) {
       throw new Error('a server child has no pid');
     }
     const tunedPeakRss = peakRssMiB(tuned.pid);
@@ -247,7 +266,10 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     const compiledTunedPeakRss = peakRssMiB(compiledTuned.pid);
     const webhookPeakRss = peakRssMiB(webhook.pid);
     const barePeakRss = peakRssMiB(bare.pid);
-    for (const [name, child] of [['webhook', webhook], ['bare', bare]] as const) {
+    for (const [name, child] of [
+      ['webhook', webhook],
+      ['bare', bare],
+    ] as const) {
       const reply = firstMessage<{ memory: NodeJS.MemoryUsage }>(child, 5_000, `${name} memory`);
       child.send('memory');
       const { memory } = await reply;

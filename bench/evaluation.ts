@@ -62,15 +62,29 @@ interface ProcessRun {
 function runProcess(file: string, args: string[], timeoutMs: number): Promise<ProcessRun> {
   return new Promise((resolve) => {
     const started = performance.now();
-    execFile(file, args, { cwd: REPO_DIR, timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, ETCDCTL_API: '3' } }, (error, stdout, stderr) => {
-      const raw = (error as { code?: unknown } | null)?.code;
-      resolve({ code: error ? (typeof raw === 'number' ? raw : 1) : 0, wallMs: performance.now() - started, stdout, stderr });
-    });
+    execFile(
+      file,
+      args,
+      { cwd: REPO_DIR, timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, ETCDCTL_API: '3' } },
+      (error, stdout, stderr) => {
+        const raw = (error as { code?: unknown } | null)?.code;
+        resolve({ code: error ? (typeof raw === 'number' ? raw : 1) : 0, wallMs: performance.now() - started, stdout, stderr });
+      },
+    );
   });
 }
 
 function etcdctlArgs(cluster: EtcdTestCluster, endpoints: string[], args: string[]): string[] {
-  return [`--endpoints=${endpoints.join(',')}`, '--cacert', cluster.tls.caFile, '--cert', cluster.tls.certFile, '--key', cluster.tls.keyFile, ...args];
+  return [
+    `--endpoints=${endpoints.join(',')}`,
+    '--cacert',
+    cluster.tls.caFile,
+    '--cert',
+    cluster.tls.certFile,
+    '--key',
+    cluster.tls.keyFile,
+    ...args,
+  ];
 }
 
 function cliArgs(cluster: EtcdTestCluster, timeout: string): string[] {
@@ -261,7 +275,10 @@ export async function runHungBench(cluster: EtcdTestCluster, options: HungOption
       const cliMs: number[] = [];
       for (let run = 0; run < 3; run += 1) {
         const cli = await runProcess(process.execPath, cliArgs(cluster, timeout), 30_000);
-        if (cli.code !== 1) throw new Error(`etcd-guard evaluate with a hung member exited ${cli.code}, expected 1: ${cli.stderr.trim().slice(0, 300)}`);
+        if (cli.code !== 1)
+          throw new Error(
+            `etcd-guard evaluate with a hung member exited ${cli.code}, expected 1: ${cli.stderr.trim().slice(0, 300)}`,
+          );
         cliMs.push(cli.wallMs);
       }
       rows.push({

@@ -31,7 +31,12 @@ const config = parseGuardConfig(
 const silent = { info: () => undefined, error: () => undefined };
 const rssBefore = peakRssMiB('self');
 const started = performance.now();
-const results = await runScheduledEvaluation({ config, store: createStore(config.store), evaluate: evaluateTarget, logger: silent });
+const results = await runScheduledEvaluation({
+  config,
+  store: createStore(config.store),
+  evaluate: evaluateTarget,
+  logger: silent,
+});
 const wallMs = performance.now() - started;
 const perTarget = results.map((result) => result.durationMs).sort((a, b) => a - b);
 process.send?.({

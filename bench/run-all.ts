@@ -65,7 +65,9 @@ async function main(): Promise<number> {
     log('starting a 3-member TLS etcd cluster on loopback');
     cluster = await startEtcdCluster({ name: 'bench' });
     const running = cluster;
-    await section('evaluation', rows, failures, () => runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns: quick ? 2 : 5, log }));
+    await section('evaluation', rows, failures, () =>
+      runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns: quick ? 2 : 5, log }),
+    );
     await section('fleet', rows, failures, () => runFleetBench(running, { sizes: [10, 100, 300], concurrency: 16, log }));
     // Last: it pauses a member; the cluster is destroyed right after.
     await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, log }));
@@ -93,7 +95,8 @@ async function main(): Promise<number> {
       : `MISSED ${missed.length} of ${judged.length} judged targets: ${missed.map((row) => row.figure).join('; ')}`;
 
   process.stdout.write(`\n${header.join('\n')}\n\n${table}\n\n${verdict}\n`);
-  if (failures.length > 0) process.stdout.write(`\nBenches that could not run:\n${failures.map((line) => `- ${line}`).join('\n')}\n`);
+  if (failures.length > 0)
+    process.stdout.write(`\nBenches that could not run:\n${failures.map((line) => `- ${line}`).join('\n')}\n`);
 
   if (write) {
     const file = path.join(REPO_DIR, 'BENCHMARKS.md');

@@ -99,7 +99,9 @@ function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(args: str
     const flag = /'(-{1,2}[^' ]+)/.exec(message)?.[1];
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(`unknown flag ${flag ?? message}`);
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
-      throw new UsageError(/argument missing/.test(message) ? `flag ${flag ?? '?'} needs a value` : `flag ${flag ?? '?'} takes no value`);
+      throw new UsageError(
+        /argument missing/.test(message) ? `flag ${flag ?? '?'} needs a value` : `flag ${flag ?? '?'} takes no value`,
+      );
     }
     if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
       throw new UsageError(`unexpected argument ${/'([^']*)'/.exec(message)?.[1] ?? message}`);
@@ -146,7 +148,8 @@ function parseStore(value: string | undefined): StoreConfig | null {
   else if (value.startsWith('configmap:')) raw = { kind: 'configmap', namespace: value.slice('configmap:'.length) };
   else throw new UsageError(`--store: want none, file:DIR, configmap or configmap:NAMESPACE (got ${JSON.stringify(value)})`);
   const parsed = storeConfigSchema.safeParse(raw);
-  if (!parsed.success) throw new UsageError(`--store: invalid ${JSON.stringify(value)}: ${formatIssues(parsed.error, raw).join('; ')}`);
+  if (!parsed.success)
+    throw new UsageError(`--store: invalid ${JSON.stringify(value)}: ${formatIssues(parsed.error, raw).join('; ')}`);
   return parsed.data;
 }
 
@@ -176,19 +179,25 @@ interface EvaluateConfigCommand {
 
 function parseOutput(value: string | undefined): 'table' | 'json' {
   const output = value ?? 'table';
-  if (output !== 'table' && output !== 'json') throw new UsageError(`--output: want table or json (got ${JSON.stringify(output)})`);
+  if (output !== 'table' && output !== 'json')
+    throw new UsageError(`--output: want table or json (got ${JSON.stringify(output)})`);
   return output;
 }
 
-function parseConfigCommand(flags: ReturnType<typeof parseFlags<typeof EVALUATE_OPTIONS>>, configFile: string): EvaluateConfigCommand {
+function parseConfigCommand(
+  flags: ReturnType<typeof parseFlags<typeof EVALUATE_OPTIONS>>,
+  configFile: string,
+): EvaluateConfigCommand {
   const clash = SINGLE_TARGET_FLAGS.find((flag) => flags[flag] !== undefined);
-  if (clash !== undefined) throw new UsageError(`--${clash} cannot be combined with --config (the config file names the targets)`);
+  if (clash !== undefined)
+    throw new UsageError(`--${clash} cannot be combined with --config (the config file names the targets)`);
   const output = parseOutput(flags.output);
   const store = flags.store === undefined ? undefined : parseStore(flags.store);
   let everyMs: number | null = null;
   if (flags.every !== undefined) {
     everyMs = parseDurationMs(flags.every);
-    if (everyMs === null || everyMs < 1000) throw new UsageError(`--every: want a duration of at least 1s, e.g. 30s (got ${JSON.stringify(flags.every)})`);
+    if (everyMs === null || everyMs < 1000)
+      throw new UsageError(`--every: want a duration of at least 1s, e.g. 30s (got ${JSON.stringify(flags.every)})`);
   }
   let config: GuardConfig;
   try {
@@ -205,14 +214,18 @@ function parseEvaluateCommand(args: string[]): EvaluateCommand | EvaluateConfigC
   if (flags.help) return 'help';
   if (flags.config !== undefined) return parseConfigCommand(flags, flags.config);
   if (flags.every !== undefined) throw new UsageError('--every needs --config (it repeats a whole config round)');
-  if (flags.endpoints === undefined || flags.endpoints.trim() === '') throw new UsageError('--endpoints is required (e.g. --endpoints https://127.0.0.1:2379)');
+  if (flags.endpoints === undefined || flags.endpoints.trim() === '')
+    throw new UsageError('--endpoints is required (e.g. --endpoints https://127.0.0.1:2379)');
   const output = parseOutput(flags.output);
   const store = parseStore(flags.store);
   const quotaBackendBytes = parseQuota(flags['quota-backend-bytes']);
 
   const raw: Record<string, unknown> = {
     name: flags.target ?? 'default',
-    endpoints: flags.endpoints.split(',').map((endpoint) => endpoint.trim()).filter((endpoint) => endpoint !== ''),
+    endpoints: flags.endpoints
+      .split(',')
+      .map((endpoint) => endpoint.trim())
+      .filter((endpoint) => endpoint !== ''),
   };
   if (flags.timeout !== undefined) raw.timeout = flags.timeout;
   if (quotaBackendBytes !== undefined) raw.quotaBackendBytes = quotaBackendBytes;
@@ -235,11 +248,15 @@ async function storeEvaluation(store: StoreConfig, evaluation: Evaluation, io: C
     const evaluationStore = createStore(store);
     const outcome = await evaluationStore.write(evaluation);
     if (!outcome.written) {
-      io.stderr(`etcd-guard: ${evaluationStore.describe()} already holds a newer evaluation (${outcome.keptEvaluatedAt}); kept it\n`);
+      io.stderr(
+        `etcd-guard: ${evaluationStore.describe()} already holds a newer evaluation (${outcome.keptEvaluatedAt}); kept it\n`,
+      );
     }
     return true;
   } catch (error) {
-    io.stderr(`etcd-guard: could not store the evaluation (--store ${store.kind}): ${error instanceof Error ? error.message : String(error)}\n`);
+    io.stderr(
+      `etcd-guard: could not store the evaluation (--store ${store.kind}): ${error instanceof Error ? error.message : String(error)}\n`,
+    );
     return false;
   }
 }
@@ -277,13 +294,18 @@ const DISCARD_STORE: EvaluationStore = {
  * handler and the CronJob), once or every `--every`. Log lines go to stderr; stdout carries the
  * evaluations. Exit 0 when every target passed and was stored, 1 otherwise.
  */
-async function runEvaluateConfig(command: EvaluateConfigCommand, env: Record<string, string | undefined>, io: CliIo): Promise<number> {
-  const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, pino] = await Promise.all([
-    import('./scheduled.js'),
-    import('../webhook/logger.js'),
-    import('./adapters/store-factory.js'),
-    import('pino'),
-  ]);
+async function runEvaluateConfig(
+  command: EvaluateConfigCommand,
+  env: Record<string, string | undefined>,
+  io: CliIo,
+): Promise<number> {
+  const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, pino] =
+    await Promise.all([
+      import('./scheduled.js'),
+      import('../webhook/logger.js'),
+      import('./adapters/store-factory.js'),
+      import('pino'),
+    ]);
   const config = command.config;
   const wired = buildScheduledDeps(config, env);
   const latest = new Map<string, Evaluation>();
@@ -312,7 +334,12 @@ async function runEvaluateConfig(command: EvaluateConfigCommand, env: Record<str
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
   try {
-    await runScheduledLoop({ ...deps, intervalMs: command.everyMs, signal: stop.signal, onRound: (results) => void report(results) });
+    await runScheduledLoop({
+      ...deps,
+      intervalMs: command.everyMs,
+      signal: stop.signal,
+      onRound: (results) => void report(results),
+    });
     return EXIT_PASSED;
   } finally {
     process.off('SIGTERM', onSignal);
@@ -326,11 +353,13 @@ async function runWebhook(args: string[], env: Record<string, string | undefined
     io.stdout(USAGE);
     return EXIT_PASSED;
   }
-  if (flags.config === undefined || flags.config.trim() === '') throw new UsageError('--config is required (a YAML or JSON guard config file)');
+  if (flags.config === undefined || flags.config.trim() === '')
+    throw new UsageError('--config is required (a YAML or JSON guard config file)');
   if ((flags['tls-cert'] === undefined) !== (flags['tls-key'] === undefined)) {
     throw new UsageError('--tls-cert and --tls-key must be given together');
   }
-  if (flags['insecure-http'] && flags['tls-cert'] !== undefined) throw new UsageError('--insecure-http cannot be combined with --tls-cert/--tls-key');
+  if (flags['insecure-http'] && flags['tls-cert'] !== undefined)
+    throw new UsageError('--insecure-http cannot be combined with --tls-cert/--tls-key');
   const { runWebhookCommand } = await import('../webhook/main.js');
   return runWebhookCommand(
     {

@@ -81,14 +81,16 @@ const TARGET_NAME = /^[a-z0-9]([-a-z0-9]{0,46}[a-z0-9])?$/;
 
 export const targetSchema = z
   .object({
-    name: z
-      .string()
-      .regex(TARGET_NAME, 'must be a DNS label of at most 48 characters (it becomes part of a ConfigMap name)'),
+    name: z.string().regex(TARGET_NAME, 'must be a DNS label of at most 48 characters (it becomes part of a ConfigMap name)'),
     endpoints: z.array(endpointSchema).min(1, 'needs at least one endpoint'),
     tls: tlsFilesSchema.optional(),
     timeout: durationSchema.default('2s'),
     /** Backend quota the members run with (--quota-backend-bytes); etcd's default is 2 GiB. */
-    quotaBackendBytes: z.number().int().positive().default(2 * 1024 * 1024 * 1024),
+    quotaBackendBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(2 * 1024 * 1024 * 1024),
     match: matchSchema.default({}),
     inventory: inventorySchema.optional(),
   })

@@ -44,7 +44,11 @@ export async function readTargetCredentials(target: Pick<TargetConfig, 'name' | 
 }
 
 /** The first member list any endpoint returns; all errors joined when none does. */
-function discoverMembers(session: EtcdProbeSession, endpoints: readonly string[], deadline: number): Promise<Outcome<DiscoveredMember[]>> {
+function discoverMembers(
+  session: EtcdProbeSession,
+  endpoints: readonly string[],
+  deadline: number,
+): Promise<Outcome<DiscoveredMember[]>> {
   return new Promise((resolve) => {
     const errors: string[] = [];
     let pending = endpoints.length;

@@ -7,7 +7,8 @@ export function formatTable(headers: readonly string[], rows: ReadonlyArray<read
   const clean = (cell: string) => cell.replace(/\s*\n\s*/g, ' ');
   const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => clean(row[column] ?? '').length)));
   const rule = `+${widths.map((width) => '-'.repeat(width + 2)).join('+')}+`;
-  const line = (cells: readonly string[]) => `| ${widths.map((width, column) => clean(cells[column] ?? '').padEnd(width)).join(' | ')} |`;
+  const line = (cells: readonly string[]) =>
+    `| ${widths.map((width, column) => clean(cells[column] ?? '').padEnd(width)).join(' | ')} |`;
   return [rule, line(headers), rule, ...rows.map(line), rule].join('\n');
 }
 
@@ -31,7 +32,22 @@ export function formatEvaluationTable(evaluation: Evaluation): string {
     `leader ${leader ? leader.name || leader.id : 'none'}; ${cluster.votingMembers} voting (${cluster.healthyVoting} healthy), ${cluster.learners} learners, quorum ${cluster.quorum}, fault tolerance ${cluster.faultTolerance}`,
   ];
   const members = formatTable(
-    ['NAME', 'ID', 'ENDPOINT', 'HEALTHY', 'LEADER', 'LEARNER', 'VERSION', 'DB SIZE', 'DB IN USE', 'RAFT TERM', 'RAFT INDEX', 'LATENCY', 'ALARMS', 'ERROR'],
+    [
+      'NAME',
+      'ID',
+      'ENDPOINT',
+      'HEALTHY',
+      'LEADER',
+      'LEARNER',
+      'VERSION',
+      'DB SIZE',
+      'DB IN USE',
+      'RAFT TERM',
+      'RAFT INDEX',
+      'LATENCY',
+      'ALARMS',
+      'ERROR',
+    ],
     evaluation.members.map((member) => [
       orDash(member.name),
       orDash(member.id),

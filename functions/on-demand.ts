@@ -188,11 +188,7 @@ export class OnDemandEvaluations {
       return reply(405, { error: `method ${quote(request.method)} not allowed (use GET or POST)` }, { allow: 'GET, POST' });
     }
     if (!this.authorize(request.authorization)) {
-      return reply(
-        401,
-        { error: 'missing or wrong bearer token' },
-        { 'www-authenticate': 'Bearer realm="etcd-guard"' },
-      );
+      return reply(401, { error: 'missing or wrong bearer token' }, { 'www-authenticate': 'Bearer realm="etcd-guard"' });
     }
     try {
       if (method === 'GET') {

@@ -56,11 +56,7 @@ export type ScheduledResult =
  * Runs `work` over `items` with at most `limit` in flight, keeping results in input order.
  * `work` must not throw (each call turns its failure into a result).
  */
-export async function mapWithConcurrency<T, R>(
-  items: readonly T[],
-  limit: number,
-  work: (item: T) => Promise<R>,
-): Promise<R[]> {
+export async function mapWithConcurrency<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
   if (!Number.isInteger(limit) || limit < 1) {
     throw new RangeError(`concurrency must be a positive integer (got ${String(limit)})`);
   }

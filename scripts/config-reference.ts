@@ -42,10 +42,12 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'targets[].match.labelSelector': 'Labels the guarded object must carry with exactly these values.',
   'targets[].match.clusterName': 'Shorthand for the label `cluster.x-k8s.io/cluster-name: <clusterName>`.',
   'targets[].inventory': 'When set, members that match no control-plane Node make the evaluation Unhealthy.',
-  'targets[].inventory.kubeconfigFile': 'Kubeconfig of the cluster whose Nodes are listed; in-cluster or `KUBECONFIG` when absent.',
+  'targets[].inventory.kubeconfigFile':
+    'Kubeconfig of the cluster whose Nodes are listed; in-cluster or `KUBECONFIG` when absent.',
   'targets[].inventory.nodeLabel': 'Label that marks control-plane Nodes.',
   override: 'How an authorized user lets one denied change through.',
-  'override.annotation': 'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
+  'override.annotation':
+    'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
   'override.groups': 'Only users in one of these groups may override; anyone else setting the annotation is denied.',
   auth: 'Access control for `/evaluations`.',
   'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',
@@ -111,7 +113,8 @@ function typeName(schema: z.ZodTypeAny): string {
   if (inner instanceof z.ZodLiteral) return JSON.stringify(inner.value);
   if (inner instanceof z.ZodEnum) return (inner.options as string[]).map((value) => JSON.stringify(value)).join(' or ');
   if (inner instanceof z.ZodObject) return 'object';
-  if (inner instanceof z.ZodDiscriminatedUnion) return `object, one of ${discriminatorName(inner)}: ${discriminatorValues(inner).join(', ')}`;
+  if (inner instanceof z.ZodDiscriminatedUnion)
+    return `object, one of ${discriminatorName(inner)}: ${discriminatorValues(inner).join(', ')}`;
   if (inner instanceof z.ZodRecord) return `map of string to ${typeName(inner.valueSchema as z.ZodTypeAny)}`;
   if (inner instanceof z.ZodUnion) return (inner.options as z.ZodTypeAny[]).map(typeName).join(' or ');
   if (inner instanceof z.ZodArray) {

@@ -82,7 +82,12 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function waitFor<T>(what: string, deadlineMs: number, probe: () => Promise<T | null> | T | null, intervalMs = 50): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  deadlineMs: number,
+  probe: () => Promise<T | null> | T | null,
+  intervalMs = 50,
+): Promise<T> {
   const deadline = Date.now() + deadlineMs;
   for (;;) {
     const value = await probe();
@@ -114,7 +119,9 @@ function cleanup(): Promise<void> {
     if (started.cluster) {
       // Every pid this run ever gave a member (a restarted member has a new one) is printed on its
       // own line earlier; destroy() SIGKILLs the running ones and waits for their exit events.
-      const running = started.cluster.members.filter((member) => member.pid !== undefined).map((member) => `${member.name} pid ${member.pid}`);
+      const running = started.cluster.members
+        .filter((member) => member.pid !== undefined)
+        .map((member) => `${member.name} pid ${member.pid}`);
       await started.cluster.destroy().catch((error: unknown) => errors.push(`etcd: ${messageOf(error)}`));
       print(`      etcd members killed (SIGKILL) and exited: ${running.join(', ') || 'none running'}`);
     }
@@ -191,8 +198,14 @@ async function sendScale(server: RunningWebhookServer, ca: Buffer, agent: https.
   const text = await postReview(server, ca, agent, body);
   const parsed: unknown = JSON.parse(text);
   const response = (parsed as { response?: unknown }).response;
-  if (response === null || typeof response !== 'object') throw new Error(`the webhook answered without a response: ${text.slice(0, 300)}`);
-  const { uid: echoed, allowed, warnings, status } = response as { uid?: unknown; allowed?: unknown; warnings?: unknown; status?: { code?: unknown; message?: unknown } };
+  if (response === null || typeof response !== 'object')
+    throw new Error(`the webhook answered without a response: ${text.slice(0, 300)}`);
+  const {
+    uid: echoed,
+    allowed,
+    warnings,
+    status,
+  } = response as { uid?: unknown; allowed?: unknown; warnings?: unknown; status?: { code?: unknown; message?: unknown } };
   if (echoed !== uid) throw new Error(`the webhook echoed uid ${String(echoed)}, expected ${uid}`);
   if (typeof allowed !== 'boolean') throw new Error(`the webhook answered allowed=${String(allowed)}`);
   const answer: AdmissionAnswer = {
@@ -309,7 +322,9 @@ async function runDemo(interactive: boolean): Promise<boolean> {
   const agent = started.agent;
   const ca = await readFile(certs.caFile);
   await server.cache.whenReady();
-  print(`      webhook listening at ${server.url}/validate; cache holds ${TARGET} evaluated ${server.cache.evaluatedAt(TARGET) ?? 'never'}`);
+  print(
+    `      webhook listening at ${server.url}/validate; cache holds ${TARGET} evaluated ${server.cache.evaluatedAt(TARGET) ?? 'never'}`,
+  );
   done();
 
   await pauseBefore('the scale up on healthy etcd', interactive);
@@ -322,7 +337,10 @@ async function runDemo(interactive: boolean): Promise<boolean> {
   const victim = cluster.members[victimIndex];
   if (!victim) throw new Error(`no etcd member at index ${victimIndex}`);
   await pauseBefore(`killing ${victim.name}`, interactive);
-  done = step(6, `SIGKILL etcd member ${victim.name} (pid ${victim.pid ?? '?'}), re-run the scheduled evaluation, scale up again`);
+  done = step(
+    6,
+    `SIGKILL etcd member ${victim.name} (pid ${victim.pid ?? '?'}), re-run the scheduled evaluation, scale up again`,
+  );
   await cluster.kill(victimIndex);
   print(`      ${victim.name} exited`);
   await scheduledRound(config, store, server);

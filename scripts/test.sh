@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-etcd.sh || exit 1
 npx tsc --noEmit || { echo "tests: type-check failed"; exit 1; }
 npx eslint . || { echo "tests: lint failed"; exit 1; }
+npx prettier --check . >/dev/null || { npx prettier --check .; echo "tests: formatting differs (run npm run format)"; exit 1; }
 report=$(mktemp /tmp/etcd-guard-vitest.XXXXXX.json)
 npx vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@"
 status=$?

@@ -146,10 +146,26 @@ describe('serving certificate rotation', () => {
 
 describe('loadTlsPair', () => {
   it.each([
-    ['a missing certificate file', () => ({ cert: path.join(workDir, 'nope.crt'), key: servedKey }), /cannot read TLS certificate file .*nope\.crt: ENOENT/],
-    ['a missing key file', () => ({ cert: servedCert, key: path.join(workDir, 'nope.key') }), /cannot read TLS key file .*nope\.key: ENOENT/],
-    ['a key that belongs to another certificate', () => ({ cert: certsA.serverCertFile, key: certsB.serverKeyFile }), /not a usable pair/],
-    ['a certificate file that is not PEM', () => ({ cert: certsA.serverKeyFile.replace(/server-key\.pem$/, 'server.ext'), key: certsA.serverKeyFile }), /not a usable pair/],
+    [
+      'a missing certificate file',
+      () => ({ cert: path.join(workDir, 'nope.crt'), key: servedKey }),
+      /cannot read TLS certificate file .*nope\.crt: ENOENT/,
+    ],
+    [
+      'a missing key file',
+      () => ({ cert: servedCert, key: path.join(workDir, 'nope.key') }),
+      /cannot read TLS key file .*nope\.key: ENOENT/,
+    ],
+    [
+      'a key that belongs to another certificate',
+      () => ({ cert: certsA.serverCertFile, key: certsB.serverKeyFile }),
+      /not a usable pair/,
+    ],
+    [
+      'a certificate file that is not PEM',
+      () => ({ cert: certsA.serverKeyFile.replace(/server-key\.pem$/, 'server.ext'), key: certsA.serverKeyFile }),
+      /not a usable pair/,
+    ],
   ])('rejects %s with a message naming the problem', async (_name, files, message) => {
     const { cert, key } = files();
     const error = await loadTlsPair(cert, key).catch((caught: unknown) => caught);

@@ -68,9 +68,24 @@ interface GuardedFixture {
 }
 
 const GUARDED: GuardedFixture[] = [
-  { file: 'kcp-scale-up-3-to-5.json', target: 'prod', change: { kind: 'scale-up', from: 3, to: 5 }, allowedIn: ['healthy', 'degraded'] },
-  { file: 'kcp-scale-up-dry-run.json', target: 'prod', change: { kind: 'scale-up', from: 3, to: 5 }, allowedIn: ['healthy', 'degraded'] },
-  { file: 'kcp-scale-down-3-to-2.json', target: 'prod', change: { kind: 'scale-down', from: 3, to: 2 }, allowedIn: ['healthy', 'degraded'] },
+  {
+    file: 'kcp-scale-up-3-to-5.json',
+    target: 'prod',
+    change: { kind: 'scale-up', from: 3, to: 5 },
+    allowedIn: ['healthy', 'degraded'],
+  },
+  {
+    file: 'kcp-scale-up-dry-run.json',
+    target: 'prod',
+    change: { kind: 'scale-up', from: 3, to: 5 },
+    allowedIn: ['healthy', 'degraded'],
+  },
+  {
+    file: 'kcp-scale-down-3-to-2.json',
+    target: 'prod',
+    change: { kind: 'scale-down', from: 3, to: 2 },
+    allowedIn: ['healthy', 'degraded'],
+  },
   {
     file: 'kcp-v1beta1-edit-version.json',
     target: 'prod',
@@ -83,8 +98,18 @@ const GUARDED: GuardedFixture[] = [
     change: { kind: 'rollout', replicas: 3, changedPaths: ['/spec/version', '/spec/machineTemplate'] },
     allowedIn: ['healthy', 'degraded'],
   },
-  { file: 'etcd-druid-replicas-3-to-5.json', target: 'prod', change: { kind: 'scale-up', from: 3, to: 5 }, allowedIn: ['healthy', 'degraded'] },
-  { file: 'statefulset-scale-3-to-4.json', target: 'etcd-sts', change: { kind: 'scale-up', from: 3, to: 4 }, allowedIn: ['healthy', 'degraded'] },
+  {
+    file: 'etcd-druid-replicas-3-to-5.json',
+    target: 'prod',
+    change: { kind: 'scale-up', from: 3, to: 5 },
+    allowedIn: ['healthy', 'degraded'],
+  },
+  {
+    file: 'statefulset-scale-3-to-4.json',
+    target: 'etcd-sts',
+    change: { kind: 'scale-up', from: 3, to: 4 },
+    allowedIn: ['healthy', 'degraded'],
+  },
   {
     file: 'kcp-override-scale-down.json',
     target: 'prod',
@@ -95,7 +120,8 @@ const GUARDED: GuardedFixture[] = [
 ];
 
 function needsEvaluation(classification: Classification): Extract<Classification, { kind: 'needs-evaluation' }> {
-  if (classification.kind !== 'needs-evaluation') throw new Error(`expected needs-evaluation, got ${JSON.stringify(classification)}`);
+  if (classification.kind !== 'needs-evaluation')
+    throw new Error(`expected needs-evaluation, got ${JSON.stringify(classification)}`);
   return classification;
 }
 
@@ -151,14 +177,20 @@ describe('classifyRequest', () => {
   it('allows the status subresource and other groups', () => {
     const request = loadFixture('kcp-scale-up-3-to-5.json');
     expect(classifyRequest({ ...request, subResource: 'status' }, makeConfig()).kind).toBe('allow');
-    expect(classifyRequest({ ...request, resource: { group: 'apps', version: 'v1', resource: 'deployments' } }, makeConfig()).kind).toBe('allow');
+    expect(
+      classifyRequest({ ...request, resource: { group: 'apps', version: 'v1', resource: 'deployments' } }, makeConfig()).kind,
+    ).toBe('allow');
   });
 
   it('denies a guarded change that no target matches, naming the object', () => {
-    const config = makeConfig({ targets: [{ name: 'other', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['elsewhere'] } }] });
+    const config = makeConfig({
+      targets: [{ name: 'other', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['elsewhere'] } }],
+    });
     const classification = classifyRequest(loadFixture('kcp-scale-up-3-to-5.json'), config);
     expect(classification).toMatchObject({ kind: 'deny', reason: 'no-target' });
-    expect(classification.kind === 'deny' && classification.message).toContain('no etcd-guard target matches KubeadmControlPlane default/prod-control-plane');
+    expect(classification.kind === 'deny' && classification.message).toContain(
+      'no etcd-guard target matches KubeadmControlPlane default/prod-control-plane',
+    );
   });
 
   it('denies a /scale request when a label-selecting target cannot be ruled out (fails closed)', () => {
@@ -169,7 +201,9 @@ describe('classifyRequest', () => {
       ],
     });
     const classification = classifyRequest(loadFixture('kcp-scale-up-3-to-5.json'), config);
-    expect(classification.kind === 'deny' && classification.message).toMatch(/target by-cluster: a \/scale request carries no labels/);
+    expect(classification.kind === 'deny' && classification.message).toMatch(
+      /target by-cluster: a \/scale request carries no labels/,
+    );
     // The same change on the parent object carries labels, so the label target matches.
     expect(needsEvaluation(classifyRequest(loadFixture('kcp-override-scale-down.json'), config)).target.name).toBe('by-cluster');
   });
@@ -216,7 +250,9 @@ describe('classifyRequest', () => {
 });
 
 describe('decide over fixtures × evaluation states', () => {
-  const rows = GUARDED.flatMap((fixture) => STATES.map((state) => ({ ...fixture, state, allowed: fixture.allowedIn.includes(state) })));
+  const rows = GUARDED.flatMap((fixture) =>
+    STATES.map((state) => ({ ...fixture, state, allowed: fixture.allowedIn.includes(state) })),
+  );
   it.each(rows)('$file with a $state evaluation → allowed $allowed', ({ file, state, allowed, target, overriddenIn }) => {
     const request = loadFixture(file);
     const decision = run(request, state);
@@ -283,10 +319,21 @@ describe('decide over fixtures × evaluation states', () => {
     object.spec.replicas = 4;
     const members = makeMembers(5);
     members[4] = makeMember(4, { healthy: false, error: 'connection refused' });
-    const evaluation = makeEvaluation({ evaluatedAt: secondsBefore(5), verdict: 'Unhealthy', members, reasons: ['member etcd-4 unreachable'] });
+    const evaluation = makeEvaluation({
+      evaluatedAt: secondsBefore(5),
+      verdict: 'Unhealthy',
+      members,
+      reasons: ['member etcd-4 unreachable'],
+    });
     const config = makeConfig();
     const scaled = { ...request, object, oldObject };
-    const decision = decide({ request: scaled, config, classification: needsEvaluation(classifyRequest(scaled, config)), evaluation, now: NOW });
+    const decision = decide({
+      request: scaled,
+      config,
+      classification: needsEvaluation(classifyRequest(scaled, config)),
+      evaluation,
+      now: NOW,
+    });
     expect(decision.response.allowed).toBe(true);
     expect(decision.response.warnings?.join(' | ')).toContain('unhealthy etcd members: etcd-4');
   });
@@ -295,7 +342,10 @@ describe('decide over fixtures × evaluation states', () => {
     const decision = run(loadFixture('kcp-override-scale-down.json'), 'unhealthy');
     expect(decision).toMatchObject({ result: 'overridden', reason: 'override' });
     expect(decision.response.warnings?.[0]).toBe('etcd-guard override by sre-oncall: INC-4711 remove dead member etcd-2');
-    expect(decision.response.auditAnnotations).toMatchObject({ 'override-user': 'sre-oncall', 'override-reason': 'INC-4711 remove dead member etcd-2' });
+    expect(decision.response.auditAnnotations).toMatchObject({
+      'override-user': 'sre-oncall',
+      'override-reason': 'INC-4711 remove dead member etcd-2',
+    });
   });
 
   it('denies an override by a user outside the override groups, even when etcd is healthy', () => {
@@ -322,7 +372,13 @@ describe('decide over fixtures × evaluation states', () => {
     const request = loadFixture('kcp-scale-up-3-to-5.json');
     const config = makeConfig();
     const evaluation = makeEvaluation({ evaluatedAt: new Date(NOW.getTime() + 3600_000).toISOString() });
-    const decision = decide({ request, config, classification: needsEvaluation(classifyRequest(request, config)), evaluation, now: NOW });
+    const decision = decide({
+      request,
+      config,
+      classification: needsEvaluation(classifyRequest(request, config)),
+      evaluation,
+      now: NOW,
+    });
     expect(decision.response.allowed).toBe(false);
     expect(decision.response.status?.message).toContain('evaluated 3600s in the future');
   });
@@ -333,8 +389,19 @@ describe('decide over fixtures × evaluation states', () => {
     // etcd has 4 voting members (a rollout surged one), one of them not started yet.
     const members = makeMembers(4);
     members[3] = makeMember(3, { healthy: false });
-    const evaluation = makeEvaluation({ evaluatedAt: secondsBefore(1), verdict: 'Unhealthy', members, reasons: ['member etcd-3 not started'] });
-    const decision = decide({ request, config, classification: needsEvaluation(classifyRequest(request, config)), evaluation, now: NOW });
+    const evaluation = makeEvaluation({
+      evaluatedAt: secondsBefore(1),
+      verdict: 'Unhealthy',
+      members,
+      reasons: ['member etcd-3 not started'],
+    });
+    const decision = decide({
+      request,
+      config,
+      classification: needsEvaluation(classifyRequest(request, config)),
+      evaluation,
+      now: NOW,
+    });
     // Down to 2 from 4 with 3 healthy: removing two healthy members leaves 1 of 2, below quorum.
     expect(decision.response.allowed).toBe(false);
     expect(decision.response.status?.message).toContain('below quorum 2');
@@ -349,7 +416,13 @@ describe('decide over fixtures × evaluation states', () => {
       members: [makeMember(0), makeMember(1, { healthy: false }), makeMember(2, { healthy: false })],
       reasons: ['member etcd-1 unreachable\nsecond line', 'member etcd-2 unreachable', 'quorum lost', 'no leader'],
     });
-    const decision = decide({ request, config, classification: needsEvaluation(classifyRequest(request, config)), evaluation, now: NOW });
+    const decision = decide({
+      request,
+      config,
+      classification: needsEvaluation(classifyRequest(request, config)),
+      evaluation,
+      now: NOW,
+    });
     const message = decision.response.status?.message ?? '';
     expect(message).not.toMatch(/\n/);
     expect(message).toMatch(/\(\+\d+ more\)/);
@@ -378,7 +451,11 @@ describe('classify and decide on mutated fixtures', () => {
     let needingEvaluation = 0;
     for (let index = 0; index < 2000; index += 1) {
       const request = loadFixture(files[index % files.length] ?? '');
-      const mutated: AdmissionRequest = { ...request, object: mutate(request.object, 0), oldObject: mutate(request.oldObject, 0) };
+      const mutated: AdmissionRequest = {
+        ...request,
+        object: mutate(request.object, 0),
+        oldObject: mutate(request.oldObject, 0),
+      };
       const classification = classifyRequest(mutated, config);
       if (classification.kind !== 'needs-evaluation') continue;
       needingEvaluation += 1;
@@ -395,11 +472,21 @@ describe('detectGuardedChange', () => {
   const pointers = ['/spec/replicas', '/spec/template', `/metadata/annotations/${escapePointerToken('a.io/x~y')}`];
   it.each([
     ['a replicas change', { spec: { replicas: 3 } }, { spec: { replicas: 4 } }, ['/spec/replicas']],
-    ['a sibling whose name starts with a guarded one', { spec: { replicas: 3, replicasX: 1 } }, { spec: { replicas: 3, replicasX: 2 } }, []],
+    [
+      'a sibling whose name starts with a guarded one',
+      { spec: { replicas: 3, replicasX: 1 } },
+      { spec: { replicas: 3, replicasX: 2 } },
+      [],
+    ],
     ['a nested template field', { spec: { template: { a: [1, 2] } } }, { spec: { template: { a: [1, 3] } } }, ['/spec/template']],
     ['a whole spec appearing', {}, { spec: { replicas: 1 } }, ['/spec/replicas']],
     ['a whole spec appearing without guarded fields', {}, { spec: { paused: true } }, []],
-    ['an escaped key (~ and /)', { metadata: { annotations: { 'a.io/x~y': '1' } } }, { metadata: { annotations: { 'a.io/x~y': '2' } } }, ['/metadata/annotations/a.io~1x~0y']],
+    [
+      'an escaped key (~ and /)',
+      { metadata: { annotations: { 'a.io/x~y': '1' } } },
+      { metadata: { annotations: { 'a.io/x~y': '2' } } },
+      ['/metadata/annotations/a.io~1x~0y'],
+    ],
     ['nothing', { spec: { replicas: 3 } }, { spec: { replicas: 3 } }, []],
   ])('detects %s', (_name, before, after, expected) => {
     expect(detectGuardedChange(before, after, pointers).changedPointers).toEqual(expected);
@@ -416,7 +503,8 @@ describe('detectGuardedChange', () => {
   });
 
   it('diffs reordered arrays of large elements quickly (no quadratic element walk)', () => {
-    const element = (index: number) => Object.fromEntries(Array.from({ length: 300 }, (_unused, key) => [`k${key}`, key === 299 ? `v${index}` : 'same']));
+    const element = (index: number) =>
+      Object.fromEntries(Array.from({ length: 300 }, (_unused, key) => [`k${key}`, key === 299 ? `v${index}` : 'same']));
     const before = { spec: { template: { items: Array.from({ length: 99 }, (_unused, index) => element(index)) } } };
     const after = structuredClone(before);
     after.spec.template.items.reverse();
@@ -431,14 +519,22 @@ describe('parseAdmissionReview', () => {
   it.each([
     ['not an object', 'hello', /body is not an AdmissionReview object \(got "hello"\)/],
     ['null', null, /got null/],
-    ['the wrong apiVersion', { ...valid, apiVersion: 'admission.k8s.io/v1beta1' }, /apiVersion: .*\(got "admission\.k8s\.io\/v1beta1"\)/],
+    [
+      'the wrong apiVersion',
+      { ...valid, apiVersion: 'admission.k8s.io/v1beta1' },
+      /apiVersion: .*\(got "admission\.k8s\.io\/v1beta1"\)/,
+    ],
     ['a missing request', { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }, /request: Required \(got missing\)/],
     [
       'an empty uid',
       { ...valid, request: { ...(valid.request as object), uid: '' } },
       /request\.uid: must be a non-empty string \(got ""\)/,
     ],
-    ['an unknown operation', { ...valid, request: { ...(valid.request as object), operation: 'PATCH' } }, /request\.operation: .*\(got "PATCH"\)/],
+    [
+      'an unknown operation',
+      { ...valid, request: { ...(valid.request as object), operation: 'PATCH' } },
+      /request\.operation: .*\(got "PATCH"\)/,
+    ],
   ])('rejects %s with a message naming field and value', (_name, body, message) => {
     const result = parseAdmissionReview(body);
     expect(result.ok).toBe(false);
@@ -456,7 +552,9 @@ describe('parseAdmissionReview', () => {
       if (depth > 3 || pick < 3) return [null, 0, -1.5, '', 'x', true, 1e308][Math.floor(random() * 7)];
       if (pick < 5) return Array.from({ length: Math.floor(random() * 4) }, () => garbage(depth + 1));
       const keys = ['apiVersion', 'kind', 'request', 'uid', 'operation', 'userInfo', 'object', '__proto__', 'constructor'];
-      return Object.fromEntries(Array.from({ length: Math.floor(random() * 5) }, () => [keys[Math.floor(random() * keys.length)], garbage(depth + 1)]));
+      return Object.fromEntries(
+        Array.from({ length: Math.floor(random() * 5) }, () => [keys[Math.floor(random() * keys.length)], garbage(depth + 1)]),
+      );
     };
     let rejected = 0;
     for (let index = 0; index < 3000; index += 1) {

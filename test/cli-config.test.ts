@@ -21,7 +21,11 @@ interface Captured {
 async function runInProcess(args: string[]): Promise<Captured> {
   let stdout = '';
   let stderr = '';
-  const code = await main(args, { LOG_LEVEL: 'silent' }, { stdout: (text) => (stdout += text), stderr: (text) => (stderr += text) });
+  const code = await main(
+    args,
+    { LOG_LEVEL: 'silent' },
+    { stdout: (text) => (stdout += text), stderr: (text) => (stderr += text) },
+  );
   return { code, stdout, stderr };
 }
 
@@ -78,12 +82,15 @@ describe('evaluate --config', () => {
     for (const evaluation of printed) {
       expect(evaluation.verdict).toBe('Healthy');
       expect(evaluation.members).toHaveLength(3);
-      const stored = parseEvaluationJson(await readFile(path.join(storeDir, `${evaluation.target}.json`), 'utf8'), evaluation.target);
+      const stored = parseEvaluationJson(
+        await readFile(path.join(storeDir, `${evaluation.target}.json`), 'utf8'),
+        evaluation.target,
+      );
       expect(stored.evaluatedAt).toBe(evaluation.evaluatedAt);
     }
   });
 
-  it('with --store none prints the evaluations and leaves the config\'s store untouched', async () => {
+  it("with --store none prints the evaluations and leaves the config's store untouched", async () => {
     const configStore = path.join(dir, 'none-store');
     const noneConfig = path.join(dir, 'none.yaml');
     await writeFile(noneConfig, (await readFile(configFile, 'utf8')).replace(storeDir, configStore));

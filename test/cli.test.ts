@@ -55,13 +55,28 @@ describe('etcd-guard usage errors (no etcd needed)', () => {
     { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--bogus'], names: 'unknown flag --bogus' },
     { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--timeout', '2x'], names: '--timeout: invalid duration "2x"' },
     { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--timeout'], names: 'flag --timeout needs a value' },
-    { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--output', 'yaml'], names: '--output: want table or json (got "yaml")' },
+    {
+      args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--output', 'yaml'],
+      names: '--output: want table or json (got "yaml")',
+    },
     { args: ['evaluate', '--endpoints', 'not-a-url'], names: '--endpoints: invalid endpoint "not-a-url"' },
     { args: ['evaluate'], names: '--endpoints is required' },
-    { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--quota-backend-bytes=lots'], names: '--quota-backend-bytes: want a positive whole number of bytes (got "lots")' },
-    { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--store', 's3://bucket'], names: '--store: want none, file:DIR, configmap or configmap:NAMESPACE (got "s3://bucket")' },
-    { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--target', 'Not_A_Label'], names: '--target: must be a DNS label' },
-    { args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--cert', '/tmp/c.pem'], names: '--cert/--key: certFile and keyFile must be given together' },
+    {
+      args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--quota-backend-bytes=lots'],
+      names: '--quota-backend-bytes: want a positive whole number of bytes (got "lots")',
+    },
+    {
+      args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--store', 's3://bucket'],
+      names: '--store: want none, file:DIR, configmap or configmap:NAMESPACE (got "s3://bucket")',
+    },
+    {
+      args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--target', 'Not_A_Label'],
+      names: '--target: must be a DNS label',
+    },
+    {
+      args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--cert', '/tmp/c.pem'],
+      names: '--cert/--key: certFile and keyFile must be given together',
+    },
     { args: ['frobnicate'], names: 'unknown command "frobnicate"' },
     { args: ['webhook'], names: '--config is required' },
     { args: ['webhook', '--config', 'x.yaml', '--tls-cert', 'c.pem'], names: '--tls-cert and --tls-key must be given together' },
@@ -89,7 +104,10 @@ describe('etcd-guard evaluate against a real cluster', () => {
   const tlsFlags = () => ['--cacert', cluster.tls.caFile, '--cert', cluster.tls.certFile, '--key', cluster.tls.keyFile];
 
   beforeAll(async () => {
-    [cluster, storeDir] = await Promise.all([startEtcdCluster({ name: 'cli' }), mkdtemp(path.join(os.tmpdir(), 'etcd-guard-cli-store-'))]);
+    [cluster, storeDir] = await Promise.all([
+      startEtcdCluster({ name: 'cli' }),
+      mkdtemp(path.join(os.tmpdir(), 'etcd-guard-cli-store-')),
+    ]);
   });
   afterAll(async () => {
     await cluster?.destroy();
@@ -97,7 +115,16 @@ describe('etcd-guard evaluate against a real cluster', () => {
   });
 
   it('prints exactly one Evaluation as JSON and exits 0 for a healthy cluster', async () => {
-    const run = await runCli(['evaluate', '--endpoints', cluster.endpoints[0] ?? '', ...tlsFlags(), '--output', 'json', '--target', 'local']);
+    const run = await runCli([
+      'evaluate',
+      '--endpoints',
+      cluster.endpoints[0] ?? '',
+      ...tlsFlags(),
+      '--output',
+      'json',
+      '--target',
+      'local',
+    ]);
     expect(run.code, run.stderr).toBe(0);
     const evaluation = evaluationSchema.parse(JSON.parse(run.stdout));
     expect(evaluation).toMatchObject({ target: 'local', verdict: 'Healthy', passed: true });
@@ -114,7 +141,17 @@ describe('etcd-guard evaluate against a real cluster', () => {
   });
 
   it('exits 2 naming --cacert and the path when the CA file is missing', async () => {
-    const run = await runCli(['evaluate', '--endpoints', cluster.endpoints[0] ?? '', '--cacert', '/nonexistent/ca.pem', '--cert', cluster.tls.certFile, '--key', cluster.tls.keyFile]);
+    const run = await runCli([
+      'evaluate',
+      '--endpoints',
+      cluster.endpoints[0] ?? '',
+      '--cacert',
+      '/nonexistent/ca.pem',
+      '--cert',
+      cluster.tls.certFile,
+      '--key',
+      cluster.tls.keyFile,
+    ]);
     expect(run.code).toBe(2);
     expect(run.stderr).toContain('--cacert');
     expect(run.stderr).toContain('/nonexistent/ca.pem');
@@ -123,7 +160,19 @@ describe('etcd-guard evaluate against a real cluster', () => {
 
   it('exits 1 with an Unhealthy evaluation naming the endpoint when the client cert is refused', async () => {
     const endpoint = cluster.endpoints[0] ?? '';
-    const run = await runCli(['evaluate', '--endpoints', endpoint, '--cacert', cluster.tls.caFile, '--cert', cluster.tls.wrongCertFile, '--key', cluster.tls.wrongKeyFile, '--output', 'json']);
+    const run = await runCli([
+      'evaluate',
+      '--endpoints',
+      endpoint,
+      '--cacert',
+      cluster.tls.caFile,
+      '--cert',
+      cluster.tls.wrongCertFile,
+      '--key',
+      cluster.tls.wrongKeyFile,
+      '--output',
+      'json',
+    ]);
     expect(run.code).toBe(1);
     const evaluation = evaluationSchema.parse(JSON.parse(run.stdout));
     expect(evaluation.verdict).toBe('Unhealthy');
@@ -132,7 +181,18 @@ describe('etcd-guard evaluate against a real cluster', () => {
   });
 
   it('writes the evaluation through --store file:DIR', async () => {
-    const run = await runCli(['evaluate', '--endpoints', cluster.endpoints[1] ?? '', ...tlsFlags(), '--target', 'stored', '--store', `file:${storeDir}`, '--output', 'json']);
+    const run = await runCli([
+      'evaluate',
+      '--endpoints',
+      cluster.endpoints[1] ?? '',
+      ...tlsFlags(),
+      '--target',
+      'stored',
+      '--store',
+      `file:${storeDir}`,
+      '--output',
+      'json',
+    ]);
     expect(run.code, run.stderr).toBe(0);
     const stored = parseEvaluationJson(await readFile(path.join(storeDir, 'stored.json'), 'utf8'), 'stored.json');
     expect(stored).toEqual(JSON.parse(run.stdout));
@@ -148,7 +208,16 @@ describe('etcd-guard evaluate against a real cluster', () => {
     const victim = 2;
     cluster.pause(victim);
     try {
-      const run = await runCli(['evaluate', '--endpoints', cluster.endpoints.join(','), ...tlsFlags(), '--timeout', '2s', '--output', 'json']);
+      const run = await runCli([
+        'evaluate',
+        '--endpoints',
+        cluster.endpoints.join(','),
+        ...tlsFlags(),
+        '--timeout',
+        '2s',
+        '--output',
+        'json',
+      ]);
       const evaluation = evaluationSchema.parse(JSON.parse(run.stdout));
       console.log(
         `CLI with a hung member: process ${run.wallMs.toFixed(0)} ms for --timeout 2s (start-up alone ${startup.wallMs.toFixed(0)} ms), evaluation durationMs ${evaluation.durationMs}`,
@@ -161,5 +230,4 @@ describe('etcd-guard evaluate against a real cluster', () => {
       cluster.resume(victim);
     }
   });
-
 });

@@ -80,7 +80,11 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     expect(fake.requests.map((request) => `${request.verb} ${request.status}`)).toEqual(['get 200', 'update 200']);
     const stored = fake.getConfigMap(NAMESPACE, CM_NAME);
     expect(Number(stored?.metadata.resourceVersion)).toBeGreaterThan(Number(versionBeforeReplace));
-    expect(stored?.metadata.labels).toEqual({ 'app.kubernetes.io/name': 'etcd-guard', 'etcd-guard.io/target': 'prod', team: 'platform' });
+    expect(stored?.metadata.labels).toEqual({
+      'app.kubernetes.io/name': 'etcd-guard',
+      'etcd-guard.io/target': 'prod',
+      team: 'platform',
+    });
     expect(stored?.metadata.annotations?.['etcd-guard.io/verdict']).toBe('Unhealthy');
     expect(storedEvaluation()).toEqual(newer);
   });
@@ -104,14 +108,19 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     // Shuffled timestamps, alternating writers, all in flight at once.
     const seconds = Array.from({ length: 20 }, (_unused, index) => index + 1).sort(() => Math.random() - 0.5);
     const outcomes = await Promise.all(
-      seconds.map((second_, index) => (index % 2 === 0 ? first : second).write(makeEvaluationAt(second_, { durationMs: second_ }))),
+      seconds.map((second_, index) =>
+        (index % 2 === 0 ? first : second).write(makeEvaluationAt(second_, { durationMs: second_ })),
+      ),
     );
     expect(storedEvaluation()?.evaluatedAt).toBe(makeEvaluationAt(20).evaluatedAt);
     const writeOf20 = outcomes[seconds.indexOf(20)];
     expect(writeOf20).toEqual({ written: true });
     // Every write either landed or saw something at least as new.
     for (const [index, outcome] of outcomes.entries()) {
-      if (!outcome.written) expect(Date.parse(outcome.keptEvaluatedAt)).toBeGreaterThanOrEqual(Date.parse(makeEvaluationAt(seconds[index] ?? 0).evaluatedAt));
+      if (!outcome.written)
+        expect(Date.parse(outcome.keptEvaluatedAt)).toBeGreaterThanOrEqual(
+          Date.parse(makeEvaluationAt(seconds[index] ?? 0).evaluatedAt),
+        );
     }
     const conflicts = fake.requests.filter((request) => request.status === 409).length;
     expect(conflicts).toBeGreaterThan(0); // they really raced
@@ -130,7 +139,12 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     });
     fake.requests.length = 0;
     expect(await store.write(makeEvaluationAt(30))).toEqual({ written: true });
-    expect(fake.requests.map((request) => `${request.verb} ${request.status}`)).toEqual(['get 200', 'update 409', 'get 200', 'update 200']);
+    expect(fake.requests.map((request) => `${request.verb} ${request.status}`)).toEqual([
+      'get 200',
+      'update 409',
+      'get 200',
+      'update 200',
+    ]);
     expect(storedEvaluation()?.evaluatedAt).toBe(makeEvaluationAt(30).evaluatedAt);
   });
 
@@ -143,7 +157,10 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
         fake.putRaw(NAMESPACE, CM_NAME, { [CONFIGMAP_DATA_KEY]: JSON.stringify(makeEvaluationAt(50)) });
       }
     });
-    expect(await store.write(makeEvaluationAt(30))).toEqual({ written: false, keptEvaluatedAt: makeEvaluationAt(50).evaluatedAt });
+    expect(await store.write(makeEvaluationAt(30))).toEqual({
+      written: false,
+      keptEvaluatedAt: makeEvaluationAt(50).evaluatedAt,
+    });
     expect(storedEvaluation()?.evaluatedAt).toBe(makeEvaluationAt(50).evaluatedAt);
   });
 
@@ -156,7 +173,12 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
       }
     });
     expect(await store.write(makeEvaluationAt(30))).toEqual({ written: true });
-    expect(fake.requests.map((request) => `${request.verb} ${request.status}`)).toEqual(['get 404', 'create 409', 'get 200', 'update 200']);
+    expect(fake.requests.map((request) => `${request.verb} ${request.status}`)).toEqual([
+      'get 404',
+      'create 409',
+      'get 200',
+      'update 200',
+    ]);
     expect(storedEvaluation()?.evaluatedAt).toBe(makeEvaluationAt(30).evaluatedAt);
   });
 
@@ -164,7 +186,8 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     const store = storeFor({ maxAttempts: 3 });
     await store.write(makeEvaluationAt(10));
     fake.onRequest((request) => {
-      if (request.verb === 'update') fake.putRaw(NAMESPACE, CM_NAME, { [CONFIGMAP_DATA_KEY]: JSON.stringify(makeEvaluationAt(10)) });
+      if (request.verb === 'update')
+        fake.putRaw(NAMESPACE, CM_NAME, { [CONFIGMAP_DATA_KEY]: JSON.stringify(makeEvaluationAt(10)) });
     });
     const error = await captureStoreError(store.write(makeEvaluationAt(30)));
     expect(error.kind).toBe('conflict');
@@ -183,7 +206,9 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     fake.forbid(verb, 'configmaps', NAMESPACE);
     const error = await captureStoreError(operation === 'read' ? store.read('prod') : store.write(makeEvaluationAt(2)));
     expect(error.kind).toBe('forbidden');
-    expect(error.message).toMatch(new RegExp(`^forbidden: cannot ${verb} configmaps( "${CM_NAME}")? in namespace "${NAMESPACE}": `));
+    expect(error.message).toMatch(
+      new RegExp(`^forbidden: cannot ${verb} configmaps( "${CM_NAME}")? in namespace "${NAMESPACE}": `),
+    );
     // The apiserver's own explanation (who was refused) is kept for the operator.
     expect(error.message).toContain(`User "system:serviceaccount:etcd-guard:evaluator" cannot ${verb} resource "configmaps"`);
     expect(error.message).not.toContain(fake.token);
@@ -213,21 +238,32 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
 
   it.each<{ name: string; data: Record<string, string>; expectInMessage: string }>([
     { name: 'non-JSON', data: { [CONFIGMAP_DATA_KEY]: '{"schemaVersion":' }, expectInMessage: 'not JSON' },
-    { name: 'JSON failing the schema', data: { [CONFIGMAP_DATA_KEY]: JSON.stringify({ ...makeEvaluation(), members: [{ id: 1 }] }) }, expectInMessage: 'members.0' },
+    {
+      name: 'JSON failing the schema',
+      data: { [CONFIGMAP_DATA_KEY]: JSON.stringify({ ...makeEvaluation(), members: [{ id: 1 }] }) },
+      expectInMessage: 'members.0',
+    },
     { name: 'missing key', data: { other: 'x' }, expectInMessage: `no "${CONFIGMAP_DATA_KEY}" key` },
-    { name: 'another target', data: { [CONFIGMAP_DATA_KEY]: JSON.stringify(makeEvaluation({ target: 'staging' })) }, expectInMessage: '"staging"' },
-  ])('$name data is reported as corrupt naming the ConfigMap, and a later write replaces it', async ({ data, expectInMessage }) => {
-    fake.putRaw(NAMESPACE, CM_NAME, data);
-    const store = storeFor();
-    const error = await captureStoreError(store.read('prod'));
-    expect(error.kind).toBe('corrupt');
-    expect(error.message).toContain(`ConfigMap "${CM_NAME}" in namespace "${NAMESPACE}"`);
-    expect(error.message).toContain(expectInMessage);
+    {
+      name: 'another target',
+      data: { [CONFIGMAP_DATA_KEY]: JSON.stringify(makeEvaluation({ target: 'staging' })) },
+      expectInMessage: '"staging"',
+    },
+  ])(
+    '$name data is reported as corrupt naming the ConfigMap, and a later write replaces it',
+    async ({ data, expectInMessage }) => {
+      fake.putRaw(NAMESPACE, CM_NAME, data);
+      const store = storeFor();
+      const error = await captureStoreError(store.read('prod'));
+      expect(error.kind).toBe('corrupt');
+      expect(error.message).toContain(`ConfigMap "${CM_NAME}" in namespace "${NAMESPACE}"`);
+      expect(error.message).toContain(expectInMessage);
 
-    const fresh = makeEvaluationAt(1);
-    expect(await store.write(fresh)).toEqual({ written: true });
-    expect(await store.read('prod')).toEqual(fresh);
-  });
+      const fresh = makeEvaluationAt(1);
+      expect(await store.write(fresh)).toEqual({ written: true });
+      expect(await store.read('prod')).toEqual(fresh);
+    },
+  );
 
   it('a hung apiserver makes read and write fail within their deadline with a timeout error', async () => {
     fake.hang('/api/v1/namespaces/etcd-guard/configmaps');
@@ -253,7 +289,9 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     const error = await captureStoreError(store.write(makeEvaluationAt(2)));
     const elapsed = performance.now() - started;
     expect(error.kind).toBe('unavailable');
-    expect(error.message).toMatch(new RegExp(`^timed out: update configmaps "${CM_NAME}" in namespace "${NAMESPACE}" got no answer within \\d+ms$`));
+    expect(error.message).toMatch(
+      new RegExp(`^timed out: update configmaps "${CM_NAME}" in namespace "${NAMESPACE}" got no answer within \\d+ms$`),
+    );
     expect(elapsed).toBeLessThan(400 + 250);
   });
 
@@ -347,9 +385,12 @@ describe('fake kube-apiserver: list and watch of ConfigMaps (used by cache watch
     await store.write(makeEvaluationAt(1));
     fake.putRaw(NAMESPACE, 'unrelated', { a: 'b' }, { app: 'other' });
 
-    const list = await fetch(`${fake.url}/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app.kubernetes.io%2Fname%3Detcd-guard`, {
-      headers: { authorization: `Bearer ${fake.token}` },
-    });
+    const list = await fetch(
+      `${fake.url}/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app.kubernetes.io%2Fname%3Detcd-guard`,
+      {
+        headers: { authorization: `Bearer ${fake.token}` },
+      },
+    );
     const listed = (await list.json()) as { items: { metadata: { name: string } }[] };
     expect(listed.items.map((item) => item.metadata.name)).toEqual([CM_NAME]);
 
@@ -359,10 +400,16 @@ describe('fake kube-apiserver: list and watch of ConfigMaps (used by cache watch
       expect((await next(1)).map((event) => `${event.type} ${event.object.metadata.name}`)).toEqual([`ADDED ${CM_NAME}`]);
       await store.write(makeEvaluationAt(2));
       fake.putRaw(NAMESPACE, 'unrelated', { a: 'c' });
-      const response = await fetch(`${fake.url}${CM_PATH}`, { method: 'DELETE', headers: { authorization: `Bearer ${fake.token}` } });
+      const response = await fetch(`${fake.url}${CM_PATH}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${fake.token}` },
+      });
       expect(response.status).toBe(200);
       const events = await next(2);
-      expect(events.map((event) => `${event.type} ${event.object.metadata.name}`)).toEqual([`MODIFIED ${CM_NAME}`, `DELETED ${CM_NAME}`]);
+      expect(events.map((event) => `${event.type} ${event.object.metadata.name}`)).toEqual([
+        `MODIFIED ${CM_NAME}`,
+        `DELETED ${CM_NAME}`,
+      ]);
       const modified = events[0]?.object.data?.[CONFIGMAP_DATA_KEY] ?? '';
       expect(parseEvaluationJson(modified, 'watch event').evaluatedAt).toBe(makeEvaluationAt(2).evaluatedAt);
     } finally {
@@ -382,7 +429,9 @@ describe('fake kube-apiserver: list and watch of ConfigMaps (used by cache watch
       const events = await next(2);
       expect(events.map((event) => event.type)).toEqual(['MODIFIED', 'MODIFIED']);
       expect(events.map((event) => Number(event.object.metadata.resourceVersion) > Number(from))).toEqual([true, true]);
-      expect(parseEvaluationJson(events[1]?.object.data?.[CONFIGMAP_DATA_KEY] ?? '', 'watch').evaluatedAt).toBe(makeEvaluationAt(3).evaluatedAt);
+      expect(parseEvaluationJson(events[1]?.object.data?.[CONFIGMAP_DATA_KEY] ?? '', 'watch').evaluatedAt).toBe(
+        makeEvaluationAt(3).evaluatedAt,
+      );
     } finally {
       controller.abort();
     }

@@ -23,7 +23,12 @@ const runs: DemoRun[] = [];
 
 function startDemo(command: string, args: string[], stdin: 'ignore' | 'pipe' = 'ignore'): DemoRun {
   // Its own process group, so a test that fails half-way can still SIGKILL the demo and its etcd.
-  const child = spawn(command, args, { cwd: REPO, detached: true, stdio: [stdin, 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'warn' } });
+  const child = spawn(command, args, {
+    cwd: REPO,
+    detached: true,
+    stdio: [stdin, 'pipe', 'pipe'],
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+  });
   let text = '';
   child.stdout?.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
   child.stderr?.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
@@ -116,7 +121,9 @@ function portRefused(port: number): Promise<boolean> {
 async function expectNoEtcdLeft(members: PrintedMember[]): Promise<void> {
   for (const member of members) {
     await waitUntil(`etcd ${member.name} (pid ${member.pid}) to be gone`, GONE_DEADLINE_MS, () => etcdProcessGone(member.pid));
-    await waitUntil(`port ${member.port} of ${member.name} to refuse connections`, GONE_DEADLINE_MS, () => portRefused(member.port));
+    await waitUntil(`port ${member.port} of ${member.name} to refuse connections`, GONE_DEADLINE_MS, () =>
+      portRefused(member.port),
+    );
   }
 }
 
@@ -131,67 +138,77 @@ function stepOutput(output: string, number: number): string {
 const DENIAL = 'Error from server (Forbidden): admission webhook "etcd-guard.etcd-guard.io" denied the request: ';
 
 describe('npm run demo', () => {
-  it('exits 0 after allowed → denied naming the killed member → allowed, and leaves no etcd running', async () => {
-    const demo = startDemo('npx', ['tsx', 'scripts/demo.ts']);
-    const { code } = await within(demo.exited, DEMO_DEADLINE_MS, 'the demo', demo.output);
-    const output = demo.output();
-    expect(code, output).toBe(0);
+  it(
+    'exits 0 after allowed → denied naming the killed member → allowed, and leaves no etcd running',
+    async () => {
+      const demo = startDemo('npx', ['tsx', 'scripts/demo.ts']);
+      const { code } = await within(demo.exited, DEMO_DEADLINE_MS, 'the demo', demo.output);
+      const output = demo.output();
+      expect(code, output).toBe(0);
 
-    const healthy = stepOutput(output, 5);
-    expect(healthy, output).toMatch(/\n\s+ALLOWED \(answered in \d+ ms\)/);
+      const healthy = stepOutput(output, 5);
+      expect(healthy, output).toMatch(/\n\s+ALLOWED \(answered in \d+ ms\)/);
 
-    const sick = stepOutput(output, 6);
-    const killed = /SIGKILL etcd member (\S+) \(pid (\d+)\)/.exec(sick);
-    expect(killed, output).not.toBeNull();
-    const killedName = killed?.[1] ?? '';
-    expect(sick).toMatch(/\n\s+DENIED \(answered in \d+ ms, HTTP status code 403\)/);
-    const denialLine = sick.split('\n').find((line) => line.includes(DENIAL));
-    expect(denialLine, sick).toBeDefined();
-    expect(denialLine).toContain(killedName);
-    expect(denialLine).toMatch(/target local verdict Unhealthy/);
-    expect(sick).not.toMatch(/ALLOWED/);
+      const sick = stepOutput(output, 6);
+      const killed = /SIGKILL etcd member (\S+) \(pid (\d+)\)/.exec(sick);
+      expect(killed, output).not.toBeNull();
+      const killedName = killed?.[1] ?? '';
+      expect(sick).toMatch(/\n\s+DENIED \(answered in \d+ ms, HTTP status code 403\)/);
+      const denialLine = sick.split('\n').find((line) => line.includes(DENIAL));
+      expect(denialLine, sick).toBeDefined();
+      expect(denialLine).toContain(killedName);
+      expect(denialLine).toMatch(/target local verdict Unhealthy/);
+      expect(sick).not.toMatch(/ALLOWED/);
 
-    const recovered = stepOutput(output, 7);
-    expect(recovered, output).toMatch(/\n\s+ALLOWED \(answered in \d+ ms\)/);
-    expect(recovered).not.toMatch(/DENIED/);
-    expect(output).toMatch(/demo PASSED/);
+      const recovered = stepOutput(output, 7);
+      expect(recovered, output).toMatch(/\n\s+ALLOWED \(answered in \d+ ms\)/);
+      expect(recovered).not.toMatch(/DENIED/);
+      expect(output).toMatch(/demo PASSED/);
 
-    // Three members at start, and the restarted one under a new pid.
-    const members = printedMembers(output);
-    expect(new Set(members.map((member) => member.name)).size).toBe(3);
-    const pids = new Set(members.map((member) => member.pid));
-    expect(pids.size, output).toBe(4);
-    expect(pids.has(Number(killed?.[2]))).toBe(true);
-    await expectNoEtcdLeft(members);
-  }, DEMO_DEADLINE_MS + 30_000);
+      // Three members at start, and the restarted one under a new pid.
+      const members = printedMembers(output);
+      expect(new Set(members.map((member) => member.name)).size).toBe(3);
+      const pids = new Set(members.map((member) => member.pid));
+      expect(pids.size, output).toBe(4);
+      expect(pids.has(Number(killed?.[2]))).toBe(true);
+      await expectNoEtcdLeft(members);
+    },
+    DEMO_DEADLINE_MS + 30_000,
+  );
 
-  it('on SIGTERM half-way stops, kills its etcd members and the webhook, and exits non-zero', async () => {
-    // --pause holds the demo before its first AdmissionReview (stdin stays open and silent), so the
-    // signal lands while etcd and the webhook run. tsx itself (not npx) relays it, as from a terminal.
-    const demo = startDemo(path.join(REPO, 'node_modules', '.bin', 'tsx'), ['scripts/demo.ts', '--pause'], 'pipe');
-    await within(
-      waitUntil('the demo to pause before its first AdmissionReview', DEMO_DEADLINE_MS, () => demo.output().includes('press Enter')),
-      DEMO_DEADLINE_MS,
-      'reaching the pause',
-      demo.output,
-    );
-    const webhookUrl = /webhook listening at https:\/\/127\.0\.0\.1:(\d+)/.exec(demo.output());
-    expect(webhookUrl, demo.output()).not.toBeNull();
-    const members = printedMembers(demo.output());
-    expect(members.length, demo.output()).toBe(3);
-    demo.child.kill('SIGTERM');
-    const { code, signal } = await within(demo.exited, 30_000, 'the demo to stop after SIGTERM', demo.output);
-    const output = demo.output();
-    expect(code === 0, output).toBe(false);
-    expect(code !== null || signal !== null).toBe(true);
-    expect(output).toMatch(/demo interrupted by SIGTERM: cleaning up/);
-    expect(output).toMatch(/etcd members killed \(SIGKILL\) and exited/);
-    expect(output).toMatch(/webhook stopped/);
-    expect(output).not.toMatch(/demo PASSED/);
-    expect(output).not.toMatch(/\[5\//);
-    await expectNoEtcdLeft(members);
-    expect(await portRefused(Number(webhookUrl?.[1]))).toBe(true);
-  }, DEMO_DEADLINE_MS + 30_000);
+  it(
+    'on SIGTERM half-way stops, kills its etcd members and the webhook, and exits non-zero',
+    async () => {
+      // --pause holds the demo before its first AdmissionReview (stdin stays open and silent), so the
+      // signal lands while etcd and the webhook run. tsx itself (not npx) relays it, as from a terminal.
+      const demo = startDemo(path.join(REPO, 'node_modules', '.bin', 'tsx'), ['scripts/demo.ts', '--pause'], 'pipe');
+      await within(
+        waitUntil('the demo to pause before its first AdmissionReview', DEMO_DEADLINE_MS, () =>
+          demo.output().includes('press Enter'),
+        ),
+        DEMO_DEADLINE_MS,
+        'reaching the pause',
+        demo.output,
+      );
+      const webhookUrl = /webhook listening at https:\/\/127\.0\.0\.1:(\d+)/.exec(demo.output());
+      expect(webhookUrl, demo.output()).not.toBeNull();
+      const members = printedMembers(demo.output());
+      expect(members.length, demo.output()).toBe(3);
+      demo.child.kill('SIGTERM');
+      const { code, signal } = await within(demo.exited, 30_000, 'the demo to stop after SIGTERM', demo.output);
+      const output = demo.output();
+      expect(code === 0, output).toBe(false);
+      expect(code !== null || signal !== null).toBe(true);
+      expect(output).toMatch(/demo interrupted by SIGTERM: cleaning up/);
+      expect(output).toMatch(/etcd members killed \(SIGKILL\) and exited/);
+      expect(output).toMatch(/webhook stopped/);
+      expect(output).not.toMatch(/demo PASSED/);
+      expect(output).not.toMatch(/\[5\//);
+      await expectNoEtcdLeft(members);
+      expect(await portRefused(Number(webhookUrl?.[1]))).toBe(true);
+    },
+    DEMO_DEADLINE_MS + 30_000,
+  );
 
   it('refuses an unknown argument with exit 2 naming it, before starting anything', async () => {
     const demo = startDemo(path.join(REPO, 'node_modules', '.bin', 'tsx'), ['scripts/demo.ts', '--bogus']);

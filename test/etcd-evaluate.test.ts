@@ -29,7 +29,11 @@ async function timedEvaluation(target: TargetConfig): Promise<{ evaluation: Eval
 }
 
 /** Re-evaluates until `accept` holds (etcd needs a moment after membership changes), or fails. */
-async function evaluateUntil(target: TargetConfig, accept: (evaluation: Evaluation) => boolean, timeoutMs = 20_000): Promise<Evaluation> {
+async function evaluateUntil(
+  target: TargetConfig,
+  accept: (evaluation: Evaluation) => boolean,
+  timeoutMs = 20_000,
+): Promise<Evaluation> {
   const deadline = Date.now() + timeoutMs;
   let last: Evaluation | undefined;
   while (Date.now() < deadline) {
@@ -69,7 +73,9 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     expect(evaluation.reasons).toEqual([]);
     expect(evaluation.cluster).toMatchObject({ votingMembers: 3, learners: 0, healthyVoting: 3, quorum: 2, faultTolerance: 1 });
     expect(evaluation.cluster.leaderId).not.toBeNull();
-    expect(evaluation.members.filter((member) => member.leader).map((member) => member.id)).toEqual([evaluation.cluster.leaderId]);
+    expect(evaluation.members.filter((member) => member.leader).map((member) => member.id)).toEqual([
+      evaluation.cluster.leaderId,
+    ]);
     expect(evaluation.members.map((member) => member.name).sort()).toEqual(cluster.members.map((member) => member.name).sort());
     for (const member of evaluation.members) {
       expect(member).toMatchObject({ healthy: true, learner: false, alarms: [] });
@@ -97,9 +103,21 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
   });
 
   it.each([
-    { case: 'a CA that did not sign the server cert', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }), cause: /server certificate not trusted/ },
-    { case: 'no client certificate', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }), cause: /client certificate missing or not accepted/ },
-    { case: 'a client certificate from another CA', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile, certFile: c.tls.wrongCertFile, keyFile: c.tls.wrongKeyFile }), cause: /client certificate missing or not accepted/ },
+    {
+      case: 'a CA that did not sign the server cert',
+      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }),
+      cause: /server certificate not trusted/,
+    },
+    {
+      case: 'no client certificate',
+      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }),
+      cause: /client certificate missing or not accepted/,
+    },
+    {
+      case: 'a client certificate from another CA',
+      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile, certFile: c.tls.wrongCertFile, keyFile: c.tls.wrongKeyFile }),
+      cause: /client certificate missing or not accepted/,
+    },
   ])('reports Unhealthy with a TLS error naming the endpoint for $case', async ({ tls, cause }) => {
     const endpoint = cluster.endpoints[0] ?? '';
     const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [endpoint], tls: tls(cluster) }));
@@ -115,8 +133,16 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
   // A session builds TLS credentials once and its other members' clients reuse them: each of those
   // connections must still verify the server and present the client certificate.
   it.each([
-    { case: 'a CA that did not sign the server cert', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }), cause: /server certificate not trusted/ },
-    { case: 'no client certificate', tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }), cause: /client certificate missing or not accepted/ },
+    {
+      case: 'a CA that did not sign the server cert',
+      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }),
+      cause: /server certificate not trusted/,
+    },
+    {
+      case: 'no client certificate',
+      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }),
+      cause: /client certificate missing or not accepted/,
+    },
   ])('rejects every one of three given members over TLS for $case', async ({ tls, cause }) => {
     const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: cluster.endpoints, tls: tls(cluster) }));
     expect(evaluation.verdict).toBe('Unhealthy');
@@ -140,13 +166,21 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     expect(evaluation.members[0]?.error).toMatch(cause);
   });
 
-  it.each(['caFile', 'certFile', 'keyFile'] as const)('throws a ConfigError naming tls.%s when that file is missing', async (field) => {
-    const tls = { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile, [field]: '/nonexistent/etcd-guard.pem' };
-    const error = await evaluateTarget(targetFor(cluster, { tls })).catch((caught: unknown) => caught);
-    expect(error).toBeInstanceOf(ConfigError);
-    expect((error as Error).message).toContain(`tls.${field}`);
-    expect((error as Error).message).toContain('/nonexistent/etcd-guard.pem');
-  });
+  it.each(['caFile', 'certFile', 'keyFile'] as const)(
+    'throws a ConfigError naming tls.%s when that file is missing',
+    async (field) => {
+      const tls = {
+        caFile: cluster.tls.caFile,
+        certFile: cluster.tls.certFile,
+        keyFile: cluster.tls.keyFile,
+        [field]: '/nonexistent/etcd-guard.pem',
+      };
+      const error = await evaluateTarget(targetFor(cluster, { tls })).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toContain(`tls.${field}`);
+      expect((error as Error).message).toContain('/nonexistent/etcd-guard.pem');
+    },
+  );
 
   it('fails a member that matches no control-plane node and stamps the injected clock', async () => {
     const [first, second, third] = cluster.members;
@@ -167,10 +201,15 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
       message: 'control-plane node cp-by-address runs no etcd member',
     });
     const strict = await evaluateTarget(target, {
-      listControlPlaneNodes: async () => [{ name: first?.name ?? '?', addresses: [] }, { name: second?.name ?? '?', addresses: [] }],
+      listControlPlaneNodes: async () => [
+        { name: first?.name ?? '?', addresses: [] },
+        { name: second?.name ?? '?', addresses: [] },
+      ],
     });
     expect(strict.verdict).toBe('Unhealthy');
-    expect(strict.reasons).toEqual([expect.stringContaining(`member ${third?.name} (${third?.clientUrl}) matches no control-plane node`)]);
+    expect(strict.reasons).toEqual([
+      expect.stringContaining(`member ${third?.name} (${third?.clientUrl}) matches no control-plane node`),
+    ]);
   });
 
   it('bounds a hanging node inventory by the same deadline and reports it', async () => {
@@ -181,7 +220,10 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
       return { evaluation: result, wallMs: performance.now() - started };
     })();
     expect(wallMs).toBeLessThan(500 + BOUND_SLACK_MS);
-    expect(evaluation.checks.find((entry) => entry.name === 'inventory')).toMatchObject({ status: 'fail', message: expect.stringMatching(/timed out/) });
+    expect(evaluation.checks.find((entry) => entry.name === 'inventory')).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(/timed out/),
+    });
   });
 
   it('measures the p50 of 50 healthy in-process evaluations', async () => {
@@ -220,7 +262,10 @@ describe('evaluateTarget when members fail', () => {
     expect(check(evaluation, 'quorum').status).toBe('pass');
     expect(check(evaluation, 'leader').status).toBe('pass');
     expect(evaluation.cluster).toMatchObject({ votingMembers: 3, healthyVoting: 2, quorum: 2, faultTolerance: 0 });
-    expect(evaluation.members.find((entry) => entry.name === member?.name)).toMatchObject({ healthy: false, error: expect.stringMatching(/connection refused/) });
+    expect(evaluation.members.find((entry) => entry.name === member?.name)).toMatchObject({
+      healthy: false,
+      error: expect.stringMatching(/connection refused/),
+    });
     expect(evaluation.reasons).toEqual([expect.stringContaining(member?.name ?? '?')]);
   });
 
@@ -259,7 +304,10 @@ describe('evaluateTarget when members fail', () => {
     expect(evaluation.cluster.leaderId).toBeNull();
     expect(evaluation.members.some((entry) => entry.leader)).toBe(false);
     expect(check(evaluation, 'quorum')).toMatchObject({ status: 'fail', message: expect.stringMatching(/quorum lost: 0 of 3/) });
-    expect(check(evaluation, 'leader')).toMatchObject({ status: 'fail', message: expect.stringMatching(/no leader: quorum lost/) });
+    expect(check(evaluation, 'leader')).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(/no leader: quorum lost/),
+    });
     for (const index of [first, second]) expect(check(evaluation, 'reachable').message).toContain(cluster.members[index]?.name);
   });
 
@@ -279,7 +327,10 @@ describe('evaluateTarget when members fail', () => {
 
     const { evaluation } = await timedEvaluation(target);
     expect(evaluation.verdict).toBe('Unhealthy');
-    expect(check(evaluation, 'alarms')).toMatchObject({ status: 'fail', message: expect.stringMatching(/alarm NOSPACE raised on member nospace-\d/) });
+    expect(check(evaluation, 'alarms')).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(/alarm NOSPACE raised on member nospace-\d/),
+    });
     expect(evaluation.reasons.some((reason) => /alarm NOSPACE raised on member nospace-\d/.test(reason))).toBe(true);
     expect(evaluation.members.some((member) => member.alarms.includes('NOSPACE'))).toBe(true);
     expect(check(evaluation, 'db-size').status).not.toBe('pass');
@@ -287,7 +338,11 @@ describe('evaluateTarget when members fail', () => {
     const deleted = await running.etcdctl(['del', '--prefix', 'fill/', '-w', 'json']);
     expect(deleted.code).toBe(0);
     const revision = (JSON.parse(deleted.stdout) as { header: { revision: number } }).header.revision;
-    for (const args of [['compact', String(revision), '--physical'], ['defrag', '--command-timeout=20s'], ['alarm', 'disarm']]) {
+    for (const args of [
+      ['compact', String(revision), '--physical'],
+      ['defrag', '--command-timeout=20s'],
+      ['alarm', 'disarm'],
+    ]) {
       const result = await running.etcdctl(args);
       expect(result.code, `etcdctl ${args.join(' ')}: ${result.stderr}`).toBe(0);
     }
@@ -308,7 +363,10 @@ describe('evaluateTarget when members fail', () => {
     );
     expect(withLearner.verdict).toBe('Unhealthy');
     expect(withLearner.cluster).toMatchObject({ votingMembers: 3, learners: 1, healthyVoting: 3, quorum: 2 });
-    expect(check(withLearner, 'learners')).toMatchObject({ status: 'fail', message: expect.stringContaining(`learner ${learner.name}`) });
+    expect(check(withLearner, 'learners')).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining(`learner ${learner.name}`),
+    });
     expect(withLearner.reasons).toContainEqual(expect.stringMatching(new RegExp(`learner ${learner.name} .*not yet promoted`)));
     expect(withLearner.members.find((member) => member.name === learner.name)?.id).toBe(learner.memberIdDecimal);
 
@@ -324,7 +382,10 @@ describe('evaluateTarget when members fail', () => {
     const afterPromotion = await evaluateUntil(target, (candidate) => candidate.cluster.healthyVoting === 4);
     expect(afterPromotion.cluster).toMatchObject({ votingMembers: 4, learners: 0, quorum: 3, faultTolerance: 1 });
     expect(check(afterPromotion, 'learners').status).toBe('pass');
-    expect(check(afterPromotion, 'member-count')).toMatchObject({ status: 'warn', message: expect.stringContaining('even number of voting members (4)') });
+    expect(check(afterPromotion, 'member-count')).toMatchObject({
+      status: 'warn',
+      message: expect.stringContaining('even number of voting members (4)'),
+    });
     expect(afterPromotion.verdict).toBe('Degraded');
     expect(afterPromotion.passed).toBe(true);
   });

@@ -69,7 +69,11 @@ function build(specs: MemberSpec[], extra: Partial<EvaluationInput> = {}): Evalu
         endpoint,
         status,
         alarms: spec.alarms ?? { ok: true, value: [] },
-        linearizableRead: spec.read ?? (spec.learner ? { ok: false, error: `${endpoint}: etcdserver: rpc not supported for learner` } : { ok: true, value: null }),
+        linearizableRead:
+          spec.read ??
+          (spec.learner
+            ? { ok: false, error: `${endpoint}: etcdserver: rpc not supported for learner` }
+            : { ok: true, value: null }),
         latencyMs: status.ok ? (spec.latencyMs ?? 3) : null,
       };
     });
@@ -149,11 +153,15 @@ const rows: Row[] = [
   },
   {
     behaviour: 'Status still naming a leader after quorum loss does not count as a leader',
-    input: build([
-      three[0] as MemberSpec,
-      { ...(three[1] as MemberSpec), read: timedOut('https://10.0.0.2:2379'), alarms: timedOut('https://10.0.0.2:2379') },
-      { ...(three[2] as MemberSpec), status: { error: 'https://10.0.0.3:2379: connection refused' } },
-    ].map((spec, index) => (index === 0 ? { ...spec, read: timedOut('https://10.0.0.1:2379'), alarms: timedOut('https://10.0.0.1:2379') } : spec))),
+    input: build(
+      [
+        three[0] as MemberSpec,
+        { ...(three[1] as MemberSpec), read: timedOut('https://10.0.0.2:2379'), alarms: timedOut('https://10.0.0.2:2379') },
+        { ...(three[2] as MemberSpec), status: { error: 'https://10.0.0.3:2379: connection refused' } },
+      ].map((spec, index) =>
+        index === 0 ? { ...spec, read: timedOut('https://10.0.0.1:2379'), alarms: timedOut('https://10.0.0.1:2379') } : spec,
+      ),
+    ),
     verdict: 'Unhealthy',
     check: 'leader',
     status: 'fail',
@@ -313,7 +321,14 @@ describe('evaluateCluster', () => {
 
   it('summarises a healthy cluster: leader, quorum 2, fault tolerance 1, member rows', () => {
     const evaluation = judged(build(three));
-    expect(evaluation.cluster).toEqual({ leaderId: '1', votingMembers: 3, learners: 0, healthyVoting: 3, quorum: 2, faultTolerance: 1 });
+    expect(evaluation.cluster).toEqual({
+      leaderId: '1',
+      votingMembers: 3,
+      learners: 0,
+      healthyVoting: 3,
+      quorum: 2,
+      faultTolerance: 1,
+    });
     expect(evaluation.members.map((member) => [member.name, member.leader, member.healthy])).toEqual([
       ['etcd-a', true, true],
       ['etcd-b', false, true],
@@ -326,7 +341,11 @@ describe('evaluateCluster', () => {
     const evaluation = judged(build(withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } })));
     expect(evaluation.cluster).toMatchObject({ leaderId: '1', healthyVoting: 2, quorum: 2, faultTolerance: 0 });
     expect(evaluation.checks.find((entry) => entry.name === 'quorum')?.status).toBe('pass');
-    expect(evaluation.members[2]).toMatchObject({ healthy: false, error: 'https://10.0.0.3:2379: connection refused', raftIndex: null });
+    expect(evaluation.members[2]).toMatchObject({
+      healthy: false,
+      error: 'https://10.0.0.3:2379: connection refused',
+      raftIndex: null,
+    });
   });
 
   it('does not count a learner as voting nor fail it for refusing linearizable reads', () => {
@@ -337,7 +356,9 @@ describe('evaluateCluster', () => {
   });
 
   it('lists fails before warns in reasons, one line per finding', () => {
-    const evaluation = judged(build(withMember(0, { latencyMs: 900 }, withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } }))));
+    const evaluation = judged(
+      build(withMember(0, { latencyMs: 900 }, withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } }))),
+    );
     expect(evaluation.reasons).toEqual([
       'member etcd-c unreachable: https://10.0.0.3:2379: connection refused',
       'member etcd-a (https://10.0.0.1:2379) slow: status took 900 ms (limit 500 ms)',
@@ -372,7 +393,13 @@ describe('evaluateCluster', () => {
     if (!advertised || !advertised.status.ok) throw new Error('fixture: third probe missing');
     input.probes = [
       ...input.probes.slice(0, 2),
-      { ...advertised, status: timedOut(advertised.endpoint), alarms: timedOut(advertised.endpoint), linearizableRead: timedOut(advertised.endpoint), latencyMs: null },
+      {
+        ...advertised,
+        status: timedOut(advertised.endpoint),
+        alarms: timedOut(advertised.endpoint),
+        linearizableRead: timedOut(advertised.endpoint),
+        latencyMs: null,
+      },
       { ...advertised, endpoint: 'https://etcd-c.example:2379' },
     ];
     const evaluation = judged(input);

@@ -49,8 +49,20 @@ describe('FileStore', () => {
   });
 
   it.each([
-    { name: 'older', first: 20, second: 10, expected: { written: false, keptEvaluatedAt: makeEvaluationAt(20).evaluatedAt }, winner: 20 },
-    { name: 'equally old', first: 20, second: 20, expected: { written: false, keptEvaluatedAt: makeEvaluationAt(20).evaluatedAt }, winner: 20 },
+    {
+      name: 'older',
+      first: 20,
+      second: 10,
+      expected: { written: false, keptEvaluatedAt: makeEvaluationAt(20).evaluatedAt },
+      winner: 20,
+    },
+    {
+      name: 'equally old',
+      first: 20,
+      second: 20,
+      expected: { written: false, keptEvaluatedAt: makeEvaluationAt(20).evaluatedAt },
+      winner: 20,
+    },
     { name: 'newer', first: 20, second: 30, expected: { written: true }, winner: 30 },
   ])('a second write that is $name gives $expected.written', async ({ first, second, expected, winner }) => {
     const store = new FileStore(dir);
@@ -98,7 +110,11 @@ describe('FileStore', () => {
 
   it.each([
     { name: 'non-JSON', content: '{"schemaVersion": "etcd-guard.io/v1", "targ', expectInMessage: 'not JSON' },
-    { name: 'JSON failing the schema', content: JSON.stringify({ ...makeEvaluation(), verdict: 'Fine', cluster: 3 }), expectInMessage: 'verdict' },
+    {
+      name: 'JSON failing the schema',
+      content: JSON.stringify({ ...makeEvaluation(), verdict: 'Fine', cluster: 3 }),
+      expectInMessage: 'verdict',
+    },
     { name: 'another target', content: JSON.stringify(makeEvaluation({ target: 'staging' })), expectInMessage: '"staging"' },
   ])('a $name file is reported as corrupt, naming the path', async ({ content, expectInMessage }) => {
     const store = new FileStore(dir);

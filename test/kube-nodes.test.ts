@@ -27,8 +27,16 @@ const NODES: FakeNodeSpec[] = [
     ],
   },
   { name: 'cp-c-no-addresses', labels: { [CONTROL_PLANE]: '', zone: 'c' } },
-  { name: 'worker-1', labels: { 'node-role.kubernetes.io/worker': '', zone: 'a' }, addresses: [{ type: 'InternalIP', address: '10.0.1.1' }] },
-  { name: 'legacy-master', labels: { 'node-role.kubernetes.io/master': 'true' }, addresses: [{ type: 'InternalIP', address: '10.0.2.1' }] },
+  {
+    name: 'worker-1',
+    labels: { 'node-role.kubernetes.io/worker': '', zone: 'a' },
+    addresses: [{ type: 'InternalIP', address: '10.0.1.1' }],
+  },
+  {
+    name: 'legacy-master',
+    labels: { 'node-role.kubernetes.io/master': 'true' },
+    addresses: [{ type: 'InternalIP', address: '10.0.2.1' }],
+  },
 ];
 
 let fake: FakeKubeApiServer;
@@ -80,18 +88,23 @@ describe('listControlPlaneNodes against a fake kube-apiserver', () => {
     expect(nodes.map((node) => node.name)).toEqual(expected);
   });
 
-  it.each(['a=b=c', 'has space', '=value', 'key=bad value', 'key!=x'])('refuses the malformed nodeLabel %j before calling the apiserver', async (nodeLabel) => {
-    const error = await captureStoreError(listControlPlaneNodes(inventory(nodeLabel), 2000));
-    expect(error.kind).toBe('invalid');
-    expect(error.message).toContain(JSON.stringify(nodeLabel));
-    expect(fake.requests).toEqual([]);
-  });
+  it.each(['a=b=c', 'has space', '=value', 'key=bad value', 'key!=x'])(
+    'refuses the malformed nodeLabel %j before calling the apiserver',
+    async (nodeLabel) => {
+      const error = await captureStoreError(listControlPlaneNodes(inventory(nodeLabel), 2000));
+      expect(error.kind).toBe('invalid');
+      expect(error.message).toContain(JSON.stringify(nodeLabel));
+      expect(fake.requests).toEqual([]);
+    },
+  );
 
   it('a 403 names the verb and resource and keeps the apiserver message', async () => {
     fake.forbid('list', 'nodes');
     const error = await captureStoreError(listControlPlaneNodes(inventory(), 2000));
     expect(error.kind).toBe('forbidden');
-    expect(error.message).toMatch(/^forbidden: cannot list nodes: nodes is forbidden: User ".*" cannot list resource "nodes" in API group "" at the cluster scope$/);
+    expect(error.message).toMatch(
+      /^forbidden: cannot list nodes: nodes is forbidden: User ".*" cannot list resource "nodes" in API group "" at the cluster scope$/,
+    );
   });
 
   it('a hung apiserver fails within the deadline with a timeout error', async () => {

@@ -13,11 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { parseGuardConfigText, type GuardConfig } from '../functions/config.js';
 import { GUARD_RULES } from '../webhook/core/rules.js';
-import {
-  GENERIC_DESCRIPTION,
-  configReferenceRows,
-  renderConfigReference,
-} from '../scripts/config-reference.js';
+import { GENERIC_DESCRIPTION, configReferenceRows, renderConfigReference } from '../scripts/config-reference.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const BASE_DIR = path.join(ROOT, 'manifests/base');
@@ -133,8 +129,16 @@ const webhookConfiguration = only('ValidatingWebhookConfiguration');
 const configMap = ofKind('ConfigMap').find((doc) => name(doc) === 'etcd-guard-config') ?? {};
 
 const workloads: Array<{ what: string; podSpec: Obj; podLabels: Obj }> = [
-  { what: 'webhook Deployment', podSpec: (at(deployment, 'spec', 'template', 'spec') ?? {}) as Obj, podLabels: (at(deployment, 'spec', 'template', 'metadata', 'labels') ?? {}) as Obj },
-  { what: 'evaluate CronJob', podSpec: (at(cronJob, 'spec', 'jobTemplate', 'spec', 'template', 'spec') ?? {}) as Obj, podLabels: (at(cronJob, 'spec', 'jobTemplate', 'spec', 'template', 'metadata', 'labels') ?? {}) as Obj },
+  {
+    what: 'webhook Deployment',
+    podSpec: (at(deployment, 'spec', 'template', 'spec') ?? {}) as Obj,
+    podLabels: (at(deployment, 'spec', 'template', 'metadata', 'labels') ?? {}) as Obj,
+  },
+  {
+    what: 'evaluate CronJob',
+    podSpec: (at(cronJob, 'spec', 'jobTemplate', 'spec', 'template', 'spec') ?? {}) as Obj,
+    podLabels: (at(cronJob, 'spec', 'jobTemplate', 'spec', 'template', 'metadata', 'labels') ?? {}) as Obj,
+  },
 ];
 
 function labelsMatch(selector: unknown, labels: Obj): boolean {
@@ -197,7 +201,10 @@ describe('kustomizations', () => {
   ])('%s lists every file in its directory, and every listed file exists', (_label, kustomization) => {
     const listed = new Set([...kustomization.resources, ...kustomization.patches].filter((entry) => !entry.startsWith('..')));
     const present = readdirSync(kustomization.dir).filter((file) => file !== 'kustomization.yaml');
-    expect(present.filter((file) => !listed.has(file)), 'files not listed in kustomization.yaml').toEqual([]);
+    expect(
+      present.filter((file) => !listed.has(file)),
+      'files not listed in kustomization.yaml',
+    ).toEqual([]);
     for (const entry of [...kustomization.resources, ...kustomization.patches]) {
       expect(existsSync(path.join(kustomization.dir, entry)), `${entry} exists`).toBe(true);
     }
@@ -237,19 +244,22 @@ describe('kustomizations', () => {
     expect(at(certificate, 'spec', 'issuerRef', 'name')).toBe(name(issuer));
   });
 
-  it.skipIf(!commandExists('kubectl'))('kubectl kustomize builds both, and the built overlay carries the CA injection', async () => {
-    const builtBase = await run('kubectl', ['kustomize', BASE_DIR]);
-    expect(builtBase.stderr).toBe('');
-    expect(builtBase.code).toBe(0);
-    const builtOverlay = await run('kubectl', ['kustomize', OVERLAY_DIR]);
-    expect(builtOverlay.code, builtOverlay.stderr).toBe(0);
-    const docs = parseAllDocuments(builtOverlay.stdout).map((document) => document.toJS() as Obj);
-    expect(docs.length).toBe(baseManifests.length + ownManifests(overlay).length);
-    const built = docs.find((doc) => doc.kind === 'ValidatingWebhookConfiguration');
-    expect(at(built, 'metadata', 'annotations', 'cert-manager.io/inject-ca-from')).toBe('etcd-guard/etcd-guard-webhook');
-    // The patch must add the annotation, not replace the webhooks.
-    expect(objs(at(built, 'webhooks'))).toHaveLength(objs(at(webhookConfiguration, 'webhooks')).length);
-  });
+  it.skipIf(!commandExists('kubectl'))(
+    'kubectl kustomize builds both, and the built overlay carries the CA injection',
+    async () => {
+      const builtBase = await run('kubectl', ['kustomize', BASE_DIR]);
+      expect(builtBase.stderr).toBe('');
+      expect(builtBase.code).toBe(0);
+      const builtOverlay = await run('kubectl', ['kustomize', OVERLAY_DIR]);
+      expect(builtOverlay.code, builtOverlay.stderr).toBe(0);
+      const docs = parseAllDocuments(builtOverlay.stdout).map((document) => document.toJS() as Obj);
+      expect(docs.length).toBe(baseManifests.length + ownManifests(overlay).length);
+      const built = docs.find((doc) => doc.kind === 'ValidatingWebhookConfiguration');
+      expect(at(built, 'metadata', 'annotations', 'cert-manager.io/inject-ca-from')).toBe('etcd-guard/etcd-guard-webhook');
+      // The patch must add the annotation, not replace the webhooks.
+      expect(objs(at(built, 'webhooks'))).toHaveLength(objs(at(webhookConfiguration, 'webhooks')).length);
+    },
+  );
 });
 
 describe('ValidatingWebhookConfiguration', () => {
@@ -282,12 +292,17 @@ describe('ValidatingWebhookConfiguration', () => {
     'guards %s and its /scale subresource on UPDATE in the same webhook, for every version the rule knows',
     (_label, guardRule) => {
       const covering = webhooks.filter((webhook) =>
-        objs(webhook.rules).some((rule) => strings(rule.apiGroups).includes(guardRule.group) && strings(rule.resources).includes(guardRule.resource)),
+        objs(webhook.rules).some(
+          (rule) => strings(rule.apiGroups).includes(guardRule.group) && strings(rule.resources).includes(guardRule.resource),
+        ),
       );
       expect(covering.length, `a webhook rule for ${guardRule.group}/${guardRule.resource}`).toBeGreaterThan(0);
       for (const webhook of covering) {
         for (const resource of [guardRule.resource, `${guardRule.resource}/scale`]) {
-          const rule = objs(webhook.rules).find((candidate) => strings(candidate.apiGroups).includes(guardRule.group) && strings(candidate.resources).includes(resource));
+          const rule = objs(webhook.rules).find(
+            (candidate) =>
+              strings(candidate.apiGroups).includes(guardRule.group) && strings(candidate.resources).includes(resource),
+          );
           expect(rule, `${resource} in webhook ${String(webhook.name)}`).toBeDefined();
           expect(strings(at(rule, 'operations'))).toContain('UPDATE');
           for (const version of guardRule.versions) expect(strings(at(rule, 'apiVersions'))).toContain(version);
@@ -316,7 +331,9 @@ describe('ValidatingWebhookConfiguration', () => {
 
   it('has no objectSelector where /scale requests are matched (a Scale carries no labels)', () => {
     for (const webhook of webhooks) {
-      const matchesScale = objs(webhook.rules).some((rule) => strings(rule.resources).some((resource) => resource.endsWith('/scale')));
+      const matchesScale = objs(webhook.rules).some((rule) =>
+        strings(rule.resources).some((resource) => resource.endsWith('/scale')),
+      );
       if (matchesScale) expect(webhook.objectSelector, String(webhook.name)).toBeUndefined();
     }
   });
@@ -324,7 +341,9 @@ describe('ValidatingWebhookConfiguration', () => {
   it('never guards its own namespace', () => {
     for (const webhook of webhooks) {
       const expressions = objs(at(webhook, 'namespaceSelector', 'matchExpressions'));
-      const exclusion = expressions.find((expression) => expression.key === 'kubernetes.io/metadata.name' && expression.operator === 'NotIn');
+      const exclusion = expressions.find(
+        (expression) => expression.key === 'kubernetes.io/metadata.name' && expression.operator === 'NotIn',
+      );
       expect(strings(at(exclusion, 'values'))).toContain(guardNamespace);
     }
   });
@@ -337,15 +356,20 @@ const allRules = roles.flatMap((role) => objs(role.rules).map((rule) => ({ role:
 
 function rolesBoundTo(serviceAccount: string): Obj[] {
   return ofKind('RoleBinding')
-    .filter((binding) => objs(binding.subjects).some((subject) => subject.kind === 'ServiceAccount' && subject.name === serviceAccount))
-    .map((binding) => ofKind(String(at(binding, 'roleRef', 'kind'))).find((role) => name(role) === at(binding, 'roleRef', 'name')))
+    .filter((binding) =>
+      objs(binding.subjects).some((subject) => subject.kind === 'ServiceAccount' && subject.name === serviceAccount),
+    )
+    .map((binding) =>
+      ofKind(String(at(binding, 'roleRef', 'kind'))).find((role) => name(role) === at(binding, 'roleRef', 'name')),
+    )
     .filter(isObj);
 }
 
 /** The configmap names a Role lets its subject get and update. */
 function readableAndWritableConfigMaps(role: Obj): { get: string[]; update: string[] } {
   const rules = objs(role.rules).filter((rule) => strings(rule.resources).includes('configmaps'));
-  const namesFor = (verb: string) => rules.filter((rule) => strings(rule.verbs).includes(verb)).flatMap((rule) => strings(rule.resourceNames));
+  const namesFor = (verb: string) =>
+    rules.filter((rule) => strings(rule.verbs).includes(verb)).flatMap((rule) => strings(rule.resourceNames));
   return { get: namesFor('get'), update: namesFor('update') };
 }
 
@@ -361,7 +385,10 @@ describe('RBAC', () => {
     expect(allRules.length).toBeGreaterThan(0);
     for (const { role, rule } of allRules) {
       for (const field of ['verbs', 'resources', 'apiGroups', 'resourceNames', 'nonResourceURLs']) {
-        expect(strings(rule[field]).filter((entry) => entry.includes('*')), `${role} ${field}`).toEqual([]);
+        expect(
+          strings(rule[field]).filter((entry) => entry.includes('*')),
+          `${role} ${field}`,
+        ).toEqual([]);
       }
     }
   });
@@ -383,7 +410,10 @@ describe('RBAC', () => {
       for (const rule of objs(role.rules)) {
         expect(strings(rule.apiGroups), name(role)).toEqual(['']);
         expect(strings(rule.resources), name(role)).toEqual(['configmaps']);
-        expect(strings(rule.verbs).filter((verb) => !['get', 'create', 'update', 'patch'].includes(verb)), name(role)).toEqual([]);
+        expect(
+          strings(rule.verbs).filter((verb) => !['get', 'create', 'update', 'patch'].includes(verb)),
+          name(role),
+        ).toEqual([]);
       }
     }
   });
@@ -424,7 +454,9 @@ describe('RBAC', () => {
         expect(get, `get etcd-guard-${target.name}`).toContain(`etcd-guard-${target.name}`);
         expect(update, `update etcd-guard-${target.name}`).toContain(`etcd-guard-${target.name}`);
       }
-      const creates = rolesBoundTo(serviceAccount).some((role) => objs(role.rules).some((rule) => strings(rule.resources).includes('configmaps') && strings(rule.verbs).includes('create')));
+      const creates = rolesBoundTo(serviceAccount).some((role) =>
+        objs(role.rules).some((rule) => strings(rule.resources).includes('configmaps') && strings(rule.verbs).includes('create')),
+      );
       expect(creates, 'create configmaps (first evaluation of a target)').toBe(true);
     },
   );
@@ -488,7 +520,9 @@ function mountedFiles(podSpec: Obj, container: Obj): Map<string, { configMap?: s
     const sources = [
       ...objs(at(volume, 'projected', 'sources')),
       ...(isObj(at(volume, 'configMap')) ? [{ configMap: at(volume, 'configMap') }] : []),
-      ...(isObj(at(volume, 'secret')) ? [{ secret: { ...(at(volume, 'secret') as Obj), name: at(volume, 'secret', 'secretName') } }] : []),
+      ...(isObj(at(volume, 'secret'))
+        ? [{ secret: { ...(at(volume, 'secret') as Obj), name: at(volume, 'secret', 'secretName') } }]
+        : []),
     ];
     for (const source of sources) {
       const kind = isObj(source.configMap) ? 'configMap' : isObj(source.secret) ? 'secret' : undefined;
@@ -496,7 +530,10 @@ function mountedFiles(podSpec: Obj, container: Obj): Map<string, { configMap?: s
       const sourceName = String(at(source, kind, 'name'));
       const items = objs(at(source, kind, 'items'));
       // Without items every key of the object appears under its own name; tls Secrets have these.
-      const entries = items.length > 0 ? items.map((item) => ({ key: String(item.key), path: String(item.path) })) : ['tls.crt', 'tls.key', 'ca.crt'].map((key) => ({ key, path: key }));
+      const entries =
+        items.length > 0
+          ? items.map((item) => ({ key: String(item.key), path: String(item.path) }))
+          : ['tls.crt', 'tls.key', 'ca.crt'].map((key) => ({ key, path: key }));
       for (const entry of entries) files.set(path.posix.join(mountPath, entry.path), { [kind]: sourceName, key: entry.key });
     }
   }
@@ -504,28 +541,32 @@ function mountedFiles(podSpec: Obj, container: Obj): Map<string, { configMap?: s
 }
 
 describe('workloads', () => {
-  it.each(workloads.map((workload) => [workload.what, workload] as const))('%s runs non-root, read-only, without privileges or capabilities', (_label, workload) => {
-    const { podSpec } = workload;
-    expect(at(podSpec, 'securityContext', 'runAsNonRoot')).toBe(true);
-    expect(at(podSpec, 'securityContext', 'runAsUser')).toBe(10001);
-    expect(at(podSpec, 'securityContext', 'seccompProfile', 'type')).toBe('RuntimeDefault');
-    expect(podSpec.hostNetwork ?? false).toBe(false);
-    expect(podSpec.hostPID ?? false).toBe(false);
-    expect(objs(podSpec.volumes).filter((volume) => volume.hostPath !== undefined)).toEqual([]);
-    const container = containerOf(podSpec);
-    expect(at(container, 'securityContext', 'runAsNonRoot')).toBe(true);
-    expect(at(container, 'securityContext', 'runAsUser')).toBe(10001);
-    expect(at(container, 'securityContext', 'readOnlyRootFilesystem')).toBe(true);
-    expect(at(container, 'securityContext', 'allowPrivilegeEscalation')).toBe(false);
-    expect(strings(at(container, 'securityContext', 'capabilities', 'drop'))).toContain('ALL');
-    expect(at(container, 'securityContext', 'capabilities', 'add')).toBeUndefined();
-    expect(at(container, 'securityContext', 'privileged') ?? false).toBe(false);
-    expect(at(container, 'securityContext', 'seccompProfile', 'type')).toBe('RuntimeDefault');
-    for (const kind of ['requests', 'limits']) {
-      for (const resource of ['cpu', 'memory']) expect(at(container, 'resources', kind, resource), `${kind}.${resource}`).toBeDefined();
-    }
-    expect(String(container.image)).toMatch(/^ghcr\.io\/etcd-guard\/etcd-guard:\d+\.\d+\.\d+$/);
-  });
+  it.each(workloads.map((workload) => [workload.what, workload] as const))(
+    '%s runs non-root, read-only, without privileges or capabilities',
+    (_label, workload) => {
+      const { podSpec } = workload;
+      expect(at(podSpec, 'securityContext', 'runAsNonRoot')).toBe(true);
+      expect(at(podSpec, 'securityContext', 'runAsUser')).toBe(10001);
+      expect(at(podSpec, 'securityContext', 'seccompProfile', 'type')).toBe('RuntimeDefault');
+      expect(podSpec.hostNetwork ?? false).toBe(false);
+      expect(podSpec.hostPID ?? false).toBe(false);
+      expect(objs(podSpec.volumes).filter((volume) => volume.hostPath !== undefined)).toEqual([]);
+      const container = containerOf(podSpec);
+      expect(at(container, 'securityContext', 'runAsNonRoot')).toBe(true);
+      expect(at(container, 'securityContext', 'runAsUser')).toBe(10001);
+      expect(at(container, 'securityContext', 'readOnlyRootFilesystem')).toBe(true);
+      expect(at(container, 'securityContext', 'allowPrivilegeEscalation')).toBe(false);
+      expect(strings(at(container, 'securityContext', 'capabilities', 'drop'))).toContain('ALL');
+      expect(at(container, 'securityContext', 'capabilities', 'add')).toBeUndefined();
+      expect(at(container, 'securityContext', 'privileged') ?? false).toBe(false);
+      expect(at(container, 'securityContext', 'seccompProfile', 'type')).toBe('RuntimeDefault');
+      for (const kind of ['requests', 'limits']) {
+        for (const resource of ['cpu', 'memory'])
+          expect(at(container, 'resources', kind, resource), `${kind}.${resource}`).toBeDefined();
+      }
+      expect(String(container.image)).toMatch(/^ghcr\.io\/etcd-guard\/etcd-guard:\d+\.\d+\.\d+$/);
+    },
+  );
 
   it.each(workloads.map((workload) => [workload.what, workload] as const))(
     '%s has a writable /tmp, since tsx compiles into TMPDIR under a read-only root',
@@ -551,7 +592,9 @@ describe('workloads', () => {
       for (const target of guardConfig().targets) {
         for (const file of [target.tls?.caFile, target.tls?.certFile, target.tls?.keyFile]) {
           expect(file, `${target.name} tls file`).toBeDefined();
-          expect(files.get(String(file))?.secret, `${String(file)} comes from the etcd client Secret`).toBe('etcd-guard-etcd-client');
+          expect(files.get(String(file))?.secret, `${String(file)} comes from the etcd client Secret`).toBe(
+            'etcd-guard-etcd-client',
+          );
         }
       }
     },
@@ -572,7 +615,8 @@ describe('workloads', () => {
 
   it('the webhook Deployment probes /healthz and /readyz over HTTPS on the serving port', () => {
     const container = containerOf(workloads[0]?.podSpec ?? {});
-    const resolvePort = (port: unknown) => (typeof port === 'number' ? port : objs(container.ports).find((candidate) => candidate.name === port)?.containerPort);
+    const resolvePort = (port: unknown) =>
+      typeof port === 'number' ? port : objs(container.ports).find((candidate) => candidate.name === port)?.containerPort;
     for (const [probe, probePath] of [
       ['livenessProbe', '/healthz'],
       ['readinessProbe', '/readyz'],
@@ -590,9 +634,13 @@ describe('workloads', () => {
     const antiAffinity = at(deployment, 'spec', 'template', 'spec', 'affinity', 'podAntiAffinity');
     const terms = [
       ...objs(at(antiAffinity, 'requiredDuringSchedulingIgnoredDuringExecution')),
-      ...objs(at(antiAffinity, 'preferredDuringSchedulingIgnoredDuringExecution')).map((term) => (at(term, 'podAffinityTerm') ?? {}) as Obj),
+      ...objs(at(antiAffinity, 'preferredDuringSchedulingIgnoredDuringExecution')).map(
+        (term) => (at(term, 'podAffinityTerm') ?? {}) as Obj,
+      ),
     ];
-    expect(terms.some((term) => term.topologyKey === 'kubernetes.io/hostname' && labelsMatch(term.labelSelector, podLabels))).toBe(true);
+    expect(
+      terms.some((term) => term.topologyKey === 'kubernetes.io/hostname' && labelsMatch(term.labelSelector, podLabels)),
+    ).toBe(true);
     const budget = only('PodDisruptionBudget');
     expect(at(budget, 'spec', 'minAvailable')).toBe(1);
     expect(labelsMatch(at(budget, 'spec', 'selector'), podLabels)).toBe(true);
@@ -603,7 +651,8 @@ describe('workloads', () => {
     const [port] = objs(at(service, 'spec', 'ports'));
     expect(at(port, 'port')).toBe(443);
     const target = at(port, 'targetPort');
-    const resolved = typeof target === 'number' ? target : objs(container.ports).find((candidate) => candidate.name === target)?.containerPort;
+    const resolved =
+      typeof target === 'number' ? target : objs(container.ports).find((candidate) => candidate.name === target)?.containerPort;
     expect(resolved).toBe(8443);
     const selector = at(service, 'spec', 'selector');
     expect(labelsMatch({ matchLabels: selector }, workloads[0]?.podLabels ?? {})).toBe(true);
@@ -738,14 +787,29 @@ fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify(record) + '\\n');
     const result = await run('bash', [CERT_SCRIPT], { env: { ...process.env, KUBECTL: fakeKubectl } });
     expect(result.code, result.stderr).toBe(0);
     expect(`${result.stdout}${result.stderr}`).not.toMatch(/PRIVATE KEY/);
-    const calls = readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { args: string[]; stdin?: string; cert?: string });
+    const calls = readFileSync(log, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { args: string[]; stdin?: string; cert?: string });
     expect(calls.map((call) => call.args[0])).toEqual(['create', 'apply', 'get', 'patch']);
     const [create, apply, , patch] = calls;
-    expect(create?.args.slice(0, 6)).toEqual(['create', 'secret', 'tls', 'etcd-guard-webhook-tls', '--namespace', guardNamespace]);
+    expect(create?.args.slice(0, 6)).toEqual([
+      'create',
+      'secret',
+      'tls',
+      'etcd-guard-webhook-tls',
+      '--namespace',
+      guardNamespace,
+    ]);
     expect(create?.args).toEqual(expect.arrayContaining(['--dry-run=client', '-o', 'yaml']));
     expect(apply?.args).toEqual(['apply', '-f', '-']);
     expect(apply?.stdin).toMatch(/kind: Secret/);
-    expect(patch?.args.slice(0, 4)).toEqual(['patch', 'validatingwebhookconfiguration', name(webhookConfiguration), '--type=json']);
+    expect(patch?.args.slice(0, 4)).toEqual([
+      'patch',
+      'validatingwebhookconfiguration',
+      name(webhookConfiguration),
+      '--type=json',
+    ]);
     const operations = JSON.parse(patch?.args[5] ?? '[]') as Array<{ op: string; path: string; value: string }>;
     expect(operations.map((operation) => [operation.op, operation.path])).toEqual([
       ['add', '/webhooks/0/clientConfig/caBundle'],
@@ -788,14 +852,19 @@ describe('Dockerfile', () => {
     expect(finalStage.filter((line) => /^USER /.test(line)).at(-1)).toMatch(/^USER 10001(:10001)?$/);
     expect(finalStage).toContain('ENTRYPOINT ["node", "bin/etcd-guard.mjs"]');
     // tsx runs the TypeScript CLI at run time, so it must survive --omit=dev.
-    const packageJson = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+    const packageJson = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+    };
     expect(packageJson.dependencies?.tsx).toBeDefined();
-    for (const directory of ['bin', 'functions', 'webhook']) expect(finalStage.some((line) => line.startsWith('COPY') && line.includes(`/app/${directory}`))).toBe(true);
+    for (const directory of ['bin', 'functions', 'webhook'])
+      expect(finalStage.some((line) => line.startsWith('COPY') && line.includes(`/app/${directory}`))).toBe(true);
   });
 
   it('puts no secret into the image and keeps keys out of the build context', () => {
     expect(instructions.filter((line) => /^(ARG|ENV)\s.*(TOKEN|PASSWORD|SECRET|KEY)/i.test(line))).toEqual([]);
-    const ignored = readFileSync(path.join(ROOT, '.dockerignore'), 'utf8').split('\n').map((line) => line.trim());
+    const ignored = readFileSync(path.join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim());
     for (const pattern of ['.git', 'node_modules', '*.key', '*.pem', '.env']) expect(ignored).toContain(pattern);
   });
 });

@@ -381,7 +381,9 @@ describe('OnDemandEvaluations with the real evaluateTarget against a 3-member et
       Array.from({ length: 50 }, () => onDemand.handle({ method: 'POST', target: 'main', authorization })),
     );
     expect(etcdEvaluations).toBe(1);
-    expect(secondBurst.every((response) => response.status === 200 && JSON.stringify(response.body) === JSON.stringify(evaluation))).toBe(true);
+    expect(
+      secondBurst.every((response) => response.status === 200 && JSON.stringify(response.body) === JSON.stringify(evaluation)),
+    ).toBe(true);
 
     const after = await onDemand.handle({ method: 'GET', target: 'main', authorization });
     expect(after.status).toBe(200);

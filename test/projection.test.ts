@@ -133,7 +133,8 @@ describe('projectChange, exhaustively against a one-member-at-a-time simulator',
         if (result.allowed && !simulation.safeExceptSingleMemberGrowth) violations.push(`allowed but loses quorum: ${label}`);
         if (result.allowed && !clean) violations.push(`allowed despite no leader / alarm / learner: ${label}`);
         if (result.allowed && target < 1) violations.push(`allowed below 1 replica: ${label}`);
-        if (result.allowed && grows(change) && !(allHealthy && passing)) violations.push(`growth allowed while not all healthy: ${label}`);
+        if (result.allowed && grows(change) && !(allHealthy && passing))
+          violations.push(`growth allowed while not all healthy: ${label}`);
         if (result.allowed && simulation.usedSingleMemberGrowth && !result.warnings.some((w) => w.includes('1-member'))) {
           violations.push(`1-member growth allowed without a warning: ${label}`);
         }
@@ -155,7 +156,8 @@ describe('projectChange, exhaustively against a one-member-at-a-time simulator',
         if (result.allowed && target < 3 && !result.warnings.some((w) => w.includes('survives no member failure'))) {
           violations.push(`target below 3 without a warning: ${label}`);
         }
-        if (result.warnings.some((w) => w.length >= 120 || /\n/.test(w))) violations.push(`warning too long or multi-line: ${label}`);
+        if (result.warnings.some((w) => w.length >= 120 || /\n/.test(w)))
+          violations.push(`warning too long or multi-line: ${label}`);
       }
       expect(violations.slice(0, 10)).toEqual([]);
       // Both outcomes occur, so the assertions above really constrain something.
@@ -174,7 +176,14 @@ describe('projectChange, named cases', () => {
     alarms: 0,
     verdict: 'Healthy',
   });
-  const cases: { name: string; state: MembershipState; change: MembershipChange; allowed: boolean; reason?: RegExp; warning?: RegExp }[] = [
+  const cases: {
+    name: string;
+    state: MembershipState;
+    change: MembershipChange;
+    allowed: boolean;
+    reason?: RegExp;
+    warning?: RegExp;
+  }[] = [
     { name: 'scales a healthy 3 to 5', state: healthy(3), change: { kind: 'scale-up', from: 3, to: 5 }, allowed: true },
     {
       name: 'refuses to grow 3 with a dead member',
@@ -197,7 +206,13 @@ describe('projectChange, named cases', () => {
       allowed: false,
       reason: /below quorum 2/,
     },
-    { name: 'refuses scaling to 0', state: healthy(1), change: { kind: 'scale-down', from: 1, to: 0 }, allowed: false, reason: /below 1 replica/ },
+    {
+      name: 'refuses scaling to 0',
+      state: healthy(1),
+      change: { kind: 'scale-down', from: 1, to: 0 },
+      allowed: false,
+      reason: /below 1 replica/,
+    },
     {
       name: 'lets a single member grow with a warning',
       state: healthy(1),

@@ -216,11 +216,12 @@ describe('runScheduledEvaluation', () => {
     expect(hung).toMatchObject({ ok: false, stage: 'evaluate' });
     expect(hung?.ok === false && hung.error).toContain('did not finish within');
     expect([...store.documents.keys()].sort()).toEqual(['also-good', 'good']);
-    expect(logger.lines.filter((line) => line.level === 'error').map((line) => line.obj.target).sort()).toEqual([
-      'hangs',
-      'throws',
-      'unstorable',
-    ]);
+    expect(
+      logger.lines
+        .filter((line) => line.level === 'error')
+        .map((line) => line.obj.target)
+        .sort(),
+    ).toEqual(['hangs', 'throws', 'unstorable']);
     expect(logger.lines).toHaveLength(5);
     // The hung target is cut off at its deadline (200 ms timeout + 2 s margin), not waited on forever.
     expect(elapsedMs).toBeLessThan(5_000);

@@ -76,7 +76,11 @@ function runProcess(
   args: string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv },
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(command, args, { cwd: options.cwd ?? REPO, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, args, {
+    cwd: options.cwd ?? REPO,
+    env: options.env ?? process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
@@ -356,7 +360,10 @@ describe('handlers in-process (injected config and dependencies)', () => {
   }
 
   const goodConfig = () =>
-    parseGuardConfig({ store: { kind: 'file', dir }, targets: [{ name: 'main', endpoints: ['https://127.0.0.1:2379'] }] }, 'test');
+    parseGuardConfig(
+      { store: { kind: 'file', dir }, targets: [{ name: 'main', endpoints: ['https://127.0.0.1:2379'] }] },
+      'test',
+    );
 
   it('loads the config once per container however many invocations follow', async () => {
     let loads = 0;
@@ -378,16 +385,19 @@ describe('handlers in-process (injected config and dependencies)', () => {
 
   it('throws the ConfigError on every invocation until the config loads, then works', async () => {
     let broken = true;
-    const { built } = options(() => {
-      if (broken) throw new ConfigError('ETCD_GUARD_CONFIG_JSON', ['targets: needs at least one target (got [])']);
-      return goodConfig();
-    }, { LOG_LEVEL: 'silent' });
+    const { built } = options(
+      () => {
+        if (broken) throw new ConfigError('ETCD_GUARD_CONFIG_JSON', ['targets: needs at least one target (got [])']);
+        return goodConfig();
+      },
+      { LOG_LEVEL: 'silent' },
+    );
     const evaluate = createEvaluateHandler(built);
     const evaluateHttp = createEvaluateHttpHandler(built);
     await expect(evaluate({})).rejects.toThrow('needs at least one target');
-    await expect(evaluateHttp({ requestContext: { http: { method: 'GET' } }, pathParameters: { target: 'main' } })).rejects.toBeInstanceOf(
-      ConfigError,
-    );
+    await expect(
+      evaluateHttp({ requestContext: { http: { method: 'GET' } }, pathParameters: { target: 'main' } }),
+    ).rejects.toBeInstanceOf(ConfigError);
     broken = false;
     await expect(evaluate({})).resolves.toMatchObject({ targets: 1 });
   });
@@ -395,7 +405,11 @@ describe('handlers in-process (injected config and dependencies)', () => {
   it.each([
     { case: 'no method', event: { pathParameters: { target: 'main' } }, message: 'requestContext.http.method' },
     { case: 'no target', event: { requestContext: { http: { method: 'POST' } } }, message: 'pathParameters.target' },
-    { case: 'null path parameters', event: { requestContext: { http: { method: 'POST' } }, pathParameters: null }, message: 'pathParameters.target' },
+    {
+      case: 'null path parameters',
+      event: { requestContext: { http: { method: 'POST' } }, pathParameters: null },
+      message: 'pathParameters.target',
+    },
   ])('a malformed event ($case) is 400 naming the missing field', async ({ event, message }) => {
     const { built, evaluations } = options(goodConfig);
     const response = await createEvaluateHttpHandler(built)(event);

@@ -21,7 +21,10 @@ beforeAll(async () => {
     if (specifier.startsWith('@kubernetes/client-node')) process.stderr.write('KUBE-CLIENT-LOADED\\n');
     return next(specifier, context);
   }`;
-  await writeFile(hookFile, `import { register } from 'node:module';\nregister(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hook)}`)});\n`);
+  await writeFile(
+    hookFile,
+    `import { register } from 'node:module';\nregister(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hook)}`)});\n`,
+  );
 });
 
 afterAll(async () => {
@@ -74,17 +77,20 @@ describe('createStore loads the Kubernetes client only when needed', () => {
 });
 
 describe('createStore validates the ConfigMap namespace at once', () => {
-  it.each(['Bad_Namespace', '', 'a'.repeat(64), '-leading-dash'])('refuses %j with an invalid StoreError naming it', (namespace) => {
-    let caught: unknown;
-    try {
-      createStore({ kind: 'configmap', namespace });
-    } catch (error) {
-      caught = error;
-    }
-    expect(caught).toBeInstanceOf(StoreError);
-    expect((caught as StoreError).kind).toBe('invalid');
-    expect((caught as StoreError).message).toContain(JSON.stringify(namespace));
-  });
+  it.each(['Bad_Namespace', '', 'a'.repeat(64), '-leading-dash'])(
+    'refuses %j with an invalid StoreError naming it',
+    (namespace) => {
+      let caught: unknown;
+      try {
+        createStore({ kind: 'configmap', namespace });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(StoreError);
+      expect((caught as StoreError).kind).toBe('invalid');
+      expect((caught as StoreError).message).toContain(JSON.stringify(namespace));
+    },
+  );
 
   it('accepts a DNS-label namespace and names it in describe()', () => {
     expect(createStore({ kind: 'configmap', namespace: 'etcd-guard' }).describe()).toBe('configmap:etcd-guard');

@@ -33,7 +33,11 @@ afterEach(async () => {
   await Promise.all(caches.splice(0).map((cache) => cache.stop()));
 });
 
-function cacheFor(store: ScriptedStore, targets: string[], extra: Partial<ConstructorParameters<typeof EvaluationCache>[0]> = {}) {
+function cacheFor(
+  store: ScriptedStore,
+  targets: string[],
+  extra: Partial<ConstructorParameters<typeof EvaluationCache>[0]> = {},
+) {
   const cache = new EvaluationCache({ store, targets, pollIntervalMs: 20, readTimeoutMs: 100, ...extra });
   caches.push(cache);
   return cache;
@@ -165,7 +169,12 @@ describe('webhook logger', () => {
     const logger = createLogger({ env: { LOG_LEVEL: 'warn' }, destination });
     logger.info({ note: 'dropped below warn' }, 'info line');
     logger.warn(
-      { headers: { authorization: 'Bearer s3cret-token' }, auth: { token: 's3cret-token' }, tls: { keyFile: '/etc/key.pem' }, target: 'prod' },
+      {
+        headers: { authorization: 'Bearer s3cret-token' },
+        auth: { token: 's3cret-token' },
+        tls: { keyFile: '/etc/key.pem' },
+        target: 'prod',
+      },
       'warn line',
     );
     expect(lines).toHaveLength(1);

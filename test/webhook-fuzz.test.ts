@@ -34,7 +34,13 @@ function prng(seed: number): () => number {
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-function review(resource: { group: string; version: string; resource: string; kind: string }, subResource: string | undefined, namespace: string, oldObject: Json, object: Json): Json {
+function review(
+  resource: { group: string; version: string; resource: string; kind: string },
+  subResource: string | undefined,
+  namespace: string,
+  oldObject: Json,
+  object: Json,
+): Json {
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
@@ -54,12 +60,22 @@ function review(resource: { group: string; version: string; resource: string; ki
   };
 }
 
-const KCP = { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', resource: 'kubeadmcontrolplanes', kind: 'KubeadmControlPlane' };
+const KCP = {
+  group: 'controlplane.cluster.x-k8s.io',
+  version: 'v1beta1',
+  resource: 'kubeadmcontrolplanes',
+  kind: 'KubeadmControlPlane',
+};
 const ETCD = { group: 'druid.gardener.cloud', version: 'v1alpha1', resource: 'etcds', kind: 'Etcd' };
 const STS = { group: 'apps', version: 'v1', resource: 'statefulsets', kind: 'StatefulSet' };
 
 function object(kind: string, replicas: number, extra: Record<string, Json> = {}): Json {
-  return { apiVersion: 'x/v1', kind, metadata: { name: 'guarded', namespace: 'fuzz', labels: {}, annotations: {} }, spec: { replicas, ...extra } };
+  return {
+    apiVersion: 'x/v1',
+    kind,
+    metadata: { name: 'guarded', namespace: 'fuzz', labels: {}, annotations: {} },
+    spec: { replicas, ...extra },
+  };
 }
 
 function scale(replicas: number): Json {
@@ -69,8 +85,20 @@ function scale(replicas: number): Json {
 /** Valid guarded changes: each would need a fresh evaluation, which the fuzz server never has. */
 function seedBodies(): Json[] {
   const bodies: Json[] = [
-    review(KCP, undefined, 'fuzz', object('KubeadmControlPlane', 3, { version: 'v1.30.0' }), object('KubeadmControlPlane', 5, { version: 'v1.30.0' })),
-    review(KCP, undefined, 'fuzz', object('KubeadmControlPlane', 3, { version: 'v1.30.0' }), object('KubeadmControlPlane', 3, { version: 'v1.31.0' })),
+    review(
+      KCP,
+      undefined,
+      'fuzz',
+      object('KubeadmControlPlane', 3, { version: 'v1.30.0' }),
+      object('KubeadmControlPlane', 5, { version: 'v1.30.0' }),
+    ),
+    review(
+      KCP,
+      undefined,
+      'fuzz',
+      object('KubeadmControlPlane', 3, { version: 'v1.30.0' }),
+      object('KubeadmControlPlane', 3, { version: 'v1.31.0' }),
+    ),
     review(KCP, 'scale', 'fuzz', scale(3), scale(1)),
     review(ETCD, undefined, 'fuzz', object('Etcd', 3), object('Etcd', 4)),
     review(ETCD, 'scale', 'fuzz', scale(3), scale(5)),
@@ -90,7 +118,24 @@ function seedBodies(): Json[] {
   return bodies;
 }
 
-const WRONG_VALUES: Json[] = [null, true, false, 0, -1, 1e308, 3.5, '', '3', 'UPDATE', [], [1, 2], {}, { replicas: 'x' }, '\u0000', '💥'];
+const WRONG_VALUES: Json[] = [
+  null,
+  true,
+  false,
+  0,
+  -1,
+  1e308,
+  3.5,
+  '',
+  '3',
+  'UPDATE',
+  [],
+  [1, 2],
+  {},
+  { replicas: 'x' },
+  '\u0000',
+  '💥',
+];
 const HOSTILE_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf'];
 
 function paths(value: Json, prefix: (string | number)[] = [], out: (string | number)[][] = [], depth = 0): (string | number)[][] {
@@ -146,7 +191,10 @@ function makeCase(index: number, random: () => number, seeds: Json[]): FuzzCase 
       const depth = 100 + Math.floor(random() * 5_000);
       const nested = `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
       const where = pick(['object', 'oldObject', 'options', 'userInfo']);
-      return { name: `#${index} ${depth}-deep nesting in request.${where}`, body: text.replace(`"${where}":`, `"${where}":${nested},"x${where}":`) };
+      return {
+        name: `#${index} ${depth}-deep nesting in request.${where}`,
+        body: text.replace(`"${where}":`, `"${where}":${nested},"x${where}":`),
+      };
     }
     case 4: {
       const size = Math.floor(random() * 400_000);
@@ -165,7 +213,10 @@ function makeCase(index: number, random: () => number, seeds: Json[]): FuzzCase 
     case 6: {
       const bytes = Array.from({ length: 1 + Math.floor(random() * 64) }, () => Math.floor(random() * 256));
       const offset = Math.floor(random() * text.length);
-      return { name: `#${index} random bytes at ${offset}`, body: text.slice(0, offset) + Buffer.from(bytes).toString('latin1') + text.slice(offset) };
+      return {
+        name: `#${index} random bytes at ${offset}`,
+        body: text.slice(0, offset) + Buffer.from(bytes).toString('latin1') + text.slice(offset),
+      };
     }
     case 7: {
       const replacements: Array<[RegExp, string]> = [
@@ -267,7 +318,8 @@ describe('POST /validate under fuzzing', () => {
     const seeds = seedBodies();
     const cases = Array.from({ length: CASES }, (_unused, index) => makeCase(index, random, seeds));
     // A few bodies over the 3 MiB limit, and each unmutated seed (which must be denied: no evaluation).
-    for (let index = 0; index < 4; index += 1) cases.push({ name: `oversized #${index}`, body: `{"pad":"${'z'.repeat(3_200_000 + index * 200_000)}"}` });
+    for (let index = 0; index < 4; index += 1)
+      cases.push({ name: `oversized #${index}`, body: `{"pad":"${'z'.repeat(3_200_000 + index * 200_000)}"}` });
     for (const [index, seed] of seeds.entries()) cases.push({ name: `seed #${index}`, body: JSON.stringify(seed) });
 
     const failures: string[] = [];
@@ -297,12 +349,22 @@ describe('POST /validate under fuzzing', () => {
           failures.push(`${fuzzCase.name}: unexpected status ${answer.status}: ${answer.text.slice(0, 200)}`);
           continue;
         }
-        const review = JSON.parse(answer.text) as { apiVersion?: unknown; kind?: unknown; response?: { uid?: unknown; allowed?: unknown } };
+        const review = JSON.parse(answer.text) as {
+          apiVersion?: unknown;
+          kind?: unknown;
+          response?: { uid?: unknown; allowed?: unknown };
+        };
         const expected = needsEvaluation(fuzzCase.body);
-        if (review.apiVersion !== 'admission.k8s.io/v1' || review.kind !== 'AdmissionReview' || typeof review.response?.allowed !== 'boolean') {
+        if (
+          review.apiVersion !== 'admission.k8s.io/v1' ||
+          review.kind !== 'AdmissionReview' ||
+          typeof review.response?.allowed !== 'boolean'
+        ) {
           failures.push(`${fuzzCase.name}: malformed AdmissionReview ${answer.text.slice(0, 200)}`);
         } else if (expected.uid === null || review.response.uid !== expected.uid) {
-          failures.push(`${fuzzCase.name}: uid ${String(review.response.uid).slice(0, 40)} not echoed (expected ${String(expected.uid).slice(0, 40)})`);
+          failures.push(
+            `${fuzzCase.name}: uid ${String(review.response.uid).slice(0, 40)} not echoed (expected ${String(expected.uid).slice(0, 40)})`,
+          );
         } else if (review.response.allowed === true && expected.guarded) {
           failures.push(`${fuzzCase.name}: a guarded change was ALLOWED without any evaluation`);
         }
@@ -320,15 +382,19 @@ describe('POST /validate under fuzzing', () => {
     expect(deniedCount).toBeGreaterThan(50);
     expect(elapsedMs).toBeLessThan(20_000);
     const health = await new Promise<number>((resolve, reject) => {
-      https.get(`${server.url}/healthz`, { agent, ca }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      }).on('error', reject);
+      https
+        .get(`${server.url}/healthz`, { agent, ca }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+        .on('error', reject);
     });
     expect(health).toBe(200);
     // The server runs in this process: a __proto__ body that leaked into a prototype would show here.
     expect(Object.prototype).not.toHaveProperty('polluted');
     expect(Object.prototype).not.toHaveProperty('allowed');
-    console.log(`fuzz: ${cases.length} bodies in ${elapsedMs} ms, statuses ${JSON.stringify(Object.fromEntries(statusCounts))}, allowed ${allowedCount}, denied ${deniedCount}`);
+    console.log(
+      `fuzz: ${cases.length} bodies in ${elapsedMs} ms, statuses ${JSON.stringify(Object.fromEntries(statusCounts))}, allowed ${allowedCount}, denied ${deniedCount}`,
+    );
   });
 });

@@ -41,15 +41,32 @@ interface HttpAnswer {
   json: unknown;
 }
 
-function request(method: string, urlPath: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+function request(
+  method: string,
+  urlPath: string,
+  body?: string | Buffer,
+  headers: Record<string, string> = {},
+): Promise<HttpAnswer> {
   return requestTo(server.url, method, urlPath, body, headers);
 }
 
-function requestTo(baseUrl: string, method: string, urlPath: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<HttpAnswer> {
+function requestTo(
+  baseUrl: string,
+  method: string,
+  urlPath: string,
+  body?: string | Buffer,
+  headers: Record<string, string> = {},
+): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = https.request(
       `${baseUrl}${urlPath}`,
-      { method, agent, ca: readFileSync(certs.caFile), headers: { 'content-type': 'application/json', ...headers }, timeout: 15_000 },
+      {
+        method,
+        agent,
+        ca: readFileSync(certs.caFile),
+        headers: { 'content-type': 'application/json', ...headers },
+        timeout: 15_000,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -183,8 +200,7 @@ beforeAll(async () => {
     token: TOKEN,
     logger: silentLogger,
     store,
-    evaluate: (target) =>
-      target.name === 'slow-refresh' ? new Promise<Evaluation>(() => undefined) : evaluateStandIn(target),
+    evaluate: (target) => (target.name === 'slow-refresh' ? new Promise<Evaluation>(() => undefined) : evaluateStandIn(target)),
     pollIntervalMs: 200,
   });
   agent = new https.Agent({ keepAlive: true, maxSockets: 8 });
@@ -203,16 +219,19 @@ describe('POST /validate over HTTPS', () => {
     { target: 'degraded', from: 3, to: 5, allowed: true, message: null },
     { target: 'unhealthy', from: 3, to: 5, allowed: false, message: /target unhealthy verdict Unhealthy, evaluated \d+s ago/ },
     { target: 'missing', from: 3, to: 5, allowed: false, message: /no fresh etcd evaluation for missing/ },
-  ])('scale $from→$to of a KCP routed to the $target evaluation: allowed=$allowed', async ({ target, from, to, allowed, message }) => {
-    const review = kcpScale(target, from, to);
-    const { response } = await validate(review, '?timeout=1s');
-    expect(response.uid).toBe(review.request.uid);
-    expect(response.allowed).toBe(allowed);
-    if (message) {
-      expect(response.status?.code).toBe(403);
-      expect(response.status?.message).toMatch(message);
-    }
-  });
+  ])(
+    'scale $from→$to of a KCP routed to the $target evaluation: allowed=$allowed',
+    async ({ target, from, to, allowed, message }) => {
+      const review = kcpScale(target, from, to);
+      const { response } = await validate(review, '?timeout=1s');
+      expect(response.uid).toBe(review.request.uid);
+      expect(response.allowed).toBe(allowed);
+      if (message) {
+        expect(response.status?.code).toBe(403);
+        expect(response.status?.message).toMatch(message);
+      }
+    },
+  );
 
   it('allows a Degraded scale-up with warnings naming the problem', async () => {
     const { response } = await validate(kcpScale('degraded', 3, 5));
@@ -263,7 +282,11 @@ describe('POST /validate over HTTPS', () => {
   it.each([
     ['invalid JSON', '{"apiVersion": "admission.k8s.io/v1", "kind": ', /not valid JSON/],
     ['JSON that is not an AdmissionReview', JSON.stringify({ hello: 'world' }), /apiVersion/],
-    ['an AdmissionReview without a request uid', JSON.stringify({ ...kcpScale('healthy', 3, 5), request: { ...kcpScale('healthy', 3, 5).request, uid: 42 } }), /request\.uid/],
+    [
+      'an AdmissionReview without a request uid',
+      JSON.stringify({ ...kcpScale('healthy', 3, 5), request: { ...kcpScale('healthy', 3, 5).request, uid: 42 } }),
+      /request\.uid/,
+    ],
     ['a JSON array', '[1,2,3]', /not an AdmissionReview/],
     ['an empty body', '', /apiVersion|AdmissionReview/],
   ])('answers 400 with a message for %s', async (_name, body, message) => {
@@ -336,7 +359,11 @@ function evaluationFor(state: FixtureState): Evaluation | null {
 
 describe('the AdmissionReview fixtures against each cached evaluation', () => {
   const servers = new Map<FixtureState, RunningWebhookServer>();
-  const fixtureFiles = existsSync(FIXTURE_DIR) ? readdirSync(FIXTURE_DIR).filter((file) => file.endsWith('.json')).sort() : [];
+  const fixtureFiles = existsSync(FIXTURE_DIR)
+    ? readdirSync(FIXTURE_DIR)
+        .filter((file) => file.endsWith('.json'))
+        .sort()
+    : [];
 
   beforeAll(async () => {
     for (const state of STATES) {
@@ -474,7 +501,10 @@ describe('readiness before the first store read, and failing closed', () => {
   }
 
   async function plainRequest(url: string, method: string, body?: string): Promise<{ status: number; json: unknown }> {
-    const response = await fetch(url, { method, ...(body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } }) });
+    const response = await fetch(url, {
+      method,
+      ...(body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } }),
+    });
     return { status: response.status, json: await response.json() };
   }
 
@@ -482,7 +512,11 @@ describe('readiness before the first store read, and failing closed', () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const gatedStore = { read: async (target: string) => (await gate, store.read(target)) };
-    const cache = new EvaluationCache({ store: gatedStore, targets: config.targets.map((target) => target.name), readTimeoutMs: 5_000 });
+    const cache = new EvaluationCache({
+      store: gatedStore,
+      targets: config.targets.map((target) => target.name),
+      readTimeoutMs: 5_000,
+    });
     const onDemand = new OnDemandEvaluations({ config, store, evaluate: evaluateStandIn, token: null });
     const app = createWebhookApp({ config, cache, onDemand, metrics: createWebhookMetrics(), logger: silentLogger });
     const running = await listen(app);
@@ -515,7 +549,9 @@ describe('readiness before the first store read, and failing closed', () => {
         headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
       });
       expect(response.status).toBe(200);
-      const decisions = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.msg === 'admission decision');
+      const decisions = lines
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((entry) => entry.msg === 'admission decision');
       expect(decisions).toHaveLength(1);
       expect(decisions[0]).toMatchObject({
         uid: review.request.uid,
@@ -535,13 +571,21 @@ describe('readiness before the first store read, and failing closed', () => {
   it.each([
     {
       case: 'decide throws for a request whose uid is known → a DENY AdmissionReview',
-      core: { decide: () => { throw new Error('projection exploded'); } },
+      core: {
+        decide: () => {
+          throw new Error('projection exploded');
+        },
+      },
       status: 200,
       allowed: false,
     },
     {
       case: 'parsing throws before the uid is known → 500 JSON error',
-      core: { parseAdmissionReview: () => { throw new Error('parser exploded'); } },
+      core: {
+        parseAdmissionReview: () => {
+          throw new Error('parser exploded');
+        },
+      },
       body: { not: 'a review' },
       status: 500,
       allowed: null,

@@ -28,7 +28,9 @@ beforeAll(async () => {
   configFile = path.join(workDir, 'guard.yaml');
   await writeFile(
     configFile,
-    ['store: { kind: file, dir: ./store }', 'targets:', '  - name: local', '    endpoints: [https://127.0.0.1:2379]', ''].join('\n'),
+    ['store: { kind: file, dir: ./store }', 'targets:', '  - name: local', '    endpoints: [https://127.0.0.1:2379]', ''].join(
+      '\n',
+    ),
   );
 });
 
@@ -38,10 +40,12 @@ afterAll(async () => {
 
 function get(url: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    http.get(url, { agent: false }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    }).on('error', reject);
+    http
+      .get(url, { agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+      .on('error', reject);
   });
 }
 
@@ -49,11 +53,31 @@ describe('runWebhookCommand exit codes', () => {
   it.each([
     { case: 'neither TLS flags nor --insecure-http', options: {}, message: /--tls-cert is required/ },
     { case: 'only --tls-cert', options: { tlsCertFile: 'x.pem' }, message: /--tls-key is required/ },
-    { case: '--tls-key with --insecure-http', options: { tlsKeyFile: 'k.pem', insecureHttp: true }, message: /--tls-key cannot be combined with --insecure-http/ },
-    { case: 'a listen address without a port', options: { listen: 'localhost', insecureHttp: true }, message: /--listen: invalid address "localhost"/ },
-    { case: 'a port out of range', options: { listen: '127.0.0.1:70000', insecureHttp: true }, message: /--listen: invalid address "127.0.0.1:70000"/ },
-    { case: 'a missing config file', options: { configFile: '/nonexistent/guard.yaml', insecureHttp: true }, message: /\/nonexistent\/guard.yaml: cannot read the file: ENOENT/ },
-    { case: 'a TLS certificate that does not exist', options: { tlsCertFile: '/nonexistent/tls.crt', tlsKeyFile: '/nonexistent/tls.key', listen: '127.0.0.1:0' }, message: /--tls-cert\/--tls-key: cannot read TLS certificate file \/nonexistent\/tls.crt: ENOENT/ },
+    {
+      case: '--tls-key with --insecure-http',
+      options: { tlsKeyFile: 'k.pem', insecureHttp: true },
+      message: /--tls-key cannot be combined with --insecure-http/,
+    },
+    {
+      case: 'a listen address without a port',
+      options: { listen: 'localhost', insecureHttp: true },
+      message: /--listen: invalid address "localhost"/,
+    },
+    {
+      case: 'a port out of range',
+      options: { listen: '127.0.0.1:70000', insecureHttp: true },
+      message: /--listen: invalid address "127.0.0.1:70000"/,
+    },
+    {
+      case: 'a missing config file',
+      options: { configFile: '/nonexistent/guard.yaml', insecureHttp: true },
+      message: /\/nonexistent\/guard.yaml: cannot read the file: ENOENT/,
+    },
+    {
+      case: 'a TLS certificate that does not exist',
+      options: { tlsCertFile: '/nonexistent/tls.crt', tlsKeyFile: '/nonexistent/tls.key', listen: '127.0.0.1:0' },
+      message: /--tls-cert\/--tls-key: cannot read TLS certificate file \/nonexistent\/tls.crt: ENOENT/,
+    },
   ])('exits 2 for $case, naming it on stderr', async ({ options, message }) => {
     const lines: string[] = [];
     const code = await runWebhookCommand(
@@ -69,7 +93,11 @@ describe('runWebhookCommand exit codes', () => {
     const bad = path.join(workDir, 'bad.yaml');
     await writeFile(bad, 'maxAgeSeconds: -5\ntargets: []\n');
     const lines: string[] = [];
-    const code = await runWebhookCommand({ configFile: bad, listen: '127.0.0.1:0', insecureHttp: true }, {}, { stderr: (line) => lines.push(line), logger: silent });
+    const code = await runWebhookCommand(
+      { configFile: bad, listen: '127.0.0.1:0', insecureHttp: true },
+      {},
+      { stderr: (line) => lines.push(line), logger: silent },
+    );
     expect(code).toBe(2);
     expect(lines.join('\n')).toMatch(/maxAgeSeconds.*got -5/);
     expect(lines.join('\n')).toMatch(/targets/);
@@ -82,7 +110,13 @@ describe('runWebhookCommand exit codes', () => {
     const exitCodes: number[] = [];
     const listening = new Promise<void>((resolve) => {
       void runWebhookCommand(
-        { configFile, listen: '127.0.0.1:0', insecureHttp: false, tlsCertFile: certs.serverCertFile, tlsKeyFile: certs.serverKeyFile },
+        {
+          configFile,
+          listen: '127.0.0.1:0',
+          insecureHttp: false,
+          tlsCertFile: certs.serverCertFile,
+          tlsKeyFile: certs.serverKeyFile,
+        },
         {},
         {
           logger: silent,
@@ -121,7 +155,10 @@ describe('graceful shutdown', () => {
     let startedResolve: () => void = () => undefined;
     const evaluationStarted = new Promise<void>((started) => (startedResolve = started));
     const config = parseGuardConfig(
-      { store: { kind: 'file', dir: path.join(workDir, 'shutdown-store') }, targets: [{ name: 'local', endpoints: ['https://127.0.0.1:2379'] }] },
+      {
+        store: { kind: 'file', dir: path.join(workDir, 'shutdown-store') },
+        targets: [{ name: 'local', endpoints: ['https://127.0.0.1:2379'] }],
+      },
       'shutdown test',
     );
     running = await startWebhookServer({
@@ -180,7 +217,14 @@ describe('the webhook as a process', () => {
     const processConfig = path.join(workDir, 'process.yaml');
     await writeFile(
       processConfig,
-      ['store: { kind: file, dir: ./process-store }', 'targets:', '  - name: hung', `    endpoints: [http://127.0.0.1:${peerPort}]`, '    timeout: 1s', ''].join('\n'),
+      [
+        'store: { kind: file, dir: ./process-store }',
+        'targets:',
+        '  - name: hung',
+        `    endpoints: [http://127.0.0.1:${peerPort}]`,
+        '    timeout: 1s',
+        '',
+      ].join('\n'),
     );
     const runner = path.join(workDir, 'runner.mts');
     const mainModule = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'webhook', 'main.ts')).href;
@@ -193,7 +237,10 @@ describe('the webhook as a process', () => {
       ].join('\n'),
     );
     const tsx = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'node_modules', '.bin', 'tsx');
-    const child = spawn(tsx, [runner, processConfig], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } });
+    const child = spawn(tsx, [runner, processConfig], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, LOG_LEVEL: 'info' },
+    });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     let stdout = '';
     let stderr = '';

@@ -147,7 +147,10 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       };
     }
     // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
-    const deadline = rejectAfter(allowanceMs, `inline refresh of ${target.name} did not finish within ${Math.round(allowanceMs)} ms`);
+    const deadline = rejectAfter(
+      allowanceMs,
+      `inline refresh of ${target.name} did not finish within ${Math.round(allowanceMs)} ms`,
+    );
     try {
       const fresh = await Promise.race([onDemand.refresh(target.name), deadline.promise]);
       cache.put(fresh);
@@ -181,7 +184,11 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       let target: string | undefined;
       let ageSeconds: number | undefined;
       if (classification.kind === 'allow') {
-        decision = { response: { uid, allowed: true }, result: 'allowed', reason: metricReason(classification.reason, 'not-guarded') };
+        decision = {
+          response: { uid, allowed: true },
+          result: 'allowed',
+          reason: metricReason(classification.reason, 'not-guarded'),
+        };
       } else if (classification.kind === 'deny') {
         decision = {
           response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message: classification.message } },
@@ -240,7 +247,11 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     const response: AdmissionResponse = {
       uid,
       allowed: false,
-      status: { code: 500, reason: 'InternalError', message: `etcd-guard could not decide and denies the change (fail closed): ${message}` },
+      status: {
+        code: 500,
+        reason: 'InternalError',
+        message: `etcd-guard could not decide and denies the change (fail closed): ${message}`,
+      },
     };
     let review: AdmissionReviewResponse;
     try {
@@ -280,7 +291,11 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       return;
     }
     const unread = cache.targets().filter((target) => cache.evaluatedAt(target) === null);
-    res.status(503).json({ ready: false, reason: 'the evaluation cache has not read every target from the store yet', targetsWithoutEvaluation: unread });
+    res.status(503).json({
+      ready: false,
+      reason: 'the evaluation cache has not read every target from the store yet',
+      targetsWithoutEvaluation: unread,
+    });
   });
 
   app.get('/metrics', (_req, res, next) => {
@@ -313,7 +328,8 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
 
 function httpStatusOf(error: unknown): number {
   if (error !== null && typeof error === 'object') {
-    const candidate = (error as { status?: unknown; statusCode?: unknown }).status ?? (error as { statusCode?: unknown }).statusCode;
+    const candidate =
+      (error as { status?: unknown; statusCode?: unknown }).status ?? (error as { statusCode?: unknown }).statusCode;
     if (typeof candidate === 'number' && candidate >= 400 && candidate <= 599) return candidate;
   }
   return 500;

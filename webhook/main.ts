@@ -250,7 +250,13 @@ export async function runWebhookCommand(
     return 1;
   }
   logger.info(
-    { url: running.url, tls: tls !== null, targets: config.targets.map((target) => target.name), store: config.store.kind, auth: token !== null },
+    {
+      url: running.url,
+      tls: tls !== null,
+      targets: config.targets.map((target) => target.name),
+      store: config.store.kind,
+      auth: token !== null,
+    },
     'etcd-guard webhook listening',
   );
   io.onListening?.(running);

@@ -150,7 +150,9 @@ export async function createReloadingHttpsServer(options: ReloadingHttpsServerOp
       const watcher = watch(dir, { persistent: false }, (_event, name) => {
         if (name === null || watchedNames.has(name.toString())) scheduleReload();
       });
-      watcher.on('error', (error) => logger?.warn({ dir, err: error.message }, 'TLS directory watch failed; relying on the periodic check'));
+      watcher.on('error', (error) =>
+        logger?.warn({ dir, err: error.message }, 'TLS directory watch failed; relying on the periodic check'),
+      );
       watchers.push(watcher);
     } catch (error) {
       logger?.warn({ dir, err: (error as Error).message }, 'cannot watch the TLS directory; relying on the periodic check');

@@ -55,7 +55,10 @@ export class ConfigMapStore implements EvaluationStore {
 
   constructor(options: ConfigMapStoreOptions) {
     if (!DNS_LABEL.test(options.namespace) || options.namespace.length > 63) {
-      throw new StoreError('invalid', `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`);
+      throw new StoreError(
+        'invalid',
+        `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`,
+      );
     }
     this.namespace = options.namespace;
     this.callTimeoutMs = options.callTimeoutMs ?? 5_000;
@@ -136,7 +139,10 @@ export class ConfigMapStore implements EvaluationStore {
   private nameFor(target: string): string {
     const name = configMapNameFor(target);
     if (!DNS_LABEL.test(target) || name.length > 253) {
-      throw new StoreError('invalid', `invalid target name ${JSON.stringify(target)}: it must be a DNS label to become ConfigMap ${JSON.stringify(name)}`);
+      throw new StoreError(
+        'invalid',
+        `invalid target name ${JSON.stringify(target)}: it must be a DNS label to become ConfigMap ${JSON.stringify(name)}`,
+      );
     }
     return name;
   }
@@ -182,7 +188,10 @@ export class ConfigMapStore implements EvaluationStore {
       return new StoreError('corrupt', `${message}; not using it`, { cause: error });
     }
     if (evaluation.target !== target) {
-      return new StoreError('corrupt', `${where} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`);
+      return new StoreError(
+        'corrupt',
+        `${where} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`,
+      );
     }
     return evaluation;
   }
@@ -213,7 +222,13 @@ export class ConfigMapStore implements EvaluationStore {
     );
   }
 
-  private async replace(name: string, current: V1ConfigMap, evaluation: Evaluation, text: string, deadline: number): Promise<void> {
+  private async replace(
+    name: string,
+    current: V1ConfigMap,
+    evaluation: Evaluation,
+    text: string,
+    deadline: number,
+  ): Promise<void> {
     const api = this.client();
     // Keep what others put on the object (extra labels, annotations, keys); own only ours.
     const body: V1ConfigMap = {

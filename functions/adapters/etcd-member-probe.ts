@@ -35,7 +35,10 @@ class WallClockTimeout extends Error {}
 function beforeDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const guard = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new WallClockTimeout('wall clock')), Math.max(0, deadline - Date.now()) + WALL_CLOCK_GRACE_MS);
+    timer = setTimeout(
+      () => reject(new WallClockTimeout('wall clock')),
+      Math.max(0, deadline - Date.now()) + WALL_CLOCK_GRACE_MS,
+    );
   });
   return Promise.race([work, guard]).finally(() => clearTimeout(timer));
 }
@@ -76,7 +79,8 @@ export function describeProbeError(endpoint: string, error: unknown, budgetMs: n
 
 const SERVER_NOT_TRUSTED =
   /(unable to verify the first certificate|self[- ]signed certificate(?: in certificate chain)?|unable to get (?:local )?issuer certificate|certificate has expired|Hostname\/IP does not match certificate's altnames|certificate signature failure)/i;
-const CLIENT_REJECTED = /(alert (?:bad certificate|certificate required|unknown ca|certificate unknown|handshake failure|certificate revoked))/i;
+const CLIENT_REJECTED =
+  /(alert (?:bad certificate|certificate required|unknown ca|certificate unknown|handshake failure|certificate revoked))/i;
 
 function clip(text: string): string {
   // grpc-js prefixes "14 UNAVAILABLE: " and appends timestamps and resolution notes; keep the cause.
@@ -182,7 +186,11 @@ export class EtcdProbeSession {
   }
 
   /** Runs one unary call under `deadline` (epoch ms), never throwing. */
-  private async call<T>(endpoint: string, deadline: number, run: (client: Etcd3, callDeadline: Date) => Promise<T>): Promise<Outcome<T>> {
+  private async call<T>(
+    endpoint: string,
+    deadline: number,
+    run: (client: Etcd3, callDeadline: Date) => Promise<T>,
+  ): Promise<Outcome<T>> {
     const budgetMs = Math.max(0, Math.round(deadline - Date.now()));
     if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
     if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
@@ -229,7 +237,10 @@ export class EtcdProbeSession {
     });
     const alarmsCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<RaisedAlarm[]> => {
       const response = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: callDeadline });
-      return (response.alarms ?? []).map((raised) => ({ memberId: String(raised.memberID), alarm: String(raised.alarm).toUpperCase() }));
+      return (response.alarms ?? []).map((raised) => ({
+        memberId: String(raised.memberID),
+        alarm: String(raised.alarm).toUpperCase(),
+      }));
     });
     const readCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<null> => {
       await client.kv.range({ key: PROBE_KEY, serializable: false, count_only: true }, { deadline: callDeadline });

@@ -114,7 +114,10 @@ export class FileStore implements EvaluationStore {
       return new StoreError('corrupt', `${message}; not using it`, { cause: error });
     }
     if (evaluation.target !== target) {
-      return new StoreError('corrupt', `${file} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`);
+      return new StoreError(
+        'corrupt',
+        `${file} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`,
+      );
     }
     return evaluation;
   }
@@ -124,14 +127,20 @@ export class FileStore implements EvaluationStore {
     // Unreadable for a reason other than content (EACCES, EIO): writing would likely fail too,
     // and we cannot know what we would overwrite.
     if (stored instanceof StoreError && stored.kind !== 'corrupt') throw stored;
-    if (stored !== null && !(stored instanceof StoreError) && Date.parse(stored.evaluatedAt) >= Date.parse(evaluation.evaluatedAt)) {
+    if (
+      stored !== null &&
+      !(stored instanceof StoreError) &&
+      Date.parse(stored.evaluatedAt) >= Date.parse(evaluation.evaluatedAt)
+    ) {
       return { written: false, keptEvaluatedAt: stored.evaluatedAt };
     }
     try {
       await mkdir(this.dir, { recursive: true });
     } catch (error) {
       const code = errnoCode(error);
-      throw new StoreError(kindForErrno(code), `cannot create directory ${this.dir}: ${code ?? (error as Error).message}`, { cause: error });
+      throw new StoreError(kindForErrno(code), `cannot create directory ${this.dir}: ${code ?? (error as Error).message}`, {
+        cause: error,
+      });
     }
     // Hidden, unique, same directory (rename must not cross filesystems), never "<target>.json".
     const temp = path.join(this.dir, `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);

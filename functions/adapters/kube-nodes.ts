@@ -23,7 +23,10 @@ export function nodeLabelSelector(nodeLabel: string): string {
   const keyOk = LABEL_KEY.test(key) && key.length <= 316;
   const valueOk = value === undefined || (LABEL_VALUE.test(value) && value.length <= 63);
   if (!keyOk || !valueOk || rest.length > 0) {
-    throw new StoreError('invalid', `invalid inventory.nodeLabel ${JSON.stringify(nodeLabel)}: want "key" or "key=value", e.g. "node-role.kubernetes.io/control-plane"`);
+    throw new StoreError(
+      'invalid',
+      `invalid inventory.nodeLabel ${JSON.stringify(nodeLabel)}: want "key" or "key=value", e.g. "node-role.kubernetes.io/control-plane"`,
+    );
   }
   return value === undefined ? key : `${key}=${value}`;
 }
@@ -32,7 +35,8 @@ function nodeAddresses(node: V1Node): string[] {
   const addresses: string[] = [];
   for (const type of ADDRESS_TYPES) {
     for (const address of node.status?.addresses ?? []) {
-      if (address.type === type && address.address !== '' && !addresses.includes(address.address)) addresses.push(address.address);
+      if (address.type === type && address.address !== '' && !addresses.includes(address.address))
+        addresses.push(address.address);
     }
   }
   return addresses;

@@ -4,13 +4,7 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import {
-  CoreV1Api,
-  KubeConfig,
-  Observable,
-  type ConfigurationOptions,
-  type ObservableMiddleware,
-} from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type ObservableMiddleware } from '@kubernetes/client-node';
 import { StoreError, type StoreErrorKind } from '../core/store.js';
 
 /** What a Kubernetes call does, for error messages: `update configmaps "x" in namespace "y"`. */
@@ -98,7 +92,9 @@ export function loadKubeConfig(
       throw new Error('no kubeconfig found: pass a kubeconfig file, set KUBECONFIG, or run in a cluster');
     }
   } catch (error) {
-    throw new KubeConfigLoadError(`cannot load the Kubernetes client configuration from ${source}: ${errorText(error)}`, { cause: error });
+    throw new KubeConfigLoadError(`cannot load the Kubernetes client configuration from ${source}: ${errorText(error)}`, {
+      cause: error,
+    });
   }
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) {

@@ -45,7 +45,10 @@ class LazyConfigMapStore implements EvaluationStore {
 
   constructor(private readonly options: ConfigMapStoreOptions) {
     if (!DNS_LABEL.test(options.namespace) || options.namespace.length > 63) {
-      throw new StoreError('invalid', `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`);
+      throw new StoreError(
+        'invalid',
+        `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`,
+      );
     }
   }
 
@@ -54,7 +57,10 @@ class LazyConfigMapStore implements EvaluationStore {
       (module) => new module.ConfigMapStore(this.options),
       (error: unknown) => {
         this.loading = undefined;
-        throw new StoreError('unavailable', `cannot load the ConfigMap store: ${error instanceof Error ? error.message : String(error)}`);
+        throw new StoreError(
+          'unavailable',
+          `cannot load the ConfigMap store: ${error instanceof Error ? error.message : String(error)}`,
+        );
       },
     );
     return this.loading;

@@ -1,7 +1,15 @@
 // The judgement: turns what the probes saw (member list, per-member status, alarms, a
 // linearizable read, and optionally the control-plane Node inventory) into an Evaluation.
 // Pure: no I/O, no clock; the adapters hand in plain data, so every rule is table-testable.
-import { SCHEMA_VERSION, quorumOf, verdictFromChecks, type Check, type CheckStatus, type Evaluation, type MemberReport } from './evaluation.js';
+import {
+  SCHEMA_VERSION,
+  quorumOf,
+  verdictFromChecks,
+  type Check,
+  type CheckStatus,
+  type Evaluation,
+  type MemberReport,
+} from './evaluation.js';
 
 /** The result of one call: a value, or our own short error text (never a library error object). */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; error: string };
@@ -154,7 +162,9 @@ function memberProblem(kind: 'member' | 'learner', member: JudgedMember, what: s
     const cause = named && error.startsWith(`${member.endpoint}: `) ? error.slice(member.endpoint.length + 2) : error;
     return `${kind} ${member.endpoint || 'unnamed member'} ${what}: ${cause}`;
   }
-  return named || member.endpoint === '' ? `${kind} ${who} ${what}: ${error}` : `${kind} ${who} (${member.endpoint}) ${what}: ${error}`;
+  return named || member.endpoint === ''
+    ? `${kind} ${who} ${what}: ${error}`
+    : `${kind} ${who} (${member.endpoint}) ${what}: ${error}`;
 }
 
 function judgedMembers(input: EvaluationInput): JudgedMember[] {
@@ -166,7 +176,9 @@ function judgedMembers(input: EvaluationInput): JudgedMember[] {
         // A member may be reached through its advertised client URL or through a given endpoint
         // that turned out to be it (e.g. a load balancer or another host name): prefer an answer.
         const candidates = [
-          ...member.clientUrls.map((url) => probeByEndpoint.get(url)).filter((found): found is EndpointProbe => found !== undefined),
+          ...member.clientUrls
+            .map((url) => probeByEndpoint.get(url))
+            .filter((found): found is EndpointProbe => found !== undefined),
           ...input.probes.filter((candidate) => candidate.status.ok && candidate.status.value.memberId === member.id),
         ];
         const probe = candidates.find((candidate) => candidate.status.ok) ?? candidates[0];
@@ -255,7 +267,10 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
     } else if (!probe.status.ok) {
       fail('reachable', memberProblem('member', member, 'unreachable', probe.status.error));
     } else if (!probe.linearizableRead.ok) {
-      fail('linearizable-read', memberProblem('member', member, 'did not answer a linearizable read', probe.linearizableRead.error));
+      fail(
+        'linearizable-read',
+        memberProblem('member', member, 'did not answer a linearizable read', probe.linearizableRead.error),
+      );
     } else if (!probe.alarms.ok) {
       fail('alarms', memberProblem('member', member, 'could not list alarms', probe.alarms.error));
     }
@@ -268,7 +283,10 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
   passMessages.set('reachable', `all ${members.length} members answered`);
   const reachableVoting = voting.filter((member) => member.probe?.status.ok === true);
   const readers = reachableVoting.filter((member) => member.probe?.linearizableRead.ok === true);
-  passMessages.set('linearizable-read', `${readers.length} of ${reachableVoting.length} reachable voting members answered a linearizable read`);
+  passMessages.set(
+    'linearizable-read',
+    `${readers.length} of ${reachableVoting.length} reachable voting members answered a linearizable read`,
+  );
 
   // quorum
   const quorumHeld = voting.length > 0 && healthyVoting.length >= quorum;
@@ -295,9 +313,14 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
   if (reachable.length === 0) {
     fail('leader', 'no leader: no member answered');
   } else if (!quorumHeld) {
-    fail('leader', `no leader: quorum lost (${healthyVoting.length} of ${voting.length} voting members answered a linearizable read)`);
+    fail(
+      'leader',
+      `no leader: quorum lost (${healthyVoting.length} of ${voting.length} voting members answered a linearizable read)`,
+    );
   } else if (leaderViews.size > 1) {
-    const views = [...leaderViews.entries()].map(([id, names]) => `${names.join(', ')} → ${id === '0' ? 'none' : nameOf(members, id)}`);
+    const views = [...leaderViews.entries()].map(
+      ([id, names]) => `${names.join(', ')} → ${id === '0' ? 'none' : nameOf(members, id)}`,
+    );
     fail('leader', `members disagree on the leader: ${views.join('; ')}`);
   } else {
     const [onlyView] = [...leaderViews.keys()];
@@ -344,11 +367,15 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
   }
   const sized = members.some((member) => statusOf(member) !== null);
   if (!sized) passMessages.set('db-size', 'no DB size known');
-  else passMessages.set('db-size', `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${formatBytes(input.quotaBackendBytes)}`);
+  else
+    passMessages.set(
+      'db-size',
+      `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${formatBytes(input.quotaBackendBytes)}`,
+    );
 
   // raft-index: measured against the leader when known, else against the most advanced member.
   const indexes = members.map((member) => ({ member, status: statusOf(member) })).filter((entry) => entry.status !== null);
-  const leaderStatus = leaderId === null ? null : indexes.find((entry) => entry.member.id === leaderId)?.status ?? null;
+  const leaderStatus = leaderId === null ? null : (indexes.find((entry) => entry.member.id === leaderId)?.status ?? null);
   const referenceIndex = leaderStatus?.raftIndex ?? Math.max(0, ...indexes.map((entry) => entry.status?.raftIndex ?? 0));
   for (const { member, status } of indexes) {
     if (!status) continue;
@@ -366,7 +393,10 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
     if (status) versions.set(status.version, [...(versions.get(status.version) ?? []), member.name || member.id]);
   }
   if (versions.size > 1) {
-    warn('version', `version skew: ${[...versions.entries()].map(([version, names]) => `${names.join(', ')} run ${version}`).join('; ')}`);
+    warn(
+      'version',
+      `version skew: ${[...versions.entries()].map(([version, names]) => `${names.join(', ')} run ${version}`).join('; ')}`,
+    );
   } else {
     passMessages.set('version', versions.size === 1 ? `all members run ${[...versions.keys()].join('')}` : 'no version known');
   }
@@ -375,14 +405,20 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
   for (const member of members) {
     const latency = member.probe?.latencyMs;
     if (latency !== null && latency !== undefined && latency > thresholds.slowMemberMs) {
-      warn('latency', `member ${label(member)} slow: status took ${Math.round(latency)} ms (limit ${thresholds.slowMemberMs} ms)`);
+      warn(
+        'latency',
+        `member ${label(member)} slow: status took ${Math.round(latency)} ms (limit ${thresholds.slowMemberMs} ms)`,
+      );
     }
   }
   passMessages.set('latency', `every member answered within ${thresholds.slowMemberMs} ms`);
 
   // member-count
   if (voting.length > 0 && voting.length % 2 === 0) {
-    warn('member-count', `even number of voting members (${voting.length}): tolerates no more failures than ${voting.length - 1}`);
+    warn(
+      'member-count',
+      `even number of voting members (${voting.length}): tolerates no more failures than ${voting.length - 1}`,
+    );
   } else {
     passMessages.set('member-count', `${voting.length} voting member${voting.length === 1 ? '' : 's'}`);
   }
@@ -397,7 +433,9 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
       for (const member of members) {
         const hosts = [...member.peerUrls, ...member.clientUrls].map(hostOf).filter((host): host is string => host !== null);
         const node = inventory.find(
-          (candidate) => (member.name !== '' && candidate.name === member.name) || candidate.addresses.some((address) => hosts.includes(address)),
+          (candidate) =>
+            (member.name !== '' && candidate.name === member.name) ||
+            candidate.addresses.some((address) => hosts.includes(address)),
         );
         if (node) matched.add(node.name);
         else fail('inventory', `member ${label(member)} matches no control-plane node`);

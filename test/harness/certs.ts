@@ -59,7 +59,25 @@ async function makeLeaf(
   await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key], dir);
   await openssl(['req', '-new', '-key', key, '-subj', `/CN=${name}`, '-out', csr], dir);
   await openssl(
-    ['x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', randomSerial(), '-days', '2', '-sha256', '-extfile', extFile, '-out', cert],
+    [
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      ca.cert,
+      '-CAkey',
+      ca.key,
+      '-set_serial',
+      randomSerial(),
+      '-days',
+      '2',
+      '-sha256',
+      '-extfile',
+      extFile,
+      '-out',
+      cert,
+    ],
     dir,
   );
   return { cert, key };
@@ -74,8 +92,18 @@ export async function generateTestCerts(dir: string): Promise<TestCerts> {
       ca,
       'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
     ),
-    makeLeaf(dir, 'client', ca, 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n'),
-    makeLeaf(dir, 'wrong-client', wrongCa, 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n'),
+    makeLeaf(
+      dir,
+      'client',
+      ca,
+      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n',
+    ),
+    makeLeaf(
+      dir,
+      'wrong-client',
+      wrongCa,
+      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n',
+    ),
   ]);
   return {
     dir,

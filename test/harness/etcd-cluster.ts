@@ -52,7 +52,10 @@ export interface EtcdTestCluster {
   /** Polls until every running, unpaused member answers a linearizable read. */
   waitHealthy(timeoutMs?: number): Promise<void>;
   /** etcdctl v3 with --endpoints (running members) and TLS flags pre-filled. */
-  etcdctl(args: string[], options?: { endpoints?: string[]; timeoutMs?: number; stdin?: string | Buffer }): Promise<EtcdctlResult>;
+  etcdctl(
+    args: string[],
+    options?: { endpoints?: string[]; timeoutMs?: number; stdin?: string | Buffer },
+  ): Promise<EtcdctlResult>;
   /** Index in members of the member the running members call leader (etcdctl endpoint status). */
   leaderIndex(): Promise<number>;
   /** `member add --learner`; start() launches the new process and appends it to members. */
@@ -248,12 +251,19 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
         if (last.code === 0) return;
         await delay(100);
       }
-      throw new Error(`etcd cluster in ${dir} not healthy after ${timeoutMs} ms: ${last?.stderr.trim() ?? 'no answer'} ${last?.stdout.trim() ?? ''}`);
+      throw new Error(
+        `etcd cluster in ${dir} not healthy after ${timeoutMs} ms: ${last?.stderr.trim() ?? 'no answer'} ${last?.stdout.trim() ?? ''}`,
+      );
     },
 
     etcdctl(args, callOptions = {}) {
       const endpoints = callOptions.endpoints ?? runningEndpoints();
-      return execFileResult(ETCDCTL_BIN, [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, '--dial-timeout=2s', ...args], callOptions.timeoutMs ?? 30_000, callOptions.stdin);
+      return execFileResult(
+        ETCDCTL_BIN,
+        [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, '--dial-timeout=2s', ...args],
+        callOptions.timeoutMs ?? 30_000,
+        callOptions.stdin,
+      );
     },
 
     async leaderIndex() {
@@ -265,7 +275,10 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
         throw new Error(`etcdctl endpoint status gave no JSON: ${result.stderr.trim()}`);
       }
       if (!Array.isArray(statuses)) throw new Error(`etcdctl endpoint status gave ${result.stdout}`);
-      for (const entry of statuses as Array<{ Endpoint?: string; Status?: { leader?: number; header?: { member_id?: number } } }>) {
+      for (const entry of statuses as Array<{
+        Endpoint?: string;
+        Status?: { leader?: number; header?: { member_id?: number } };
+      }>) {
         if (entry.Status?.leader !== undefined && entry.Status.leader === entry.Status.header?.member_id) {
           const index = members.findIndex((member) => member.clientUrl === entry.Endpoint);
           if (index >= 0) return index;

@@ -99,7 +99,16 @@ interface StatusBody {
 }
 
 function statusBody(code: number, reason: string, message: string, details?: Record<string, unknown>): StatusBody {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(details ? { details } : {}),
+    code,
+  };
 }
 
 interface WatchEvent {
@@ -187,7 +196,12 @@ interface Route {
 
 function parseRoute(pathname: string): Route | null {
   let match = /^\/api\/v1\/namespaces\/([^/]+)\/configmaps(?:\/([^/]+))?\/?$/.exec(pathname);
-  if (match) return { resource: 'configmaps', namespace: decodeURIComponent(match[1] ?? ''), name: match[2] ? decodeURIComponent(match[2]) : null };
+  if (match)
+    return {
+      resource: 'configmaps',
+      namespace: decodeURIComponent(match[1] ?? ''),
+      name: match[2] ? decodeURIComponent(match[2]) : null,
+    };
   match = /^\/api\/v1\/configmaps\/?$/.exec(pathname);
   if (match) return { resource: 'configmaps', namespace: null, name: null };
   match = /^\/api\/v1\/nodes(?:\/([^/]+))?\/?$/.exec(pathname);
@@ -285,20 +299,39 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     const metadata = raw.metadata;
     const name = typeof metadata.name === 'string' ? metadata.name : '';
     if (name === '') {
-      return statusBody(422, 'Invalid', 'ConfigMap "" is invalid: metadata.name: Required value: name or generateName is required', {
-        kind: 'ConfigMap',
-        causes: [{ reason: 'FieldValueRequired', message: 'Required value: name or generateName is required', field: 'metadata.name' }],
-      });
+      return statusBody(
+        422,
+        'Invalid',
+        'ConfigMap "" is invalid: metadata.name: Required value: name or generateName is required',
+        {
+          kind: 'ConfigMap',
+          causes: [
+            { reason: 'FieldValueRequired', message: 'Required value: name or generateName is required', field: 'metadata.name' },
+          ],
+        },
+      );
     }
     if (nameFromPath !== null && name !== nameFromPath) {
-      return statusBody(400, 'BadRequest', `the name of the object (${name}) does not match the name on the URL (${nameFromPath})`);
+      return statusBody(
+        400,
+        'BadRequest',
+        `the name of the object (${name}) does not match the name on the URL (${nameFromPath})`,
+      );
     }
     if (metadata.namespace !== undefined && metadata.namespace !== namespace) {
-      return statusBody(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      return statusBody(
+        400,
+        'BadRequest',
+        'the namespace of the provided object does not match the namespace sent on the request',
+      );
     }
     for (const field of ['data', 'binaryData'] as const) {
       if (raw[field] !== undefined && raw[field] !== null && !isStringMap(raw[field])) {
-        return statusBody(400, 'BadRequest', `ConfigMap in version "v1" cannot be handled as a ConfigMap: ${field} must map strings to strings`);
+        return statusBody(
+          400,
+          'BadRequest',
+          `ConfigMap in version "v1" cannot be handled as a ConfigMap: ${field} must map strings to strings`,
+        );
       }
     }
     const size = configMapSize(raw);
@@ -353,7 +386,12 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     switch (entry.verb) {
       case 'list': {
         const items = listConfigMaps(namespace, parseLabelSelector(entry.query.get('labelSelector')));
-        send(response, entry, 200, { kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: String(revision) }, items });
+        send(response, entry, 200, {
+          kind: 'ConfigMapList',
+          apiVersion: 'v1',
+          metadata: { resourceVersion: String(revision) },
+          items,
+        });
         return;
       }
       case 'watch': {
@@ -366,7 +404,8 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
         return send(response, entry, 200, found);
       }
       case 'create': {
-        if (namespace === null) return send(response, entry, 405, statusBody(405, 'MethodNotAllowed', 'create needs a namespace'));
+        if (namespace === null)
+          return send(response, entry, 405, statusBody(405, 'MethodNotAllowed', 'create needs a namespace'));
         const parsed = parseJson(await readBody(request));
         const validated = validateConfigMap(parsed, namespace, null);
         if (validated.kind === 'Status') return send(response, entry, validated.code, validated);
@@ -417,10 +456,21 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
         const current = configMaps.get(keyOf(namespace ?? '', name));
         if (!current) return send(response, entry, 404, notFound('configmaps', name));
         store(current, 'DELETED');
-        return send(response, entry, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: 'configmaps', uid: current.metadata.uid } });
+        return send(response, entry, 200, {
+          kind: 'Status',
+          apiVersion: 'v1',
+          metadata: {},
+          status: 'Success',
+          details: { name, kind: 'configmaps', uid: current.metadata.uid },
+        });
       }
       default:
-        return send(response, entry, 405, statusBody(405, 'MethodNotAllowed', `${request.method} is not supported on ${entry.path}`));
+        return send(
+          response,
+          entry,
+          405,
+          statusBody(405, 'MethodNotAllowed', `${request.method} is not supported on ${entry.path}`),
+        );
     }
   }
 
@@ -480,9 +530,15 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     if (request.headers.authorization !== `Bearer ${token}`) {
       return send(response, entry, 401, statusBody(401, 'Unauthorized', 'Unauthorized'));
     }
-    if (!route) return send(response, entry, 404, statusBody(404, 'NotFound', 'the server could not find the requested resource'));
+    if (!route)
+      return send(response, entry, 404, statusBody(404, 'NotFound', 'the server could not find the requested resource'));
     if (entry.verb === null) {
-      return send(response, entry, 405, statusBody(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`));
+      return send(
+        response,
+        entry,
+        405,
+        statusBody(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`),
+      );
     }
     if (isForbidden(entry)) {
       return send(
@@ -508,7 +564,12 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
           .map((node, index) => ({ node, index }))
           .filter(({ node }) => labelsMatch(node.labels, selector))
           .map(({ node, index }) => nodeObject(node, index));
-        return send(response, entry, 200, { kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: String(revision) }, items });
+        return send(response, entry, 200, {
+          kind: 'NodeList',
+          apiVersion: 'v1',
+          metadata: { resourceVersion: String(revision) },
+          items,
+        });
       }
       if (entry.verb === 'get') {
         const index = nodes.findIndex((node) => node.name === route.name);
@@ -516,7 +577,12 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
         if (!node) return send(response, entry, 404, notFound('nodes', route.name ?? ''));
         return send(response, entry, 200, nodeObject(node, index));
       }
-      return send(response, entry, 405, statusBody(405, 'MethodNotAllowed', `${entry.verb} is not supported on nodes by this fake`));
+      return send(
+        response,
+        entry,
+        405,
+        statusBody(405, 'MethodNotAllowed', `${entry.verb} is not supported on nodes by this fake`),
+      );
     } catch (error) {
       if (error instanceof BadRequest) return send(response, entry, 400, statusBody(400, 'BadRequest', error.message));
       throw error;

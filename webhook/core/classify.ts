@@ -64,7 +64,10 @@ function readReplicas(object: unknown, pointer: string, fallback: number, which:
   } catch {
     shown = typeof value;
   }
-  return { ok: false, message: `${which} ${pointer.slice(1).replace(/\//g, '.')} is not a non-negative integer (got ${shown.slice(0, 40)})` };
+  return {
+    ok: false,
+    message: `${which} ${pointer.slice(1).replace(/\//g, '.')} is not a non-negative integer (got ${shown.slice(0, 40)})`,
+  };
 }
 
 function noTargetMessage(ref: GuardedObjectRef, result: Exclude<TargetMatchResult, { kind: 'matched' }>): string {
@@ -103,7 +106,8 @@ function membershipChange(
     };
   }
   if (after.replicas === before.replicas) return { ok: true, change: null };
-  if (after.replicas > before.replicas) return { ok: true, change: { kind: 'scale-up', from: before.replicas, to: after.replicas } };
+  if (after.replicas > before.replicas)
+    return { ok: true, change: { kind: 'scale-up', from: before.replicas, to: after.replicas } };
   return { ok: true, change: { kind: 'scale-down', from: before.replicas, to: after.replicas } };
 }
 
@@ -138,10 +142,18 @@ export function classifyRequest(request: AdmissionRequest, config: GuardConfig):
 
   // A label edit in the same request could move the object to a more lenient target, so both the
   // old and the new labels must lead to the same one.
-  const byNewLabels = matchTarget(candidates, { namespace: ref.namespace, name: ref.name, labels: viaScale ? null : labelsOf(request.object) });
+  const byNewLabels = matchTarget(candidates, {
+    namespace: ref.namespace,
+    name: ref.name,
+    labels: viaScale ? null : labelsOf(request.object),
+  });
   if (byNewLabels.kind !== 'matched') return { kind: 'deny', reason: 'no-target', message: noTargetMessage(ref, byNewLabels) };
   if (!viaScale) {
-    const byOldLabels = matchTarget(candidates, { namespace: ref.namespace, name: ref.name, labels: labelsOf(request.oldObject) });
+    const byOldLabels = matchTarget(candidates, {
+      namespace: ref.namespace,
+      name: ref.name,
+      labels: labelsOf(request.oldObject),
+    });
     if (byOldLabels.kind !== 'matched' || byOldLabels.target.name !== byNewLabels.target.name) {
       const before = byOldLabels.kind === 'matched' ? `target ${byOldLabels.target.name}` : 'no target';
       return {

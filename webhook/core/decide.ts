@@ -23,7 +23,10 @@ export const AUDIT_OVERRIDE_REASON = 'override-reason';
 export const AUDIT_OVERRIDDEN_DENIAL = 'overridden-denial';
 
 function oneLine(text: string): string {
-  return text.replace(/[\r\n\t\u2028\u2029]+/g, ' ').replace(/ {2,}/g, ' ').trim();
+  return text
+    .replace(/[\r\n\t\u2028\u2029]+/g, ' ')
+    .replace(/ {2,}/g, ' ')
+    .trim();
 }
 
 export function shortWarning(text: string): string {
@@ -38,16 +41,15 @@ export function describeChange(change: MembershipChange): string {
       return `${change.kind === 'scale-up' ? 'scale up' : 'scale down'} from ${change.from} to ${change.to} replicas`;
     case 'rollout': {
       const paths = change.changedPaths.map((path) => path.slice(1).replace(/\//g, '.')).join(', ');
-      const scale = change.previousReplicas !== undefined ? ` with replicas ${change.previousReplicas} to ${change.replicas}` : '';
+      const scale =
+        change.previousReplicas !== undefined ? ` with replicas ${change.previousReplicas} to ${change.replicas}` : '';
       return `rollout (${paths} changed)${scale}`;
     }
   }
 }
 
 export type OverrideAttempt =
-  | { kind: 'none' }
-  | { kind: 'permitted'; user: string; reason: string }
-  | { kind: 'forbidden'; user: string; reason: string };
+  { kind: 'none' } | { kind: 'permitted'; user: string; reason: string } | { kind: 'forbidden'; user: string; reason: string };
 
 /**
  * A /scale request carries an autoscaling/v1 Scale, which has no annotations: an override has to
@@ -99,9 +101,7 @@ function topReasons(reasons: readonly string[]): string {
   return more > 0 ? `${shown} (+${more} more)` : shown;
 }
 
-type Judgement =
-  | { allowed: true; reason: string; warnings: string[] }
-  | { allowed: false; reason: string; message: string };
+type Judgement = { allowed: true; reason: string; warnings: string[] } | { allowed: false; reason: string; message: string };
 
 function judge(input: DecisionInput): Judgement {
   const { classification, config, now } = input;

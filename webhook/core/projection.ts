@@ -138,7 +138,9 @@ export function membershipStateOf(evaluation: Evaluation): MembershipState {
 export function projectOntoEvaluation(evaluation: Evaluation, change: MembershipChange): ProjectionResult {
   const result = projectChange(membershipStateOf(evaluation), change);
   if (result.allowed && evaluation.verdict === 'Unhealthy') {
-    const unhealthy = evaluation.members.filter((member) => !member.healthy && !member.learner).map((member) => member.name || member.id);
+    const unhealthy = evaluation.members
+      .filter((member) => !member.healthy && !member.learner)
+      .map((member) => member.name || member.id);
     if (unhealthy.length > 0) {
       result.warnings.unshift(`unhealthy etcd members: ${unhealthy.join(', ')}`);
     }
