@@ -61,6 +61,11 @@ export interface OnDemandOptions {
   minIntervalMs?: number;
   /** Called with each fresh evaluation once it is stored (e.g. to update the webhook's cache). */
   onFresh?: (evaluation: Evaluation) => void;
+  /**
+   * Called when storing a fresh evaluation fails and no caller waits for the write (admission
+   * requests use the evaluation at once and leave the write to finish in the background).
+   */
+  onBackgroundStoreError?: (target: string, error: unknown) => void;
 }
 
 export interface OnDemandRequest {
@@ -77,6 +82,9 @@ export interface OnDemandResponse {
 }
 
 interface Run {
+  /** The fresh evaluation, as soon as etcd has been probed. */
+  evaluation: Promise<Evaluation>;
+  /** The same evaluation once it is also in the store (for a run that stores). */
   promise: Promise<Evaluation>;
   /** Clock time (ms) the run settled; null while it is still running. */
   settledAtMs: number | null;
@@ -96,6 +104,8 @@ function digest(text: string): Buffer {
 export class OnDemandEvaluations {
   private readonly targets: Map<string, TargetConfig>;
   private readonly runs = new Map<string, Run>();
+  /** Runs started by dryRun admission requests: evaluated, never stored. */
+  private readonly unstoredRuns = new Map<string, Run>();
   private readonly tokenDigest: Buffer | null;
   private readonly now: () => Date;
   private readonly minIntervalMs: number;
@@ -126,33 +136,79 @@ export class OnDemandEvaluations {
    * callers arriving within minIntervalMs after it settled get its result (or its error) too.
    */
   refresh(targetName: string): Promise<Evaluation> {
-    const target = this.targets.get(targetName);
-    if (target === undefined) return Promise.reject(new UnknownTargetError(targetName, [...this.targets.keys()]));
-    const previous = this.runs.get(targetName);
-    if (previous !== undefined) {
-      if (previous.settledAtMs === null) return previous.promise;
-      if (this.now().getTime() - previous.settledAtMs < this.minIntervalMs) return previous.promise;
+    return this.sharedRun(targetName, true).promise;
+  }
+
+  /**
+   * A fresh evaluation for an admission request, shared like refresh(). With `persist`, it is
+   * stored too, but the caller gets it as soon as etcd has answered: the write finishes in the
+   * background (a failure goes to onBackgroundStoreError), because an apiserver waiting on the
+   * webhook should not also wait on — or be denied by — a slow or failing store. Without
+   * `persist` (dryRun requests, which must cause no side effect) nothing is written: the request
+   * shares a run already under way, or starts one of its own that does not store.
+   */
+  evaluateForAdmission(targetName: string, options: { persist: boolean }): Promise<Evaluation> {
+    if (!options.persist) {
+      const storing = this.reusableRun(this.runs.get(targetName));
+      if (storing !== undefined) return storing.evaluation;
     }
-    return this.startRun(target);
+    const run = this.sharedRun(targetName, options.persist);
+    if (options.persist) {
+      run.promise.catch((error: unknown) => {
+        // An evaluation that failed is reported to its caller through `evaluation`; only a failed
+        // write of a good evaluation is news here.
+        void run.evaluation.then(
+          () => this.options.onBackgroundStoreError?.(targetName, error),
+          () => undefined,
+        );
+      });
+    }
+    return run.evaluation;
   }
 
-  private startRun(target: TargetConfig): Promise<Evaluation> {
-    const run: Run = { promise: this.evaluateAndStore(target), settledAtMs: null };
-    run.promise = run.promise.finally(() => {
-      run.settledAtMs = this.now().getTime();
-    });
-    // Every caller gets the promise; this no-op keeps a rejection nobody awaits from crashing Node.
-    run.promise.catch(() => undefined);
-    this.runs.set(target.name, run);
-    return run.promise;
+  /** A run still going, or settled within minIntervalMs, or undefined. */
+  private reusableRun(run: Run | undefined): Run | undefined {
+    if (run === undefined) return undefined;
+    if (run.settledAtMs === null || this.now().getTime() - run.settledAtMs < this.minIntervalMs) return run;
+    return undefined;
   }
 
-  private async evaluateAndStore(target: TargetConfig): Promise<Evaluation> {
-    const evaluation = await withDeadline(
+  private sharedRun(targetName: string, store: boolean): Run {
+    const target = this.targets.get(targetName);
+    if (target === undefined) {
+      const unknown = Promise.reject(new UnknownTargetError(targetName, [...this.targets.keys()]));
+      unknown.catch(() => undefined);
+      return { evaluation: unknown, promise: unknown, settledAtMs: 0 };
+    }
+    const runs = store ? this.runs : this.unstoredRuns;
+    const reusable = this.reusableRun(runs.get(targetName));
+    if (reusable !== undefined) return reusable;
+    const run = this.startRun(target, store);
+    runs.set(target.name, run);
+    return run;
+  }
+
+  private startRun(target: TargetConfig, store: boolean): Run {
+    const evaluation = withDeadline(
       this.options.evaluate(target),
       evaluationDeadlineMs(target),
       `evaluation of target ${quote(target.name)}`,
     );
+    const run: Run = {
+      evaluation,
+      promise: store ? evaluation.then((fresh) => this.store(target, fresh)) : evaluation,
+      settledAtMs: null,
+    };
+    run.promise = run.promise.finally(() => {
+      run.settledAtMs = this.now().getTime();
+    });
+    // Every caller gets a promise; these no-ops keep a rejection nobody awaits from crashing Node.
+    run.promise.catch(() => undefined);
+    evaluation.catch(() => undefined);
+    return run;
+  }
+
+  private async store(target: TargetConfig, evaluation: Evaluation): Promise<Evaluation> {
     await withDeadline(
       this.options.store.write(evaluation),
       STORE_DEADLINE_MS,

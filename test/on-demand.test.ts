@@ -175,6 +175,143 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
     expect(fresh.map((evaluation) => evaluation.evaluatedAt)).toEqual([withinWindow.evaluatedAt, afterWindow.evaluatedAt]);
   });
 
+  describe('evaluateForAdmission', () => {
+    /** A store whose writes wait on `gate` (or fail), counting every write that reached it. */
+    function gatedStore(gate: Promise<void>, failWith?: Error): EvaluationStore & { writes: Evaluation[] } {
+      const writes: Evaluation[] = [];
+      return {
+        writes,
+        read: async () => null,
+        write: async (evaluation) => {
+          writes.push(evaluation);
+          await gate;
+          if (failWith) throw failWith;
+          return { written: true };
+        },
+        describe: () => 'gated-test-store',
+      };
+    }
+
+    it('returns the fresh evaluation before the store write finishes, and the write still lands', async () => {
+      const gate = deferred<void>();
+      const store = gatedStore(gate.promise);
+      const fresh: Evaluation[] = [];
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store,
+        evaluate: async (target) => evaluationOf(target, new Date()),
+        token: null,
+        onFresh: (evaluation) => fresh.push(evaluation),
+      });
+      const evaluation = await onDemand.evaluateForAdmission('alpha', { persist: true });
+      expect(evaluation.target).toBe('alpha');
+      expect(store.writes).toEqual([evaluation]);
+      expect(fresh).toEqual([]);
+      gate.resolve();
+      // refresh() within the window shares the same run and settles once the write has landed.
+      expect(await onDemand.refresh('alpha')).toEqual(evaluation);
+      expect(fresh).toEqual([evaluation]);
+      expect(store.writes).toHaveLength(1);
+    });
+
+    it('hands a failed background write to onBackgroundStoreError and still returns the evaluation', async () => {
+      const failures: Array<{ target: string; message: string }> = [];
+      const reported = deferred<void>();
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store: gatedStore(
+          Promise.resolve(),
+          new StoreError('forbidden', 'forbidden: cannot update configmaps "etcd-guard-alpha"'),
+        ),
+        evaluate: async (target) => evaluationOf(target, new Date()),
+        token: null,
+        onBackgroundStoreError: (target, error) => {
+          failures.push({ target, message: error instanceof Error ? error.message : String(error) });
+          reported.resolve();
+        },
+      });
+      const evaluation = await onDemand.evaluateForAdmission('alpha', { persist: true });
+      expect(evaluation.target).toBe('alpha');
+      await reported.promise;
+      expect(failures).toEqual([{ target: 'alpha', message: 'forbidden: cannot update configmaps "etcd-guard-alpha"' }]);
+    });
+
+    it('does not report a failed evaluation as a store error', async () => {
+      let storeErrors = 0;
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store: gatedStore(Promise.resolve()),
+        evaluate: async () => {
+          throw new Error('etcd exploded');
+        },
+        token: null,
+        onBackgroundStoreError: () => (storeErrors += 1),
+      });
+      await expect(onDemand.evaluateForAdmission('alpha', { persist: true })).rejects.toThrow('etcd exploded');
+      // A store error would be reported after the run settles; refresh() waits for that.
+      await expect(onDemand.refresh('alpha')).rejects.toThrow('etcd exploded');
+      expect(storeErrors).toBe(0);
+    });
+
+    it('without persist (dryRun) evaluates but writes nothing, and concurrent dry runs share one run', async () => {
+      let runs = 0;
+      const store = gatedStore(Promise.resolve());
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store,
+        evaluate: async (target) => {
+          runs += 1;
+          return evaluationOf(target, new Date());
+        },
+        token: null,
+        minIntervalMs: 60_000,
+      });
+      const results = await Promise.all(
+        Array.from({ length: 5 }, () => onDemand.evaluateForAdmission('alpha', { persist: false })),
+      );
+      expect(runs).toBe(1);
+      expect(new Set(results.map((evaluation) => evaluation.evaluatedAt)).size).toBe(1);
+      expect(store.writes).toEqual([]);
+      // A later storing refresh is not served by the unstored dry run: it evaluates and stores.
+      const stored = await onDemand.refresh('alpha');
+      expect(runs).toBe(2);
+      expect(store.writes).toEqual([stored]);
+    });
+
+    it('without persist shares a storing run already under way instead of probing etcd again', async () => {
+      let runs = 0;
+      const release = deferred<void>();
+      const store = gatedStore(Promise.resolve());
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store,
+        evaluate: async (target) => {
+          runs += 1;
+          await release.promise;
+          return evaluationOf(target, new Date());
+        },
+        token: null,
+      });
+      const storing = onDemand.refresh('alpha');
+      const dry = onDemand.evaluateForAdmission('alpha', { persist: false });
+      release.resolve();
+      const [stored, dryResult] = await Promise.all([storing, dry]);
+      expect(runs).toBe(1);
+      expect(dryResult).toEqual(stored);
+      expect(store.writes).toEqual([stored]);
+    });
+
+    it('rejects an unknown target', async () => {
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store: gatedStore(Promise.resolve()),
+        evaluate: async (target) => evaluationOf(target, new Date()),
+        token: null,
+      });
+      await expect(onDemand.evaluateForAdmission('nope', { persist: false })).rejects.toBeInstanceOf(UnknownTargetError);
+    });
+  });
+
   it('keeps targets apart: a run for one does not serve another', async () => {
     let runs = 0;
     const onDemand = new OnDemandEvaluations({

@@ -33,6 +33,8 @@ let store: EvaluationStore;
 let server: RunningWebhookServer;
 let agent: https.Agent;
 const evaluateCalls: string[] = [];
+/** Targets of every store write the server started (recorded when write() is called). */
+const serverWrites: string[] = [];
 
 interface HttpAnswer {
   status: number;
@@ -135,7 +137,17 @@ function kcpScale(namespace: string, from: number, to: number, uid = nextUid()) 
   };
 }
 
-const TARGETS = ['healthy', 'degraded', 'unhealthy', 'stale', 'stale-refresh', 'missing', 'slow-refresh', 'burst'] as const;
+const TARGETS = [
+  'healthy',
+  'degraded',
+  'unhealthy',
+  'stale',
+  'stale-refresh',
+  'stale-dry-run',
+  'missing',
+  'slow-refresh',
+  'burst',
+] as const;
 
 function secondsAgo(seconds: number): string {
   return new Date(Date.now() - seconds * 1000).toISOString();
@@ -189,6 +201,7 @@ beforeAll(async () => {
   );
   await store.write(makeEvaluation({ target: 'stale', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'stale-refresh', evaluatedAt: secondsAgo(300) }));
+  await store.write(makeEvaluation({ target: 'stale-dry-run', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'slow-refresh', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'burst', evaluatedAt: secondsAgo(300) }));
 
@@ -199,7 +212,14 @@ beforeAll(async () => {
     tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
     token: TOKEN,
     logger: silentLogger,
-    store,
+    store: {
+      read: (target) => store.read(target),
+      write: (evaluation) => {
+        serverWrites.push(evaluation.target);
+        return store.write(evaluation);
+      },
+      describe: () => store.describe(),
+    },
     evaluate: (target) => (target.name === 'slow-refresh' ? new Promise<Evaluation>(() => undefined) : evaluateStandIn(target)),
     pollIntervalMs: 200,
   });
@@ -252,8 +272,22 @@ describe('POST /validate over HTTPS', () => {
     const { response } = await validate(kcpScale('stale-refresh', 3, 5), '?timeout=10s');
     expect(response.allowed).toBe(true);
     expect(evaluateCalls.filter((name) => name === 'stale-refresh').length).toBe(callsBefore + 1);
+    expect(serverWrites.filter((name) => name === 'stale-refresh')).toHaveLength(1);
     expect(server.cache.get('stale-refresh')?.evaluatedAt).not.toBe(undefined);
     expect(Date.now() - Date.parse(server.cache.get('stale-refresh')?.evaluatedAt ?? '')).toBeLessThan(10_000);
+  });
+
+  it('gives a dryRun request the same inline-refreshed decision without storing anything', async () => {
+    const storedBefore = await store.read('stale-dry-run');
+    const callsBefore = evaluateCalls.filter((name) => name === 'stale-dry-run').length;
+    const review = kcpScale('stale-dry-run', 3, 5);
+    review.request.dryRun = true;
+    const { response } = await validate(review, '?timeout=10s');
+    expect(response.allowed).toBe(true);
+    expect(evaluateCalls.filter((name) => name === 'stale-dry-run').length).toBe(callsBefore + 1);
+    // A storing refresh starts its write before the answer goes out, so none may have started.
+    expect(serverWrites.filter((name) => name === 'stale-dry-run')).toEqual([]);
+    expect(await store.read('stale-dry-run')).toEqual(storedBefore);
   });
 
   it('shares one inline refresh among concurrent requests for a stale target', async () => {

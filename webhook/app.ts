@@ -38,6 +38,7 @@ export interface WebhookCore {
 
 export interface OnDemandService {
   refresh(targetName: string): Promise<Evaluation>;
+  evaluateForAdmission(targetName: string, options: { persist: boolean }): Promise<Evaluation>;
   handle(request: OnDemandRequest): Promise<OnDemandResponse>;
 }
 
@@ -133,7 +134,12 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
    * The cached evaluation, or a fresh one when the cached one is missing or stale, inline refresh
    * is on, and the apiserver's remaining budget leaves a margin after the evaluation's timeout.
    */
-  async function chooseEvaluation(target: TargetConfig, startedAt: number, budgetMs: number): Promise<EvaluationChoice> {
+  async function chooseEvaluation(
+    target: TargetConfig,
+    startedAt: number,
+    budgetMs: number,
+    dryRun: boolean,
+  ): Promise<EvaluationChoice> {
     const cached = cache.get(target.name);
     if (cached !== null && evaluationAgeMs(cached, now()) <= maxAgeMs) return { evaluation: cached };
     if (!config.inlineRefresh) return { evaluation: cached, refreshNote: 'inline refresh is disabled' };
@@ -152,7 +158,8 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       `inline refresh of ${target.name} did not finish within ${Math.round(allowanceMs)} ms`,
     );
     try {
-      const fresh = await Promise.race([onDemand.refresh(target.name), deadline.promise]);
+      // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
+      const fresh = await Promise.race([onDemand.evaluateForAdmission(target.name, { persist: !dryRun }), deadline.promise]);
       cache.put(fresh);
       metrics.recordInlineRefresh(target.name, 'success');
       return { evaluation: fresh };
@@ -197,7 +204,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
         };
       } else {
         target = classification.target.name;
-        const choice = await chooseEvaluation(classification.target, startedAt, budgetMs);
+        const choice = await chooseEvaluation(classification.target, startedAt, budgetMs, request.dryRun === true);
         if (choice.evaluation) ageSeconds = Math.round(evaluationAgeMs(choice.evaluation, now()) / 1000);
         decision = core.decide({
           request,

@@ -79,6 +79,11 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     evaluate: options.evaluate ?? evaluateWithEtcd,
     token: options.token,
     onFresh: (evaluation) => cache.put(evaluation),
+    onBackgroundStoreError: (target, error) =>
+      logger.error(
+        { target, err: error instanceof Error ? error.message : String(error) },
+        'storing an inline evaluation failed',
+      ),
     ...(options.now ? { now: options.now } : {}),
     ...(options.onDemandMinIntervalMs === undefined ? {} : { minIntervalMs: options.onDemandMinIntervalMs }),
   });
