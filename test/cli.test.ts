@@ -1,7 +1,6 @@
 // The CLI as users run it: `node bin/etcd-guard.mjs …` in a child process against a real etcd
 // cluster; exit codes 0/1/2, JSON that the shared schema accepts, flags named in errors, and the
 // hard time bound with a hung member.
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,37 +9,13 @@ import { main } from '../functions/cli.js';
 import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluation.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { freePort } from './harness/free-port.js';
+import { runProcess, type ProcessRun } from './harness/process.js';
 
 const BIN = path.resolve(import.meta.dirname, '../bin/etcd-guard.mjs');
 
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  wallMs: number;
-}
-
-function runCli(args: string[], timeoutMs = 30_000): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const guard = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`etcd-guard ${args.join(' ')} did not exit within ${timeoutMs} ms; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.once('error', (error) => {
-      clearTimeout(guard);
-      reject(error);
-    });
-    child.once('close', (code) => {
-      clearTimeout(guard);
-      resolve({ code, stdout, stderr, wallMs: performance.now() - started });
-    });
-  });
+/** Runs the bin as users do; SIGKILLed if it overruns. */
+function runCli(args: string[], timeoutMs = 30_000): Promise<ProcessRun> {
+  return runProcess(process.execPath, [BIN, ...args], { timeoutMs });
 }
 
 describe('etcd-guard usage errors (no etcd needed)', () => {

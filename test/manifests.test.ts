@@ -2,7 +2,6 @@
 // the Dockerfile and the generated configuration reference. A manifest that drifts from the code
 // (a flag the CLI does not take, a config key the schema rejects, a target RBAC does not name, a
 // guarded resource without its /scale twin) fails here instead of in someone's cluster.
-import { spawn } from 'node:child_process';
 import { X509Certificate, createPublicKey } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +13,7 @@ import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { parseGuardConfigText, type GuardConfig } from '../functions/config.js';
 import { GUARD_RULES } from '../webhook/core/rules.js';
 import { GENERIC_DESCRIPTION, configReferenceRows, renderConfigReference } from '../scripts/config-reference.js';
+import { runProcess, type ProcessRun } from './harness/process.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const BASE_DIR = path.join(ROOT, 'manifests/base');
@@ -150,32 +150,13 @@ function labelsMatch(selector: unknown, labels: Obj): boolean {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-interface RunResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(command: string, args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`${command} ${args.join(' ')} did not finish within ${options.timeoutMs ?? 30_000} ms`));
-    }, options.timeoutMs ?? 30_000);
-    child.on('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** Runs a command in the repo root, SIGKILLed if it overruns (30 s unless told). */
+function run(
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<ProcessRun> {
+  return runProcess(command, args, { cwd: ROOT, ...options });
 }
 
 const tempDirs: string[] = [];

@@ -14,6 +14,7 @@ import type { ScheduledDeps } from '../functions/scheduled.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { freePorts } from './harness/free-port.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { runProcess, type ProcessRun } from './harness/process.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const TOKEN = 'serverless-test-token-51c2';
@@ -33,71 +34,14 @@ const SERVERLESS_ENV: Record<string, string> = {
   LOG_LEVEL: 'info',
 };
 
-interface ServerlessRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  durationMs: number;
-}
-
 /** Runs `serverless ARGS` in the repo; SIGKILLs the whole process group if it overruns. */
-function runServerless(args: string[], env: Record<string, string> = {}): Promise<ServerlessRun> {
-  const started = performance.now();
-  const child = spawn(path.join(REPO, 'node_modules', '.bin', 'serverless'), args, {
+function runServerless(args: string[], env: Record<string, string> = {}): Promise<ProcessRun> {
+  return runProcess(path.join(REPO, 'node_modules', '.bin', 'serverless'), args, {
     cwd: REPO,
-    detached: true,
-    // invoke local reads the event from stdin when no --data/--path is given; never let it wait.
-    stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...SERVERLESS_ENV, ...env },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-      reject(new Error(`serverless ${args.join(' ')} did not finish within ${SERVERLESS_DEADLINE_MS} ms:\n${stdout}\n${stderr}`));
-    }, SERVERLESS_DEADLINE_MS);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, durationMs: Math.round(performance.now() - started) });
-    });
-  });
-}
-
-/** Runs a plain process to its 'exit' event, SIGKILLed if it overruns. */
-function runProcess(
-  command: string,
-  args: string[],
-  options: { cwd?: string; env?: NodeJS.ProcessEnv },
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(command, args, {
-    cwd: options.cwd ?? REPO,
-    env: options.env ?? process.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`${command} ${args.join(' ')} did not finish within ${SERVERLESS_DEADLINE_MS} ms`));
-    }, SERVERLESS_DEADLINE_MS);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
+    timeoutMs: SERVERLESS_DEADLINE_MS,
+    processGroup: true,
+    settleOn: 'exit',
   });
 }
 
@@ -121,7 +65,7 @@ function logLines(stdout: string): Array<Record<string, unknown>> {
 describe('serverless.yml', () => {
   it('resolves with both functions, the one-minute schedule and GET/POST /evaluations/{target}', async () => {
     const run = await runServerless(['print', '--format', 'json']);
-    console.info(`serverless print took ${run.durationMs} ms`);
+    console.info(`serverless print took ${Math.round(run.wallMs)} ms`);
     expect(run.code, run.stderr).toBe(0);
     const printed = JSON.parse(run.stdout.slice(run.stdout.indexOf('{'))) as {
       frameworkVersion: string;
@@ -176,7 +120,7 @@ describe('serverless.yml', () => {
       const run = await runServerless(['invoke', 'local', '-f', 'evaluate', '--data', '{}'], {
         ETCD_GUARD_CONFIG_JSON: configJson,
       });
-      console.info(`serverless invoke local -f evaluate took ${run.durationMs} ms`);
+      console.info(`serverless invoke local -f evaluate took ${Math.round(run.wallMs)} ms`);
       expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
       expect(invokeResult(run.stdout)).toMatchObject({ targets: 1, passed: 1, notPassed: 0, failed: 0 });
       const stored = parseEvaluationJson(await readFile(path.join(dir, 'store', 'main.json'), 'utf8'), 'main.json');
@@ -203,7 +147,7 @@ describe('serverless.yml', () => {
         ETCD_GUARD_CONFIG_JSON: configJson,
         ETCD_GUARD_TOKEN: TOKEN,
       });
-      console.info(`serverless invoke local -f evaluateHttp took ${run.durationMs} ms`);
+      console.info(`serverless invoke local -f evaluateHttp took ${Math.round(run.wallMs)} ms`);
       expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
       const result = invokeResult(run.stdout) as { statusCode: number; headers: Record<string, string>; body: string };
       expect(result.statusCode).toBe(200);
@@ -242,16 +186,19 @@ describe('serverless.yml', () => {
       // hide one that package.patterns no longer copies.
       await rm(path.join(REPO, '.esbuild'), { recursive: true, force: true });
       const run = await runServerless(['package', '--package', packageDir]);
-      console.info(`serverless package took ${run.durationMs} ms`);
+      console.info(`serverless package took ${Math.round(run.wallMs)} ms`);
       expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
       const unpacked = path.join(dir, 'unpacked');
-      const unzip = await runProcess('unzip', ['-q', path.join(packageDir, 'etcd-guard.zip'), '-d', unpacked], {});
+      const unzip = await runProcess('unzip', ['-q', path.join(packageDir, 'etcd-guard.zip'), '-d', unpacked], {
+        timeoutMs: SERVERLESS_DEADLINE_MS,
+      });
       expect(unzip.code, unzip.stderr).toBe(0);
       // Outside the repo nothing can be resolved from node_modules: the bundle must be complete.
       const script =
         "const m = await import('./functions/handlers.js'); process.stdout.write(JSON.stringify(await m.evaluate({})));";
       const invoked = await runProcess(process.execPath, ['--input-type=module', '-e', script], {
         cwd: unpacked,
+        timeoutMs: SERVERLESS_DEADLINE_MS,
         env: { ...process.env, ETCD_GUARD_CONFIG_JSON: configJson, LOG_LEVEL: 'silent', NODE_PATH: '' },
       });
       expect(invoked.code, invoked.stderr).toBe(0);
