@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../functions/cli.js';
 import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluation.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { waitFor } from './harness/wait.js';
 
 const BIN = path.resolve(import.meta.dirname, '../bin/etcd-guard.mjs');
 
@@ -27,16 +28,6 @@ async function runInProcess(args: string[]): Promise<Captured> {
     { stdout: (text) => (stdout += text), stderr: (text) => (stderr += text) },
   );
   return { code, stdout, stderr };
-}
-
-/** Resolves once `check` returns true, polling; rejects after `timeoutMs`. */
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
 let cluster: EtcdTestCluster;
@@ -153,7 +144,7 @@ describe('evaluate --config', () => {
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
       const seen = new Set<string>();
-      await waitFor('two rounds for target alpha', async () => {
+      await waitFor('two rounds for target alpha', 20_000, async () => {
         try {
           seen.add(parseEvaluationJson(await readFile(path.join(loopStore, 'alpha.json'), 'utf8'), 'alpha').evaluatedAt);
         } catch {

@@ -7,6 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from './harness/wait.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The demo takes ~3 s alone; other test files share the two cores with it. */
@@ -64,14 +65,6 @@ async function within<T>(promise: Promise<T>, ms: number, what: string, output: 
   }
 }
 
-async function waitUntil(what: string, deadlineMs: number, condition: () => boolean | Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (!(await condition())) {
-    if (Date.now() >= deadline) throw new Error(`gave up after ${deadlineMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 interface PrintedMember {
   name: string;
   pid: number;
@@ -120,8 +113,8 @@ function portRefused(port: number): Promise<boolean> {
 
 async function expectNoEtcdLeft(members: PrintedMember[]): Promise<void> {
   for (const member of members) {
-    await waitUntil(`etcd ${member.name} (pid ${member.pid}) to be gone`, GONE_DEADLINE_MS, () => etcdProcessGone(member.pid));
-    await waitUntil(`port ${member.port} of ${member.name} to refuse connections`, GONE_DEADLINE_MS, () =>
+    await waitFor(`etcd ${member.name} (pid ${member.pid}) to be gone`, GONE_DEADLINE_MS, () => etcdProcessGone(member.pid));
+    await waitFor(`port ${member.port} of ${member.name} to refuse connections`, GONE_DEADLINE_MS, () =>
       portRefused(member.port),
     );
   }
@@ -183,7 +176,7 @@ describe('npm run demo', () => {
       // signal lands while etcd and the webhook run. tsx itself (not npx) relays it, as from a terminal.
       const demo = startDemo(path.join(REPO, 'node_modules', '.bin', 'tsx'), ['scripts/demo.ts', '--pause'], 'pipe');
       await within(
-        waitUntil('the demo to pause before its first AdmissionReview', DEMO_DEADLINE_MS, () =>
+        waitFor('the demo to pause before its first AdmissionReview', DEMO_DEADLINE_MS, () =>
           demo.output().includes('press Enter'),
         ),
         DEMO_DEADLINE_MS,
