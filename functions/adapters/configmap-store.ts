@@ -2,8 +2,15 @@
 // `evaluation.json`, labelled and annotated so `kubectl get cm -L` shows target and verdict.
 // Writes are optimistic (resourceVersion) and monotonic: a newer stored evaluation always wins.
 import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
-import { EvaluationParseError, evaluationSchema, parseEvaluationJson, type Evaluation } from '../core/evaluation.js';
-import { StoreError, type EvaluationStore, type WriteOutcome } from '../core/store.js';
+import type { Evaluation } from '../core/evaluation.js';
+import {
+  invalidEvaluationError,
+  parseStoredEvaluation,
+  StoreError,
+  supersedes,
+  type EvaluationStore,
+  type WriteOutcome,
+} from '../core/store.js';
 import { callKube, createCoreV1Api, KubeApiError, type KubeOperation } from './kube.js';
 
 export const CONFIGMAP_DATA_KEY = 'evaluation.json';
@@ -38,10 +45,6 @@ export interface ConfigMapStoreOptions {
 
 export function configMapNameFor(target: string): string {
   return `${CONFIGMAP_NAME_PREFIX}${target}`;
-}
-
-function isNewer(candidate: string, than: string): boolean {
-  return Date.parse(candidate) > Date.parse(than);
 }
 
 export class ConfigMapStore implements EvaluationStore {
@@ -83,11 +86,8 @@ export class ConfigMapStore implements EvaluationStore {
   }
 
   async write(evaluation: Evaluation): Promise<WriteOutcome> {
-    const checked = evaluationSchema.safeParse(evaluation);
-    if (!checked.success) {
-      const issues = checked.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
-      throw new StoreError('invalid', `refusing to store an invalid evaluation: ${issues.join('; ')}`);
-    }
+    const invalid = invalidEvaluationError(evaluation);
+    if (invalid !== null) throw invalid;
     const name = this.nameFor(evaluation.target);
     const text = JSON.stringify(evaluation);
     const size = Buffer.byteLength(text) + CONFIGMAP_DATA_KEY.length;
@@ -116,7 +116,7 @@ export class ConfigMapStore implements EvaluationStore {
       }
       const stored = this.parseStored(current, name, evaluation.target);
       // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
-      if (!(stored instanceof StoreError) && !isNewer(evaluation.evaluatedAt, stored.evaluatedAt)) {
+      if (!(stored instanceof StoreError) && !supersedes(evaluation, stored)) {
         return { written: false, keptEvaluatedAt: stored.evaluatedAt };
       }
       try {
@@ -180,20 +180,7 @@ export class ConfigMapStore implements EvaluationStore {
     if (text === undefined) {
       return new StoreError('corrupt', `${where} has no ${JSON.stringify(CONFIGMAP_DATA_KEY)} key; not using it`);
     }
-    let evaluation: Evaluation;
-    try {
-      evaluation = parseEvaluationJson(text, `${where} (key ${CONFIGMAP_DATA_KEY})`);
-    } catch (error) {
-      const message = error instanceof EvaluationParseError ? error.message : (error as Error).message;
-      return new StoreError('corrupt', `${message}; not using it`, { cause: error });
-    }
-    if (evaluation.target !== target) {
-      return new StoreError(
-        'corrupt',
-        `${where} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`,
-      );
-    }
-    return evaluation;
+    return parseStoredEvaluation(text, target, { source: `${where} (key ${CONFIGMAP_DATA_KEY})`, holder: where });
   }
 
   private labels(target: string): Record<string, string> {

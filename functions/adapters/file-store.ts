@@ -10,8 +10,16 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { EvaluationParseError, evaluationSchema, parseEvaluationJson, type Evaluation } from '../core/evaluation.js';
-import { StoreError, type EvaluationStore, type StoreErrorKind, type WriteOutcome } from '../core/store.js';
+import type { Evaluation } from '../core/evaluation.js';
+import {
+  invalidEvaluationError,
+  parseStoredEvaluation,
+  StoreError,
+  supersedes,
+  type EvaluationStore,
+  type StoreErrorKind,
+  type WriteOutcome,
+} from '../core/store.js';
 
 /** Same rule as config target names: a DNS label, so it can never hold a path separator or "..". */
 const TARGET_FILE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -67,11 +75,8 @@ export class FileStore implements EvaluationStore {
   }
 
   write(evaluation: Evaluation): Promise<WriteOutcome> {
-    const checked = evaluationSchema.safeParse(evaluation);
-    if (!checked.success) {
-      const issues = checked.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
-      return Promise.reject(new StoreError('invalid', `refusing to store an invalid evaluation: ${issues.join('; ')}`));
-    }
+    const invalid = invalidEvaluationError(evaluation);
+    if (invalid !== null) return Promise.reject(invalid);
     let file: string;
     try {
       file = this.pathFor(evaluation.target);
@@ -106,20 +111,7 @@ export class FileStore implements EvaluationStore {
       if (code === 'ENOENT') return null;
       return new StoreError(kindForErrno(code), `cannot read ${file}: ${code ?? (error as Error).message}`, { cause: error });
     }
-    let evaluation: Evaluation;
-    try {
-      evaluation = parseEvaluationJson(text, file);
-    } catch (error) {
-      const message = error instanceof EvaluationParseError ? error.message : (error as Error).message;
-      return new StoreError('corrupt', `${message}; not using it`, { cause: error });
-    }
-    if (evaluation.target !== target) {
-      return new StoreError(
-        'corrupt',
-        `${file} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`,
-      );
-    }
-    return evaluation;
+    return parseStoredEvaluation(text, target, { source: file, holder: file });
   }
 
   private async writeNow(file: string, evaluation: Evaluation): Promise<WriteOutcome> {
@@ -127,11 +119,7 @@ export class FileStore implements EvaluationStore {
     // Unreadable for a reason other than content (EACCES, EIO): writing would likely fail too,
     // and we cannot know what we would overwrite.
     if (stored instanceof StoreError && stored.kind !== 'corrupt') throw stored;
-    if (
-      stored !== null &&
-      !(stored instanceof StoreError) &&
-      Date.parse(stored.evaluatedAt) >= Date.parse(evaluation.evaluatedAt)
-    ) {
+    if (stored !== null && !(stored instanceof StoreError) && !supersedes(evaluation, stored)) {
       return { written: false, keptEvaluatedAt: stored.evaluatedAt };
     }
     try {

@@ -1,6 +1,6 @@
 // What every evaluation store (file, ConfigMap) offers. Adapters implement it and turn their
 // library's errors into StoreError, so callers never see a Kubernetes or fs error shape.
-import type { Evaluation } from './evaluation.js';
+import { evaluationSchema, parseEvaluationJson, type Evaluation } from './evaluation.js';
 
 export type WriteOutcome =
   | { written: true }
@@ -27,4 +27,45 @@ export class StoreError extends Error {
     super(message, options);
     this.name = 'StoreError';
   }
+}
+
+/** Why a store refuses to write `evaluation` (kind 'invalid', naming each bad field), or null when it is valid. */
+export function invalidEvaluationError(evaluation: unknown): StoreError | null {
+  const checked = evaluationSchema.safeParse(evaluation);
+  if (checked.success) return null;
+  const issues = checked.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  return new StoreError('invalid', `refusing to store an invalid evaluation: ${issues.join('; ')}`);
+}
+
+/**
+ * Newest wins: a store replaces what it holds only with a strictly newer evaluation, so a slow
+ * writer finishing late never rolls the cached result back (and equal times keep the stored one).
+ */
+export function supersedes(candidate: Evaluation, stored: Evaluation): boolean {
+  return Date.parse(candidate.evaluatedAt) > Date.parse(stored.evaluatedAt);
+}
+
+/**
+ * The evaluation a store holds for `target`, or a 'corrupt' StoreError saying exactly what is
+ * wrong with it (not an evaluation, or another target's). `source` names the text in parse
+ * errors; `holder` names the place (file, ConfigMap) in the wrong-target error.
+ */
+export function parseStoredEvaluation(
+  text: string,
+  target: string,
+  place: { source: string; holder: string },
+): Evaluation | StoreError {
+  let evaluation: Evaluation;
+  try {
+    evaluation = parseEvaluationJson(text, place.source);
+  } catch (error) {
+    return new StoreError('corrupt', `${(error as Error).message}; not using it`, { cause: error });
+  }
+  if (evaluation.target !== target) {
+    return new StoreError(
+      'corrupt',
+      `${place.holder} holds an evaluation of target ${JSON.stringify(evaluation.target)}, not ${JSON.stringify(target)}; not using it`,
+    );
+  }
+  return evaluation;
 }
