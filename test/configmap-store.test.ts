@@ -11,9 +11,9 @@ import {
 import { KubeApiError } from '../functions/adapters/kube.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import { parseEvaluationJson, type Evaluation } from '../functions/core/evaluation.js';
-import { StoreError } from '../functions/core/store.js';
 import { makeEvaluation, makeEvaluationAt, makeMember } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
+import { captureStoreError } from './harness/store-error.js';
 
 const NAMESPACE = 'etcd-guard';
 const CM_NAME = 'etcd-guard-prod';
@@ -31,16 +31,6 @@ afterEach(async () => {
 
 function storeFor(options: Partial<ConfigMapStoreOptions> = {}): ConfigMapStore {
   return new ConfigMapStore({ namespace: NAMESPACE, kubeconfigFile: fake.kubeconfigFile, ...options });
-}
-
-async function captureStoreError(promise: Promise<unknown>): Promise<StoreError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof StoreError) return error;
-    throw new Error(`expected a StoreError, got ${String(error)}`);
-  }
-  throw new Error('expected a StoreError, but the call succeeded');
 }
 
 function storedEvaluation(): Evaluation | null {

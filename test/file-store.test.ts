@@ -6,8 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import { parseEvaluationJson } from '../functions/core/evaluation.js';
-import { StoreError } from '../functions/core/store.js';
 import { makeEvaluation, makeEvaluationAt, makeMembers } from './harness/evaluation-fixture.js';
+import { captureStoreError } from './harness/store-error.js';
 
 let root: string;
 let dir: string;
@@ -21,16 +21,6 @@ beforeEach(() => {
 afterEach(() => {
   rmSync(root, { recursive: true, force: true });
 });
-
-async function captureStoreError(promise: Promise<unknown>): Promise<StoreError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof StoreError) return error;
-    throw new Error(`expected a StoreError, got ${(error as Error).message}`);
-  }
-  throw new Error('expected a StoreError, but the call succeeded');
-}
 
 describe('FileStore', () => {
   it('returns null for a target never written', async () => {

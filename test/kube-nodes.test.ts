@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listControlPlaneNodes, nodeLabelSelector } from '../functions/adapters/kube-nodes.js';
 import { inventorySchema } from '../functions/config.js';
-import { StoreError } from '../functions/core/store.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeNodeSpec } from './harness/fake-kube-apiserver.js';
+import { captureStoreError } from './harness/store-error.js';
 
 const CONTROL_PLANE = 'node-role.kubernetes.io/control-plane';
 
@@ -52,16 +52,6 @@ afterEach(async () => {
 
 function inventory(nodeLabel?: string) {
   return inventorySchema.parse({ kubeconfigFile: fake.kubeconfigFile, ...(nodeLabel !== undefined ? { nodeLabel } : {}) });
-}
-
-async function captureStoreError(promise: Promise<unknown>): Promise<StoreError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof StoreError) return error;
-    throw new Error(`expected a StoreError, got ${String(error)}`);
-  }
-  throw new Error('expected a StoreError, but the call succeeded');
 }
 
 describe('listControlPlaneNodes against a fake kube-apiserver', () => {
