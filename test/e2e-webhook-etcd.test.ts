@@ -17,6 +17,7 @@ import { createLogger } from '../webhook/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { httpsRequest } from './harness/https-client.js';
 
 const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
 
@@ -110,24 +111,14 @@ function kcpScale(from: number, to: number) {
 }
 
 async function validate(review: ReturnType<typeof kcpScale>) {
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = https.request(
-      `${server.url}/validate?timeout=10s`,
-      { method: 'POST', agent, ca, headers: { 'content-type': 'application/json' }, timeout: 15_000 },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          res.statusCode === 200
-            ? resolve(Buffer.concat(chunks).toString('utf8'))
-            : reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8')}`)),
-        );
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('validate timed out')));
-    req.on('error', reject);
-    req.end(JSON.stringify(review));
+  const { status, text } = await httpsRequest(`${server.url}/validate?timeout=10s`, {
+    method: 'POST',
+    agent,
+    ca,
+    body: JSON.stringify(review),
+    timeoutMs: 15_000,
   });
+  if (status !== 200) throw new Error(`HTTP ${status}: ${text}`);
   const answer = JSON.parse(text) as { response: { uid: string; allowed: boolean; status?: { code: number; message: string } } };
   expect(answer.response.uid).toBe(review.request.uid);
   return answer.response;

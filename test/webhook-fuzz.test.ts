@@ -15,6 +15,7 @@ import { parseAdmissionReview } from '../webhook/core/review.js';
 import { createLogger } from '../webhook/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
+import { httpsRequest } from './harness/https-client.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261130);
 const CASES = Number(process.env.FUZZ_CASES ?? 3000);
@@ -276,21 +277,7 @@ afterAll(async () => {
 });
 
 function post(body: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      `${server.url}/validate`,
-      { method: 'POST', agent, ca, headers: { 'content-type': 'application/json' }, timeout: 10_000 },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end(body);
-  });
+  return httpsRequest(`${server.url}/validate`, { method: 'POST', agent, ca, body, timeoutMs: 10_000 });
 }
 
 /** Independent of the server: would this body, as the core reads it, need an evaluation (which the server does not have)? */

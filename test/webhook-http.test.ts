@@ -22,6 +22,7 @@ import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.j
 import { createWebhookMetrics } from '../webhook/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+import { httpsRequest, type HttpsAnswer } from './harness/https-client.js';
 
 const TOKEN = 'http-test-token-5f1c';
 const silentLogger = createLogger({ env: { LOG_LEVEL: 'silent' } });
@@ -36,19 +37,12 @@ const evaluateCalls: string[] = [];
 /** Targets of every store write the server started (recorded when write() is called). */
 const serverWrites: string[] = [];
 
-interface HttpAnswer {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  text: string;
-  json: unknown;
-}
-
 function request(
   method: string,
   urlPath: string,
   body?: string | Buffer,
   headers: Record<string, string> = {},
-): Promise<HttpAnswer> {
+): Promise<HttpsAnswer> {
   return requestTo(server.url, method, urlPath, body, headers);
 }
 
@@ -58,36 +52,14 @@ function requestTo(
   urlPath: string,
   body?: string | Buffer,
   headers: Record<string, string> = {},
-): Promise<HttpAnswer> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      `${baseUrl}${urlPath}`,
-      {
-        method,
-        agent,
-        ca: readFileSync(certs.caFile),
-        headers: { 'content-type': 'application/json', ...headers },
-        timeout: 15_000,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let json: unknown = null;
-          try {
-            json = JSON.parse(text);
-          } catch {
-            json = null;
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`${method} ${urlPath} timed out`)));
-    req.on('error', reject);
-    req.end(body);
+): Promise<HttpsAnswer> {
+  return httpsRequest(`${baseUrl}${urlPath}`, {
+    method,
+    agent,
+    ca: readFileSync(certs.caFile),
+    body,
+    headers,
+    timeoutMs: 15_000,
   });
 }
 

@@ -1,0 +1,56 @@
+// One HTTPS request to a test server (the webhook), bounded by a socket-idle timeout, answering
+// status, headers, body text and the body as JSON when it is JSON.
+import https from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
+
+export interface HttpsAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+  /** The body parsed as JSON; null when it is not JSON. */
+  json: unknown;
+}
+
+export interface HttpsRequestOptions {
+  method: string;
+  agent: https.Agent;
+  /** The CA that signed the server's certificate. */
+  ca: Buffer;
+  body?: string | Buffer;
+  /** Added to `content-type: application/json`, which they may override. */
+  headers?: Record<string, string>;
+  timeoutMs: number;
+}
+
+export function httpsRequest(url: string, options: HttpsRequestOptions): Promise<HttpsAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      url,
+      {
+        method: options.method,
+        agent: options.agent,
+        ca: options.ca,
+        headers: { 'content-type': 'application/json', ...options.headers },
+        timeout: options.timeoutMs,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: unknown = null;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = null;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${options.method} ${url} timed out after ${options.timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
