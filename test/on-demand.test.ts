@@ -481,19 +481,24 @@ describe('OnDemandEvaluations with the real evaluateTarget against a 3-member et
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('50 concurrent POSTs cause one etcd evaluation, a second burst within the window reuses it, GET returns it', async () => {
-    let etcdEvaluations = 0;
+  /** On-demand evaluations over the real evaluateTarget, counting how often etcd is evaluated. */
+  function countingOnDemand(options: { token: string | null; minIntervalMs?: number }) {
+    let evaluations = 0;
     const onDemand = new OnDemandEvaluations({
       config,
       store: createStore(config.store),
       evaluate: (target) => {
-        etcdEvaluations += 1;
+        evaluations += 1;
         return evaluateTarget(target);
       },
-      token: TOKEN,
-      // Long enough that the second burst is inside it however slow the machine is.
-      minIntervalMs: 60_000,
+      ...options,
     });
+    return { onDemand, etcdEvaluations: () => evaluations };
+  }
+
+  it('50 concurrent POSTs cause one etcd evaluation, a second burst within the window reuses it, GET returns it', async () => {
+    // Long enough that the second burst is inside it however slow the machine is.
+    const { onDemand, etcdEvaluations } = countingOnDemand({ token: TOKEN, minIntervalMs: 60_000 });
     const authorization = `Bearer ${TOKEN}`;
 
     const before = await onDemand.handle({ method: 'GET', target: 'main', authorization });
@@ -505,7 +510,7 @@ describe('OnDemandEvaluations with the real evaluateTarget against a 3-member et
     );
     const burstMs = performance.now() - started;
     expect(firstBurst.map((response) => response.status)).toEqual(Array(50).fill(200));
-    expect(etcdEvaluations).toBe(1);
+    expect(etcdEvaluations()).toBe(1);
     const evaluation = evaluationSchema.parse(firstBurst[0]?.body);
     expect(evaluation).toMatchObject({ target: 'main', verdict: 'Healthy', passed: true });
     expect(evaluation.members).toHaveLength(3);
@@ -517,7 +522,7 @@ describe('OnDemandEvaluations with the real evaluateTarget against a 3-member et
     const secondBurst = await Promise.all(
       Array.from({ length: 50 }, () => onDemand.handle({ method: 'POST', target: 'main', authorization })),
     );
-    expect(etcdEvaluations).toBe(1);
+    expect(etcdEvaluations()).toBe(1);
     expect(
       secondBurst.every((response) => response.status === 200 && JSON.stringify(response.body) === JSON.stringify(evaluation)),
     ).toBe(true);
@@ -532,35 +537,17 @@ describe('OnDemandEvaluations with the real evaluateTarget against a 3-member et
     { case: 'a wrong token', authorization: 'Bearer wrong', status: 401 },
     { case: 'the right token', authorization: `Bearer ${TOKEN}`, status: 200 },
   ])('POST with $case is $status and never echoes the token', async ({ authorization, status }) => {
-    let etcdEvaluations = 0;
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
-      evaluate: (target) => {
-        etcdEvaluations += 1;
-        return evaluateTarget(target);
-      },
-      token: TOKEN,
-    });
+    const { onDemand, etcdEvaluations } = countingOnDemand({ token: TOKEN });
     const response = await onDemand.handle({ method: 'POST', target: 'main', authorization });
     expect(response.status).toBe(status);
-    expect(etcdEvaluations).toBe(status === 200 ? 1 : 0);
+    expect(etcdEvaluations()).toBe(status === 200 ? 1 : 0);
     expect(JSON.stringify(response)).not.toContain(TOKEN);
   });
 
   it('an unknown target is 404 and causes no etcd evaluation', async () => {
-    let etcdEvaluations = 0;
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
-      evaluate: (target) => {
-        etcdEvaluations += 1;
-        return evaluateTarget(target);
-      },
-      token: null,
-    });
+    const { onDemand, etcdEvaluations } = countingOnDemand({ token: null });
     const response = await onDemand.handle({ method: 'POST', target: 'other' });
     expect(response).toMatchObject({ status: 404, body: { error: expect.stringContaining('"other"') } });
-    expect(etcdEvaluations).toBe(0);
+    expect(etcdEvaluations()).toBe(0);
   });
 });
