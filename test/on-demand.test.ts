@@ -7,7 +7,7 @@ import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.
 import { StoreError, type EvaluationStore, type StoreErrorKind } from '../functions/core/store.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import { evaluateTarget } from '../functions/evaluate-target.js';
-import { OnDemandEvaluations, UnknownTargetError, resolveBearerToken } from '../functions/on-demand.js';
+import { OnDemandEvaluations, UnknownTargetError, resolveBearerToken, type OnDemandOptions } from '../functions/on-demand.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 
@@ -53,6 +53,11 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
     await rm(dir, { recursive: true, force: true });
   });
 
+  /** On-demand evaluations of this block's config, stored in its real file store. */
+  function overFileStore(options: Omit<OnDemandOptions, 'config' | 'store'>): OnDemandEvaluations {
+    return new OnDemandEvaluations({ config, store: createStore(config.store), ...options });
+  }
+
   function evaluationOf(target: TargetConfig, at: Date): Evaluation {
     return makeEvaluation({ target: target.name, evaluatedAt: at.toISOString() });
   }
@@ -68,9 +73,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
     { case: 'right token, lower-case scheme', authorization: `bearer ${TOKEN}`, status: 200 },
   ])('answers $status for $case when a token is configured', async ({ authorization, status }) => {
     const clock = manualClock();
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => evaluationOf(target, clock.now()),
       token: TOKEN,
       now: clock.now,
@@ -84,9 +87,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
   });
 
   it('allows every request when no token is configured', async () => {
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => evaluationOf(target, new Date()),
       token: null,
     });
@@ -96,9 +97,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
   });
 
   it.each(['GET', 'POST'])('%s of an unknown target is 404 naming it and the configured ones', async (method) => {
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => evaluationOf(target, new Date()),
       token: null,
     });
@@ -110,9 +109,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
   });
 
   it.each(['DELETE', 'PUT', 'PATCH'])('%s is 405 with an Allow header', async (method) => {
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => evaluationOf(target, new Date()),
       token: TOKEN,
     });
@@ -123,9 +120,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
 
   it('GET is 404 before any evaluation is stored and the stored one after a POST', async () => {
     const clock = manualClock();
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => evaluationOf(target, clock.now()),
       token: null,
       now: clock.now,
@@ -144,9 +139,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
     let runs = 0;
     const gate = deferred<void>();
     const fresh: Evaluation[] = [];
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => {
         runs += 1;
         await gate.promise;
@@ -314,9 +307,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
 
   it('keeps targets apart: a run for one does not serve another', async () => {
     let runs = 0;
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => {
         runs += 1;
         return evaluationOf(target, new Date());
@@ -332,9 +323,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
   it('a failed run is shared within the window (etcd is not hammered) and retried after it', async () => {
     const clock = manualClock();
     let runs = 0;
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => {
         runs += 1;
         if (runs === 1) throw new Error('probe crashed');
@@ -353,9 +342,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
   });
 
   it('answers 504 when the evaluation hangs past its deadline (timeout + 2 s)', async () => {
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: () => new Promise<Evaluation>(() => undefined),
       token: null,
     });
@@ -396,9 +383,7 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
   });
 
   it('a corrupt file in the real file store is 500 naming the file', async () => {
-    const onDemand = new OnDemandEvaluations({
-      config,
-      store: createStore(config.store),
+    const onDemand = overFileStore({
       evaluate: async (target) => evaluationOf(target, new Date()),
       token: null,
     });
