@@ -45,7 +45,7 @@ beforeAll(async () => {
         {
           name: 'e2e',
           endpoints: cluster.endpoints,
-          tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+          tls: cluster.clientTls,
           timeout: '1s',
           match: { clusterName: 'e2e' },
         },

@@ -14,7 +14,7 @@ function targetFor(cluster: EtcdTestCluster, overrides: Record<string, unknown> 
   return targetSchema.parse({
     name: 'local',
     endpoints: cluster.endpoints,
-    tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+    tls: cluster.clientTls,
     timeout: '1s',
     ...overrides,
   });
@@ -102,56 +102,52 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     expect(evaluation.members.map((member) => member.endpoint).sort()).toEqual([...cluster.endpoints].sort());
   });
 
-  it.each([
-    {
-      case: 'a CA that did not sign the server cert',
-      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }),
-      cause: /server certificate not trusted/,
+  // TLS set-ups etcd must refuse, with the cause the member's error names.
+  const untrustedServer = {
+    case: 'a CA that did not sign the server cert',
+    tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }),
+    cause: /server certificate not trusted/,
+  };
+  const noClientCert = {
+    case: 'no client certificate',
+    tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }),
+    cause: /client certificate missing or not accepted/,
+  };
+  const foreignClientCert = {
+    case: 'a client certificate from another CA',
+    tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile, certFile: c.tls.wrongCertFile, keyFile: c.tls.wrongKeyFile }),
+    cause: /client certificate missing or not accepted/,
+  };
+
+  it.each([untrustedServer, noClientCert, foreignClientCert])(
+    'reports Unhealthy with a TLS error naming the endpoint for $case',
+    async ({ tls, cause }) => {
+      const endpoint = cluster.endpoints[0] ?? '';
+      const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [endpoint], tls: tls(cluster) }));
+      expect(evaluation.verdict).toBe('Unhealthy');
+      expect(check(evaluation, 'reachable').status).toBe('fail');
+      expect(check(evaluation, 'reachable').message).toContain(endpoint);
+      expect(check(evaluation, 'reachable').message).toMatch(/TLS rejected/);
+      expect(evaluation.members[0]?.error).toMatch(cause);
+      expect(evaluation.reasons.some((reason) => reason.includes(endpoint) && /TLS rejected/.test(reason))).toBe(true);
+      expect(JSON.stringify(evaluation)).not.toMatch(/BEGIN|PRIVATE KEY/);
     },
-    {
-      case: 'no client certificate',
-      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }),
-      cause: /client certificate missing or not accepted/,
-    },
-    {
-      case: 'a client certificate from another CA',
-      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile, certFile: c.tls.wrongCertFile, keyFile: c.tls.wrongKeyFile }),
-      cause: /client certificate missing or not accepted/,
-    },
-  ])('reports Unhealthy with a TLS error naming the endpoint for $case', async ({ tls, cause }) => {
-    const endpoint = cluster.endpoints[0] ?? '';
-    const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [endpoint], tls: tls(cluster) }));
-    expect(evaluation.verdict).toBe('Unhealthy');
-    expect(check(evaluation, 'reachable').status).toBe('fail');
-    expect(check(evaluation, 'reachable').message).toContain(endpoint);
-    expect(check(evaluation, 'reachable').message).toMatch(/TLS rejected/);
-    expect(evaluation.members[0]?.error).toMatch(cause);
-    expect(evaluation.reasons.some((reason) => reason.includes(endpoint) && /TLS rejected/.test(reason))).toBe(true);
-    expect(JSON.stringify(evaluation)).not.toMatch(/BEGIN|PRIVATE KEY/);
-  });
+  );
 
   // A session builds TLS credentials once and its other members' clients reuse them: each of those
   // connections must still verify the server and present the client certificate.
-  it.each([
-    {
-      case: 'a CA that did not sign the server cert',
-      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.wrongCaFile, certFile: c.tls.certFile, keyFile: c.tls.keyFile }),
-      cause: /server certificate not trusted/,
+  it.each([untrustedServer, noClientCert])(
+    'rejects every one of three given members over TLS for $case',
+    async ({ tls, cause }) => {
+      const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: cluster.endpoints, tls: tls(cluster) }));
+      expect(evaluation.verdict).toBe('Unhealthy');
+      expect(evaluation.members.map((member) => member.endpoint).sort()).toEqual([...cluster.endpoints].sort());
+      for (const member of evaluation.members) {
+        expect(member.healthy).toBe(false);
+        expect(member.error).toMatch(cause);
+      }
     },
-    {
-      case: 'no client certificate',
-      tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile }),
-      cause: /client certificate missing or not accepted/,
-    },
-  ])('rejects every one of three given members over TLS for $case', async ({ tls, cause }) => {
-    const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: cluster.endpoints, tls: tls(cluster) }));
-    expect(evaluation.verdict).toBe('Unhealthy');
-    expect(evaluation.members.map((member) => member.endpoint).sort()).toEqual([...cluster.endpoints].sort());
-    for (const member of evaluation.members) {
-      expect(member.healthy).toBe(false);
-      expect(member.error).toMatch(cause);
-    }
-  });
+  );
 
   it.each([
     { case: 'refused', endpoint: async () => `https://127.0.0.1:${await freePort()}`, cause: /connection refused/ },
@@ -170,9 +166,7 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     'throws a ConfigError naming tls.%s when that file is missing',
     async (field) => {
       const tls = {
-        caFile: cluster.tls.caFile,
-        certFile: cluster.tls.certFile,
-        keyFile: cluster.tls.keyFile,
+        ...cluster.clientTls,
         [field]: '/nonexistent/etcd-guard.pem',
       };
       const error = await evaluateTarget(targetFor(cluster, { tls })).catch((caught: unknown) => caught);

@@ -456,7 +456,7 @@ describe('OnDemandEvaluations with the real evaluateTarget against a 3-member et
       {
         name: 'main',
         endpoints: cluster.endpoints,
-        tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+        tls: cluster.clientTls,
         timeout: '3s',
       },
     ]);

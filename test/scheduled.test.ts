@@ -292,7 +292,7 @@ describe('runScheduledEvaluation end to end: real etcd, real evaluateTarget, fil
 
   it('stores a Healthy evaluation for the live cluster and an Unhealthy one for a dead endpoint, one line each', async () => {
     const deadPort = await freePort();
-    const tls = { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile };
+    const tls = cluster.clientTls;
     const config = parseGuardConfig(
       {
         store: { kind: 'file', dir },

@@ -105,7 +105,7 @@ describe('serverless.yml', () => {
           {
             name: 'main',
             endpoints: cluster.endpoints,
-            tls: { caFile: cluster.tls.caFile, certFile: cluster.tls.certFile, keyFile: cluster.tls.keyFile },
+            tls: cluster.clientTls,
             timeout: '3s',
           },
         ],

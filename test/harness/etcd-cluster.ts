@@ -41,6 +41,8 @@ export interface EtcdTestCluster {
   /** Client URLs of the members the cluster was started with (learners are appended later). */
   endpoints: string[];
   tls: EtcdTlsFiles;
+  /** The right client credentials, in the shape a target's `tls` config takes. */
+  clientTls: { caFile: string; certFile: string; keyFile: string };
   dir: string;
   /** SIGKILL; resolves when the child's 'exit' event fired. */
   kill(index: number): Promise<void>;
@@ -213,6 +215,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
       wrongCertFile: certs.wrongCertFile,
       wrongKeyFile: certs.wrongKeyFile,
     },
+    clientTls: { caFile: certs.caFile, certFile: certs.certFile, keyFile: certs.keyFile },
     dir,
 
     async kill(index) {
