@@ -101,28 +101,19 @@ export class ConfigMapStore implements EvaluationStore {
     const deadline = performance.now() + this.writeTimeoutMs;
     for (let attempt = 1; attempt <= this.maxAttempts; attempt += 1) {
       const current = await this.get(name, deadline);
-      if (current === null) {
-        try {
-          await this.create(name, evaluation, text, deadline);
-          return { written: true };
-        } catch (error) {
-          // Someone created it since our GET: go round and compare with theirs.
-          if (error instanceof KubeApiError && error.status === 409) {
-            await backoff(attempt);
-            continue;
-          }
-          throw error;
+      if (current !== null) {
+        const stored = this.parseStored(current, name, evaluation.target);
+        // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
+        if (!(stored instanceof StoreError) && !supersedes(evaluation, stored)) {
+          return { written: false, keptEvaluatedAt: stored.evaluatedAt };
         }
       }
-      const stored = this.parseStored(current, name, evaluation.target);
-      // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
-      if (!(stored instanceof StoreError) && !supersedes(evaluation, stored)) {
-        return { written: false, keptEvaluatedAt: stored.evaluatedAt };
-      }
       try {
-        await this.replace(name, current, evaluation, text, deadline);
+        if (current === null) await this.create(name, evaluation, text, deadline);
+        else await this.replace(name, current, evaluation, text, deadline);
         return { written: true };
       } catch (error) {
+        // Someone created or changed it since our GET: go round and compare with theirs.
         if (error instanceof KubeApiError && error.status === 409) {
           await backoff(attempt);
           continue;
