@@ -1,14 +1,34 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI directly through tsx, so `npx etcd-guard` works right after `npm ci`
-// without a build step.
-import { register } from 'tsx/esm/api';
+// Starts the CLI in one of two layouts, decided by what is on disk, never by a flag that could
+// outlive an edit:
+// - a source checkout (functions/cli.ts next to bin/): the TypeScript runs through tsx, so
+//   `npx etcd-guard` works right after `npm ci` and always runs the sources as they are now;
+//   a dist/ left over from an earlier `npm run build` is never picked up by mistake.
+// - the image (Dockerfile): only the compiled dist/ is shipped, run by plain node. No tsx
+//   loader in the process: ~30 MB less resident and no compile at start.
+import { existsSync } from 'node:fs';
+import { URL } from 'node:url';
 
 // grpc-js passes an IP address as the TLS server name, which makes Node print DEP0123 on stderr:
 // noise for CLI users, and nothing they can act on.
 process.noDeprecation = true;
 
-register();
-const { main } = await import('../functions/cli.ts');
+const sourceEntry = new URL('../functions/cli.ts', import.meta.url);
+const compiledEntry = new URL('../dist/functions/cli.js', import.meta.url);
+
+let main;
+if (existsSync(sourceEntry)) {
+  const { register } = await import('tsx/esm/api');
+  register();
+  ({ main } = await import(sourceEntry.href));
+} else if (existsSync(compiledEntry)) {
+  ({ main } = await import(compiledEntry.href));
+} else {
+  process.stderr.write(
+    `etcd-guard: found neither ${sourceEntry.pathname} (source checkout) nor ${compiledEntry.pathname} (run \`npm run build\`)\n`,
+  );
+  process.exit(2);
+}
 // startedAtMs 0 is process start on the performance clock: --timeout covers start-up too.
 const code = await main(process.argv.slice(2), process.env, {
   stdout: (text) => process.stdout.write(text),
