@@ -50,9 +50,13 @@ function runServerless(args: string[], env: Record<string, string> = {}): Promis
  * lines the handler wrote (one-line JSON each).
  */
 function invokeResult(stdout: string): unknown {
-  const start = stdout.lastIndexOf('\n{\n') >= 0 ? stdout.lastIndexOf('\n{\n') + 1 : stdout.indexOf('{\n');
-  if (start < 0) throw new Error(`no handler result in the output:\n${stdout}`);
-  return JSON.parse(stdout.slice(start));
+  // `invoke local` pretty-prints the handler's result ("{" and "}" alone on their lines); the
+  // handler's pino log lines are one-line JSON and may come before or after it.
+  const lines = stdout.split('\n');
+  const start = lines.lastIndexOf('{');
+  const end = start < 0 ? -1 : lines.indexOf('}', start);
+  if (start < 0 || end < 0) throw new Error(`no handler result in the output:\n${stdout}`);
+  return JSON.parse(lines.slice(start, end + 1).join('\n'));
 }
 
 function logLines(stdout: string): Array<Record<string, unknown>> {
