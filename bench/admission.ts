@@ -1,22 +1,26 @@
 // Admission bench: POST /validate over HTTPS keep-alive against the real webhook process (fresh
 // cached evaluation in a file store) next to a bare express HTTPS server answering a fixed
-// AdmissionReview, same body, same load generator (autocannon, in this process).
+// AdmissionReview, same body, same load generator (autocannon, in this process). The headline rows
+// run the webhook as the image does (compiled dist/, plain node, the Dockerfile's node flags) and
+// the bare server compiled under plain node with the same flags.
 import autocannon from 'autocannon';
-import { execFile, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { transform } from 'esbuild';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
-import { pathToFileURL } from 'node:url';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
-import { firstMessage, killAndWait, peakRssMiB, percentile, REPO_DIR, spawnTsx, type ResultRow } from './lib.js';
+import { BENCH_DIR, firstMessage, killAndWait, peakRssMiB, percentile, REPO_DIR, spawnTsx, type ResultRow } from './lib.js';
 
 const FIXTURE = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
 const TARGET = 'bench';
-export const TUNED_NODE_FLAG = process.env.BENCH_TUNED_NODE_FLAG ?? '--max-semi-space-size=4';
 
 interface LoadResult {
   requests: number;
@@ -109,20 +113,51 @@ function checkClean(name: string, result: LoadResult): void {
   }
 }
 
-/** Where the bench compiles functions/ and webhook/ (inside node_modules so packages resolve). */
-const COMPILED_DIR = path.join(REPO_DIR, 'node_modules/.cache/etcd-guard-bench-dist');
+/**
+ * The node flags the image starts with: the Dockerfile's ENTRYPOINT between "node" and the bin.
+ * Read from the Dockerfile, so the headline rows measure what ships. BENCH_NODE_FLAGS (space
+ * separated) overrides them, for trying other settings; the rows then name the flags used.
+ */
+export function imageNodeFlags(dockerfile: string): string[] {
+  const entrypoints = dockerfile.split('\n').filter((line) => /^ENTRYPOINT\s+\[/.test(line.trim()));
+  const last = entrypoints
+    .at(-1)
+    ?.trim()
+    .replace(/^ENTRYPOINT\s+/, '');
+  const words: unknown = last === undefined ? undefined : JSON.parse(last);
+  if (!Array.isArray(words) || words[0] !== 'node' || words.at(-1) !== 'bin/etcd-guard.mjs') {
+    throw new Error(`Dockerfile: expected ENTRYPOINT ["node", ...flags, "bin/etcd-guard.mjs"], got ${String(last)}`);
+  }
+  return words.slice(1, -1).map(String);
+}
 
 /**
- * `tsc -p tsconfig.build.json` into COMPILED_DIR: the webhook as plain JavaScript, no tsx. tsc
- * still emits when some file does not type-check (e.g. another change in progress); the bench
- * goes on with the output then and says so.
+ * The image's /app, rebuilt here: package.json, bin/ and the compiled dist/ only (no TypeScript
+ * sources, so bin/etcd-guard.mjs takes dist/ as it does in the image). Inside node_modules so that
+ * packages resolve from it exactly as from /app/node_modules.
  */
-function compileWebhook(log: (line: string) => void): Promise<void> {
-  const main = path.join(COMPILED_DIR, 'webhook/main.js');
-  return new Promise((resolve, reject) => {
+const IMAGE_DIR = path.join(REPO_DIR, 'node_modules/.cache/etcd-guard-bench-image');
+
+/**
+ * `tsc -p tsconfig.build.json` into the image layout. tsc still emits when some file does not
+ * type-check (e.g. another change in progress); the bench goes on with the output then and says so.
+ */
+async function buildImageLayout(log: (line: string) => void): Promise<void> {
+  await rm(IMAGE_DIR, { recursive: true, force: true });
+  await mkdir(path.join(IMAGE_DIR, 'bench'), { recursive: true });
+  await cp(path.join(REPO_DIR, 'package.json'), path.join(IMAGE_DIR, 'package.json'));
+  await cp(path.join(REPO_DIR, 'bin'), path.join(IMAGE_DIR, 'bin'), { recursive: true });
+  const main = path.join(IMAGE_DIR, 'dist/functions/cli.js');
+  await new Promise<void>((resolve, reject) => {
     execFile(
       process.execPath,
-      [path.join(REPO_DIR, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', COMPILED_DIR],
+      [
+        path.join(REPO_DIR, 'node_modules/typescript/bin/tsc'),
+        '-p',
+        'tsconfig.build.json',
+        '--outDir',
+        path.join(IMAGE_DIR, 'dist'),
+      ],
       { cwd: REPO_DIR, timeout: 120_000 },
       (error, stdout) => {
         if (!error) resolve();
@@ -133,32 +168,123 @@ function compileWebhook(log: (line: string) => void): Promise<void> {
       },
     );
   });
+  // The baseline is deployed the way a bare express server would be: compiled, plain node.
+  const bare = await transform(await readFile(path.join(BENCH_DIR, 'bare-child.ts'), 'utf8'), {
+    loader: 'ts',
+    format: 'esm',
+    target: 'node20',
+  });
+  await writeFile(path.join(IMAGE_DIR, 'bench/bare-child.mjs'), bare.code);
 }
 
-/** The compiled webhook under plain node, reporting its URL over IPC like webhook-child.ts. */
-function spawnCompiledWebhook(configFile: string, certFile: string, keyFile: string, logFd: number, nodeArgs: string[]) {
-  const mainUrl = pathToFileURL(path.join(COMPILED_DIR, 'webhook/main.js')).href;
-  const script = `
-    const { runWebhookCommand } = await import(${JSON.stringify(mainUrl)});
-    const [configFile, tlsCertFile, tlsKeyFile] = process.argv.slice(1);
-    process.exitCode = await runWebhookCommand(
-      { configFile, listen: '127.0.0.1:0', tlsCertFile, tlsKeyFile, insecureHttp: false },
-      process.env,
-      { onListening: (server) => { void server.cache.whenReady().then(() => process.send({ url: server.url })); } },
-    );`;
-  return spawn(process.execPath, [...nodeArgs, '--input-type=module', '-e', script, configFile, certFile, keyFile], {
-    cwd: REPO_DIR,
-    stdio: ['ignore', logFd, 'inherit', 'ipc'],
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
   });
+}
+
+/** GET /readyz until it answers 200 (the cache holds the target's evaluation), within `timeoutMs`. */
+async function waitReady(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  let last = 'no answer yet';
+  while (performance.now() < deadline) {
+    if (exited) throw new Error(`webhook at ${url} exited before it was ready`);
+    const status = await new Promise<number>((resolve) => {
+      const request = https.get(`${url}/readyz`, { rejectUnauthorized: false, agent: false, timeout: 1_000 }, (response) => {
+        response.resume();
+        resolve(response.statusCode ?? 0);
+      });
+      request.on('timeout', () => request.destroy(new Error('timeout')));
+      request.on('error', (error) => {
+        last = error.message;
+        resolve(0);
+      });
+    });
+    if (status === 200) return;
+    if (status !== 0) last = `status ${status}`;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`webhook at ${url} not ready within ${timeoutMs} ms (${last})`);
+}
+
+/**
+ * The image's command line, `node FLAGS bin/etcd-guard.mjs webhook ...`, run from the image layout.
+ * With `entry: 'webhook-module'` the same compiled webhook is started without the CLI module
+ * (dist/webhook/main.js's runWebhookCommand called directly): the difference is what the CLI's
+ * own imports cost the webhook.
+ */
+async function spawnImageWebhook(
+  nodeFlags: string[],
+  files: { configFile: string; certFile: string; keyFile: string; logFile: string },
+  entry: 'cli' | 'webhook-module' = 'cli',
+): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  const listen = `127.0.0.1:${port}`;
+  const webhookModule = pathToFileURL(path.join(IMAGE_DIR, 'dist/webhook/main.js')).href;
+  const direct = `
+    const { runWebhookCommand } = await import(${JSON.stringify(webhookModule)});
+    const [configFile, listen, tlsCertFile, tlsKeyFile] = process.argv.slice(1);
+    process.exitCode = await runWebhookCommand({ configFile, listen, tlsCertFile, tlsKeyFile, insecureHttp: false }, process.env);`;
+  const args =
+    entry === 'cli'
+      ? [
+          path.join(IMAGE_DIR, 'bin/etcd-guard.mjs'),
+          'webhook',
+          '--config',
+          files.configFile,
+          '--listen',
+          listen,
+          '--tls-cert',
+          files.certFile,
+          '--tls-key',
+          files.keyFile,
+        ]
+      : ['--input-type=module', '-e', direct, files.configFile, listen, files.certFile, files.keyFile];
+  const logFd = openSync(files.logFile, 'a');
+  const child = spawn(process.execPath, [...nodeFlags, ...args], {
+    cwd: IMAGE_DIR,
+    stdio: ['ignore', logFd, 'inherit'],
+    env: { ...process.env, NODE_ENV: 'production' },
+  });
+  closeSync(logFd);
+  return { child, url: `https://127.0.0.1:${port}` };
+}
+
+function spawnCompiledBare(nodeFlags: string[], certFile: string, keyFile: string, uid: string): ChildProcess {
+  return spawn(process.execPath, [...nodeFlags, path.join(IMAGE_DIR, 'bench/bare-child.mjs'), certFile, keyFile, uid], {
+    cwd: IMAGE_DIR,
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+}
+
+/** Resident memory split from /proc: anonymous (heap, buffers) and file-backed (node binary, code). */
+function residentSplit(pid: number | undefined): string {
+  if (pid === undefined) return 'no pid';
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) / 1024;
+  return `rss ${field('VmRSS').toFixed(0)} MiB (anon ${field('RssAnon').toFixed(0)}, file ${field('RssFile').toFixed(0)}), peak ${field('VmHWM').toFixed(0)} MiB`;
 }
 
 export async function runAdmissionBench(options: AdmissionOptions): Promise<ResultRow[]> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-bench-admission-'));
-  const children: Array<ReturnType<typeof spawnTsx>> = [];
+  const children: ChildProcess[] = [];
   try {
     const certs = await generateTestCerts(dir);
     const body = await readFile(FIXTURE, 'utf8');
     const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
+    const override = process.env.BENCH_NODE_FLAGS;
+    const flags =
+      override === undefined
+        ? imageNodeFlags(await readFile(path.join(REPO_DIR, 'Dockerfile'), 'utf8'))
+        : override.split(' ').filter(Boolean);
+    const flagsText = flags.length > 0 ? flags.join(' ') : 'no flags';
 
     // A fresh, passing evaluation in the store the webhook reads; maxAge covers the whole run.
     const storeDir = path.join(dir, 'store');
@@ -174,112 +300,104 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
         targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
       }),
     );
+    await buildImageLayout(options.log);
+    options.log(`admission: the image's node flags: ${flagsText}`);
 
-    // The webhook logs one line per decision to stdout as in production; a file takes it.
-    const logFile = openSync(path.join(dir, 'webhook.log'), 'a');
-    const webhook = spawnTsx('webhook-child.ts', [configFile, certs.serverCertFile, certs.serverKeyFile], {
-      stdio: ['ignore', logFile, 'inherit', 'ipc'],
-      nodeArgs: (process.env.BENCH_WEBHOOK_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    // Every webhook logs one line per decision to stdout as in production; a file takes it.
+    const files = (name: string) => ({
+      configFile,
+      certFile: certs.serverCertFile,
+      keyFile: certs.serverKeyFile,
+      logFile: path.join(dir, `${name}.log`),
     });
-    closeSync(logFile);
-    children.push(webhook);
-    const bare = spawnTsx('bare-child.ts', [certs.serverCertFile, certs.serverKeyFile, uid]);
+    // Headline: the image's command line and flags, against the bare server with the same flags.
+    const webhook = await spawnImageWebhook(flags, files('webhook'));
+    children.push(webhook.child);
+    const bare = spawnCompiledBare(flags, certs.serverCertFile, certs.serverKeyFile, uid);
     children.push(bare);
-    // The same webhook with 4 MiB semi-spaces (V8 default: 16 MiB semi-spaces, grown
-    // under load): the knob that decides peak RSS under load, settable only at process start.
-    const tunedLog = openSync(path.join(dir, 'webhook-tuned.log'), 'a');
-    const tuned = spawnTsx('webhook-child.ts', [configFile, certs.serverCertFile, certs.serverKeyFile], {
-      stdio: ['ignore', tunedLog, 'inherit', 'ipc'],
-      nodeArgs: [TUNED_NODE_FLAG],
+    // Informational: what the flags buy (both sides compiled, no flags) and what a source checkout
+    // costs (both sides through tsx, no flags: how `npx etcd-guard` runs before a build).
+    const plain = await spawnImageWebhook([], files('webhook-plain'));
+    children.push(plain.child);
+    const moduleOnly = await spawnImageWebhook(flags, files('webhook-module'), 'webhook-module');
+    children.push(moduleOnly.child);
+    const plainBare = spawnCompiledBare([], certs.serverCertFile, certs.serverKeyFile, uid);
+    children.push(plainBare);
+    const tsxLog = openSync(path.join(dir, 'webhook-tsx.log'), 'a');
+    const tsxWebhook = spawnTsx('webhook-child.ts', [configFile, certs.serverCertFile, certs.serverKeyFile], {
+      stdio: ['ignore', tsxLog, 'inherit', 'ipc'],
     });
-    closeSync(tunedLog);
-    children.push(tuned);
-    await compileWebhook(options.log);
-    const compiledLog = openSync(path.join(dir, 'webhook-compiled.log'), 'a');
-    const compiled = spawnCompiledWebhook(configFile, certs.serverCertFile, certs.serverKeyFile, compiledLog, []);
-    const compiledTuned = spawnCompiledWebhook(configFile, certs.serverCertFile, certs.serverKeyFile, compiledLog, [
-      TUNED_NODE_FLAG,
+    closeSync(tsxLog);
+    children.push(tsxWebhook);
+    const tsxBare = spawnTsx('bare-child.ts', [certs.serverCertFile, certs.serverKeyFile, uid]);
+    children.push(tsxBare);
+
+    const [{ url: bareUrl }, { url: plainBareUrl }, { url: tsxUrl }, { url: tsxBareUrl }] = await Promise.all([
+      firstMessage<{ url: string }>(bare, 30_000, 'bare child'),
+      firstMessage<{ url: string }>(plainBare, 30_000, 'bare child without flags'),
+      firstMessage<{ url: string }>(tsxWebhook, 30_000, 'tsx webhook child'),
+      firstMessage<{ url: string }>(tsxBare, 30_000, 'tsx bare child'),
+      waitReady(webhook.url, webhook.child, 30_000),
+      waitReady(plain.url, plain.child, 30_000),
+      waitReady(moduleOnly.url, moduleOnly.child, 30_000),
     ]);
-    closeSync(compiledLog);
-    children.push(compiled, compiledTuned);
-    const [{ url: webhookUrl }, { url: bareUrl }, { url: tunedUrl }, { url: compiledUrl }, { url: compiledTunedUrl }] =
-      await Promise.all([
-        firstMessage<{ url: string }>(webhook, 30_000, 'webhook child'),
-        firstMessage<{ url: string }>(bare, 30_000, 'bare child'),
-        firstMessage<{ url: string }>(tuned, 30_000, 'tuned webhook child'),
-        firstMessage<{ url: string }>(compiled, 30_000, 'compiled webhook child'),
-        firstMessage<{ url: string }>(compiledTuned, 30_000, 'compiled tuned webhook child'),
-      ]);
 
     // The bench must measure the real allow path: a guarded scale-up judged against the cache.
-    const smoke = await postOnce(webhookUrl, body);
-    if (smoke.status !== 200 || allowedOf(smoke.json) !== true) {
-      throw new Error(`webhook did not allow the fixture (status ${smoke.status}): ${JSON.stringify(smoke.json).slice(0, 300)}`);
+    for (const url of [webhook.url, plain.url, moduleOnly.url, tsxUrl]) {
+      const smoke = await postOnce(url, body);
+      if (smoke.status !== 200 || allowedOf(smoke.json) !== true) {
+        throw new Error(
+          `webhook did not allow the fixture (status ${smoke.status}): ${JSON.stringify(smoke.json).slice(0, 300)}`,
+        );
+      }
     }
-    const bareSmoke = await postOnce(bareUrl, body);
-    if (bareSmoke.status !== 200 || allowedOf(bareSmoke.json) !== true)
-      throw new Error(`bare server answered ${bareSmoke.status}`);
+    for (const url of [bareUrl, plainBareUrl, tsxBareUrl]) {
+      const bareSmoke = await postOnce(url, body);
+      if (bareSmoke.status !== 200 || allowedOf(bareSmoke.json) !== true)
+        throw new Error(`bare server answered ${bareSmoke.status}`);
+    }
 
-    if (webhook.pid !== undefined)
-      options.log(`admission: webhook peak RSS after start, before any load: ${peakRssMiB(webhook.pid).toFixed(0)} MiB`);
+    options.log(`admission: webhook before any load: ${residentSplit(webhook.child.pid)}`);
     options.log(`admission: warming up both servers (${options.warmupSeconds}s each)`);
     await load(bareUrl, body, 8, options.warmupSeconds);
-    await load(webhookUrl, body, 8, options.warmupSeconds);
+    await load(webhook.url, body, 8, options.warmupSeconds);
 
     options.log(`admission: 1 connection, ${options.latencySeconds}s each`);
     const bareSerial = await load(bareUrl, body, 1, options.latencySeconds);
-    const oursSerial = await load(webhookUrl, body, 1, options.latencySeconds);
+    const oursSerial = await load(webhook.url, body, 1, options.latencySeconds);
     checkClean('bare, 1 connection', bareSerial);
     checkClean('webhook, 1 connection', oursSerial);
 
     options.log(`admission: 32 connections, ${options.throughputSeconds}s each`);
     const bareParallel = await load(bareUrl, body, 32, options.throughputSeconds);
-    const oursParallel = await load(webhookUrl, body, 32, options.throughputSeconds);
+    const oursParallel = await load(webhook.url, body, 32, options.throughputSeconds);
     checkClean('bare, 32 connections', bareParallel);
     checkClean('webhook, 32 connections', oursParallel);
+    options.log(`admission: webhook after load: ${residentSplit(webhook.child.pid)}`);
+    options.log(`admission: bare after load: ${residentSplit(bare.pid)}`);
 
-    options.log(`admission: 32 connections against the webhook started with ${TUNED_NODE_FLAG}`);
-    await load(tunedUrl, body, 8, options.warmupSeconds);
-    const tunedParallel = await load(tunedUrl, body, 32, options.throughputSeconds);
-    checkClean(`webhook ${TUNED_NODE_FLAG}, 32 connections`, tunedParallel);
+    /** Warm-up and one 32-connection run; requests/s and the process's peak RSS after it. */
+    const throughputOf = async (name: string, url: string, pid: number | undefined) => {
+      await load(url, body, 8, options.warmupSeconds);
+      const result = await load(url, body, 32, options.throughputSeconds);
+      checkClean(`${name}, 32 connections`, result);
+      if (pid === undefined) throw new Error(`${name}: no pid`);
+      options.log(`admission: ${name} after load: ${residentSplit(pid)}`);
+      return { requestsPerSecond: result.requestsPerSecond, peakRss: peakRssMiB(pid) };
+    };
+    options.log('admission: 32 connections, compiled without node flags, and through tsx');
+    const plainBareRun = await throughputOf('bare, compiled, no flags', plainBareUrl, plainBare.pid);
+    const plainRun = await throughputOf('webhook, compiled, no flags', plain.url, plain.child.pid);
+    const moduleRun = await throughputOf(`webhook module without the CLI, ${flagsText}`, moduleOnly.url, moduleOnly.child.pid);
+    const tsxBareRun = await throughputOf('bare through tsx', tsxBareUrl, tsxBare.pid);
+    const tsxRun = await throughputOf('webhook through tsx', tsxUrl, tsxWebhook.pid);
 
-    options.log('admission: 32 connections against the webhook compiled to JavaScript under plain node');
-    await load(compiledUrl, body, 8, options.warmupSeconds);
-    const compiledParallel = await load(compiledUrl, body, 32, options.throughputSeconds);
-    checkClean('compiled webhook, 32 connections', compiledParallel);
-    options.log(`admission: 32 connections against the compiled webhook with ${TUNED_NODE_FLAG}`);
-    await load(compiledTunedUrl, body, 8, options.warmupSeconds);
-    const compiledTunedParallel = await load(compiledTunedUrl, body, 32, options.throughputSeconds);
-    checkClean(`compiled webhook ${TUNED_NODE_FLAG}, 32 connections`, compiledTunedParallel);
-
-    if (
-      webhook.pid === undefined ||
-      bare.pid === undefined ||
-      tuned.pid === undefined ||
-      compiled.pid === undefined ||
-      compiledTuned.pid === undefined
-    ) {
-      throw new Error('a server child has no pid');
-    }
-    const tunedPeakRss = peakRssMiB(tuned.pid);
-    const compiledPeakRss = peakRssMiB(compiled.pid);
-    const compiledTunedPeakRss = peakRssMiB(compiledTuned.pid);
-    const webhookPeakRss = peakRssMiB(webhook.pid);
+    if (webhook.child.pid === undefined || bare.pid === undefined) throw new Error('a server child has no pid');
+    const webhookPeakRss = peakRssMiB(webhook.child.pid);
     const barePeakRss = peakRssMiB(bare.pid);
-    for (const [name, child] of [
-      ['webhook', webhook],
-      ['bare', bare],
-    ] as const) {
-      const reply = firstMessage<{ memory: NodeJS.MemoryUsage }>(child, 5_000, `${name} memory`);
-      child.send('memory');
-      const { memory } = await reply;
-      const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
-      options.log(
-        `admission: ${name} after load: rss ${mib(memory.rss)}, heap ${mib(memory.heapUsed)}/${mib(memory.heapTotal)}, external ${mib(memory.external)}, peak ${(name === 'webhook' ? webhookPeakRss : barePeakRss).toFixed(0)} MiB`,
-      );
-    }
 
     const ms = (samples: number[], p: number) => percentile(samples, p);
+    const info = { kind: 'info' } as const;
     return [
       {
         section: 'admission',
@@ -287,7 +405,7 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
         ours: ms(oursSerial.latenciesMs, 50),
         baseline: ms(bareSerial.latenciesMs, 50),
         unit: 'ms',
-        target: { kind: 'info' },
+        target: info,
       },
       {
         section: 'admission',
@@ -311,7 +429,7 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
         ours: ms(oursParallel.latenciesMs, 99),
         baseline: ms(bareParallel.latenciesMs, 99),
         unit: 'ms',
-        target: { kind: 'info' },
+        target: info,
       },
       {
         section: 'admission',
@@ -323,51 +441,51 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
       },
       {
         section: 'admission',
-        figure: `webhook with ${TUNED_NODE_FLAG}: req/s, 32 conn`,
-        ours: tunedParallel.requestsPerSecond,
+        figure: `without ${flagsText} (both compiled, plain node): req/s, 32 conn`,
+        ours: plainRun.requestsPerSecond,
+        baseline: plainBareRun.requestsPerSecond,
+        unit: 'req/s',
+        target: info,
+      },
+      {
+        section: 'admission',
+        figure: `without ${flagsText} (both compiled, plain node): peak RSS under load`,
+        ours: plainRun.peakRss,
+        baseline: plainBareRun.peakRss,
+        unit: 'MiB',
+        target: info,
+      },
+      {
+        section: 'admission',
+        figure: `webhook started without the CLI module (runWebhookCommand directly), ${flagsText}: req/s, 32 conn`,
+        ours: moduleRun.requestsPerSecond,
         baseline: bareParallel.requestsPerSecond,
         unit: 'req/s',
-        target: { kind: 'info' },
+        target: info,
       },
       {
         section: 'admission',
-        figure: `webhook with ${TUNED_NODE_FLAG}: peak RSS under load`,
-        ours: tunedPeakRss,
+        figure: `webhook started without the CLI module (runWebhookCommand directly), ${flagsText}: peak RSS under load`,
+        ours: moduleRun.peakRss,
         baseline: barePeakRss,
         unit: 'MiB',
-        target: { kind: 'info' },
+        target: info,
       },
       {
         section: 'admission',
-        figure: 'webhook compiled to JS, plain node (no tsx): req/s, 32 conn',
-        ours: compiledParallel.requestsPerSecond,
-        baseline: bareParallel.requestsPerSecond,
+        figure: 'source checkout (both through tsx, no flags): req/s, 32 conn',
+        ours: tsxRun.requestsPerSecond,
+        baseline: tsxBareRun.requestsPerSecond,
         unit: 'req/s',
-        target: { kind: 'info' },
+        target: info,
       },
       {
         section: 'admission',
-        figure: 'webhook compiled to JS, plain node (no tsx): peak RSS under load',
-        ours: compiledPeakRss,
-        baseline: barePeakRss,
+        figure: 'source checkout (both through tsx, no flags): peak RSS under load',
+        ours: tsxRun.peakRss,
+        baseline: tsxBareRun.peakRss,
         unit: 'MiB',
-        target: { kind: 'info' },
-      },
-      {
-        section: 'admission',
-        figure: `webhook compiled to JS, plain node ${TUNED_NODE_FLAG}: req/s, 32 conn`,
-        ours: compiledTunedParallel.requestsPerSecond,
-        baseline: bareParallel.requestsPerSecond,
-        unit: 'req/s',
-        target: { kind: 'info' },
-      },
-      {
-        section: 'admission',
-        figure: `webhook compiled to JS, plain node ${TUNED_NODE_FLAG}: peak RSS under load`,
-        ours: compiledTunedPeakRss,
-        baseline: barePeakRss,
-        unit: 'MiB',
-        target: { kind: 'info' },
+        target: info,
       },
     ];
   } finally {
