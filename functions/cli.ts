@@ -15,7 +15,6 @@ import {
 import type { Evaluation } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
 import type { ScheduledResult } from './scheduled.js';
-import { evaluateTarget } from './evaluate-target.js';
 import { formatEvaluationTable } from './format-table.js';
 
 export const EXIT_PASSED = 0;
@@ -270,6 +269,10 @@ async function runEvaluate(args: string[], env: Record<string, string | undefine
   if (command.kind === 'config') return runEvaluateConfig(command, env, io);
   let evaluation: Evaluation;
   try {
+    // Loaded here, not at the top: `etcd-guard webhook` must not carry etcd3, gRPC and the etcd
+    // protos (~22 MiB of heap) before it needs them; webhook/main.ts loads them lazily too. The
+    // budget is taken after the import, which is part of the start-up --timeout covers.
+    const { evaluateTarget } = await import('./evaluate-target.js');
     const spentMs = performance.now() - (io.startedAtMs ?? performance.now());
     const budgetMs = Math.max(MIN_EVALUATION_BUDGET_MS, Math.round(command.target.timeout - spentMs - EXIT_MARGIN_MS));
     evaluation = await evaluateTarget({ ...command.target, timeout: budgetMs });

@@ -550,7 +550,7 @@ describe('workloads', () => {
   );
 
   it.each(workloads.map((workload) => [workload.what, workload] as const))(
-    '%s has a writable /tmp, since tsx compiles into TMPDIR under a read-only root',
+    '%s has a writable /tmp (TMPDIR) under a read-only root',
     (_label, workload) => {
       const container = containerOf(workload.podSpec);
       const tmpMount = objs(container.volumeMounts).find((mount) => mount.mountPath === '/tmp');
