@@ -52,6 +52,7 @@ export const USAGE = `Usage:
 
 evaluate --config evaluates every target of a guard config file (the CronJob's form) and writes
 each to the config's store (or --store); --output json then prints a JSON array of evaluations.
+It exits 0 when every target was evaluated and stored, whatever the verdicts, 1 when one was not.
 --every repeats the round at that interval until SIGTERM/SIGINT (the local stand-in for a schedule).
 
 --timeout bounds the whole command, start-up included.
@@ -327,8 +328,10 @@ async function runEvaluateConfig(
     latest.clear();
     if (command.output === 'json') io.stdout(`${JSON.stringify(evaluations, null, 2)}\n`);
     else for (const evaluation of evaluations) io.stdout(`${formatEvaluationTable(evaluation)}\n`);
-    // With --store none nothing is written on purpose; only a failed write counts against the run.
-    return results.every((result) => result.ok && result.passed);
+    // The scheduled form judges its own work, not etcd: an Unhealthy verdict that was evaluated and
+    // stored is a success (a CronJob must not fail every minute while etcd is sick); a target that
+    // could not be evaluated or stored is not. With --store none nothing is written on purpose.
+    return results.every((result) => result.ok);
   };
   if (command.everyMs === null) return report(await runScheduledEvaluation(deps)) ? EXIT_PASSED : EXIT_NOT_PASSED;
 

@@ -120,17 +120,36 @@ describe('evaluate --config', () => {
     expect(run.stderr).toContain('ftp://x');
   });
 
-  it('exits 1 when a target does not pass', async () => {
+  it('exits 0 when a target is Unhealthy but was evaluated and stored (the run did its work)', async () => {
+    const deadStore = path.join(dir, 'dead-store');
     const deadTarget = path.join(dir, 'dead.yaml');
     await writeFile(
       deadTarget,
-      `store: { kind: file, dir: ${path.join(dir, 'dead-store')} }\ntargets:\n  - name: gone\n    endpoints: [https://127.0.0.1:1]\n    timeout: 500ms\n`,
+      `store: { kind: file, dir: ${deadStore} }\ntargets:\n  - name: gone\n    endpoints: [https://127.0.0.1:1]\n    timeout: 500ms\n`,
     );
     const run = await runInProcess(['evaluate', '--config', deadTarget, '--output', 'json']);
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(0);
     const [evaluation] = evaluationSchema.array().parse(JSON.parse(run.stdout));
     expect(evaluation?.verdict).toBe('Unhealthy');
     expect(evaluation?.reasons.join(' ')).toContain('https://127.0.0.1:1');
+    const stored = parseEvaluationJson(await readFile(path.join(deadStore, 'gone.json'), 'utf8'), 'gone.json');
+    expect(stored.evaluatedAt).toBe(evaluation?.evaluatedAt);
+  });
+
+  it('exits 1 when an evaluation cannot be stored', async () => {
+    // The store directory is a regular file, so every write fails.
+    const blocked = path.join(dir, 'blocked-store');
+    await writeFile(blocked, 'not a directory');
+    const blockedConfig = path.join(dir, 'blocked.yaml');
+    await writeFile(blockedConfig, (await readFile(configFile, 'utf8')).replace(storeDir, blocked));
+    const run = await runInProcess(['evaluate', '--config', blockedConfig, '--output', 'json']);
+    expect(run.code).toBe(1);
+    expect(
+      evaluationSchema
+        .array()
+        .parse(JSON.parse(run.stdout))
+        .map((evaluation) => evaluation.verdict),
+    ).toEqual(['Healthy', 'Healthy']);
   });
 
   it('with --every repeats rounds until SIGTERM, then exits 0', async () => {
