@@ -3,7 +3,7 @@
 // evaluatedAt by the decision core, so when the feed goes quiet the data just ages and the gate
 // fails closed. No I/O here beyond the injected store.
 import type { Evaluation } from '../functions/core/evaluation.js';
-import type { EvaluationStore } from '../functions/core/store.js';
+import { supersedes, type EvaluationStore } from '../functions/core/store.js';
 import type { Logger } from './logger.js';
 
 export interface EvaluationCacheOptions {
@@ -90,7 +90,7 @@ export class EvaluationCache {
       return false;
     }
     const held = this.latest.get(evaluation.target);
-    if (held && Date.parse(held.evaluatedAt) >= Date.parse(evaluation.evaluatedAt)) return false;
+    if (held && !supersedes(evaluation, held)) return false;
     this.latest.set(evaluation.target, evaluation);
     return true;
   }

@@ -1,6 +1,7 @@
 // Prometheus metrics for the webhook, on a registry of its own so tests (and several servers in
 // one process) never share counters through prom-client's global registry.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { evaluationAgeMs } from '../functions/core/evaluation.js';
 
 /** What the age gauge needs from the cache: read at scrape time, so the age keeps growing while the feed is silent. */
 export interface EvaluatedAtSource {
@@ -49,12 +50,11 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     collect() {
       this.reset();
       if (!cacheSource) return;
-      const nowMs = now().getTime();
+      const scrapedAt = now();
       for (const target of cacheSource.targets()) {
         const evaluatedAt = cacheSource.evaluatedAt(target);
         if (evaluatedAt === null) continue;
-        const ageSeconds = Math.max(0, (nowMs - Date.parse(evaluatedAt)) / 1000);
-        this.set({ target }, ageSeconds);
+        this.set({ target }, evaluationAgeMs({ evaluatedAt }, scrapedAt) / 1000);
       }
     },
   });
