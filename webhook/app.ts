@@ -5,7 +5,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { performance } from 'node:perf_hooks';
 import type { GuardConfig, TargetConfig } from '../functions/config.js';
 import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.js';
-import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
+import { withDeadline, type OnDemandRequest, type OnDemandResponse } from '../functions/on-demand.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest } from './core/classify.js';
 import type {
@@ -91,14 +91,6 @@ function metricReason(reason: string, fallback: string): string {
   return /^[a-z0-9][a-z0-9-]{0,39}$/.test(reason) ? reason : fallback;
 }
 
-function rejectAfter(ms: number, message: string): { promise: Promise<never>; cancel: () => void } {
-  let timer: NodeJS.Timeout | undefined;
-  const promise = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-  });
-  return { promise, cancel: () => clearTimeout(timer) };
-}
-
 /** The uid of a body the core could not handle, when it plainly has one, so the error can deny it. */
 function uidOf(body: unknown): string | null {
   if (body === null || typeof body !== 'object') return null;
@@ -152,14 +144,14 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
         refreshNote: `inline refresh skipped: apiserver budget ${(remainingMs / 1000).toFixed(1)}s cannot fit the ${(target.timeout / 1000).toFixed(1)}s evaluation plus a 1s margin`,
       };
     }
-    // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
-    const deadline = rejectAfter(
-      allowanceMs,
-      `inline refresh of ${target.name} did not finish within ${Math.round(allowanceMs)} ms`,
-    );
     try {
       // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
-      const fresh = await Promise.race([onDemand.evaluateForAdmission(target.name, { persist: !dryRun }), deadline.promise]);
+      // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
+      const fresh = await withDeadline(
+        onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
+        Math.round(allowanceMs),
+        `inline refresh of ${target.name}`,
+      );
       cache.put(fresh);
       metrics.recordInlineRefresh(target.name, 'success');
       return { evaluation: fresh };
@@ -167,8 +159,6 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       metrics.recordInlineRefresh(target.name, 'error');
       logger.warn({ target: target.name, err: errorMessage(error) }, 'inline refresh failed');
       return { evaluation: cached, refreshNote: `inline refresh failed: ${shorten(errorMessage(error))}` };
-    } finally {
-      deadline.cancel();
     }
   }
 
