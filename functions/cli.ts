@@ -89,6 +89,12 @@ const WEBHOOK_OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
+/**
+ * Every command's flags, read by the parser and by the manifests test (which checks the
+ * Deployment's and CronJob's args against it), so the two cannot drift apart.
+ */
+export const COMMAND_OPTIONS = { evaluate: EVALUATE_OPTIONS, webhook: WEBHOOK_OPTIONS } as const;
+
 /** util.parseArgs, with its errors reworded to name the flag ("unknown flag --x"). */
 function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T) {
   try {

@@ -1,0 +1,79 @@
+// The Dockerfile: one base image, production dependencies only, non-root, compiled JavaScript,
+// the measured memory flags, and no secret in the image or the build context.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { containerOf, objs, ROOT, workloads } from './harness/manifests.js';
+
+describe('Dockerfile', () => {
+  const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  const instructions = dockerfile
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  const stages = instructions.reduce<string[][]>((list, line) => {
+    if (/^FROM\s/i.test(line)) list.push([line]);
+    else list[list.length - 1]?.push(line);
+    return list;
+  }, []);
+  const finalStage = stages[stages.length - 1] ?? [];
+
+  it('builds every stage from node:20-bookworm-slim', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of stages) expect(stage[0]).toMatch(/^FROM node:20-bookworm-slim(\s+AS\s+\S+)?$/i);
+  });
+
+  it('ships production dependencies only, runs as 10001 and starts the CLI', () => {
+    const copiedModules = finalStage.find((line) => /^COPY --from=(\S+) \/app\/node_modules/.test(line));
+    const sourceStage = /--from=(\S+)/.exec(copiedModules ?? '')?.[1];
+    const depsStage = stages.find((stage) => new RegExp(`AS ${sourceStage ?? '-'}$`, 'i').test(stage[0] ?? ''));
+    expect(depsStage?.some((line) => /npm ci .*--omit=dev/.test(line))).toBe(true);
+    expect(finalStage.filter((line) => /^USER /.test(line)).at(-1)).toMatch(/^USER 10001(:10001)?$/);
+    expect(finalStage.filter((line) => /^ENTRYPOINT /.test(line)).at(-1)).toMatch(
+      /^ENTRYPOINT \["node", (.*, )?"bin\/etcd-guard\.mjs"\]$/,
+    );
+    // tsx runs the TypeScript CLI in a source checkout (`npx etcd-guard` right after `npm ci`).
+    const packageJson = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+    };
+    expect(packageJson.dependencies?.tsx).toBeDefined();
+  });
+
+  it('compiles in the build stage and ships dist/ without sources, so the image runs plain JavaScript', () => {
+    const copiedDist = finalStage.find((line) => /^COPY --from=(\S+) \/app\/dist /.test(line));
+    const buildStageName = /--from=(\S+)/.exec(copiedDist ?? '')?.[1];
+    const buildStage = stages.find((stage) => new RegExp(`AS ${buildStageName ?? '-'}$`, 'i').test(stage[0] ?? ''));
+    const compile = buildStage?.find((line) => /tsc -p tsconfig\.build\.json/.test(line));
+    expect(compile).toBeDefined();
+    expect(compile).not.toMatch(/--noEmit/);
+    expect(finalStage.some((line) => line.startsWith('COPY') && line.includes('/app/bin'))).toBe(true);
+    // bin/etcd-guard.mjs takes dist/ only where functions/cli.ts is absent: shipping sources would
+    // make the image run tsx again.
+    for (const directory of ['functions', 'webhook'])
+      expect(finalStage.filter((line) => line.startsWith('COPY') && line.includes(`/app/${directory}`))).toEqual([]);
+  });
+
+  it('starts node with the memory flags the benchmark measured (small young generation)', () => {
+    const entrypoint = finalStage.filter((line) => /^ENTRYPOINT /.test(line)).at(-1) ?? '';
+    const words = JSON.parse(entrypoint.replace(/^ENTRYPOINT\s+/, '')) as string[];
+    const flags = words.slice(1, -1);
+    const semiSpace = flags.map((flag) => /^--max-semi-space-size=(\d+)$/.exec(flag)?.[1]).find(Boolean);
+    expect(semiSpace, `ENTRYPOINT flags ${JSON.stringify(flags)}`).toBeDefined();
+    expect(Number(semiSpace)).toBeGreaterThanOrEqual(1);
+    expect(Number(semiSpace)).toBeLessThanOrEqual(8);
+    // The Deployment passes only args, so the image's ENTRYPOINT (and its flags) stays in force;
+    // NODE_OPTIONS there must not override the flag either.
+    const container = containerOf(workloads[0]?.podSpec ?? {});
+    expect(container.command).toBeUndefined();
+    const nodeOptions = objs(container.env).find((variable) => variable.name === 'NODE_OPTIONS');
+    expect(String(nodeOptions?.value ?? '')).not.toMatch(/max-semi-space-size/);
+  });
+
+  it('puts no secret into the image and keeps keys out of the build context', () => {
+    expect(instructions.filter((line) => /^(ARG|ENV)\s.*(TOKEN|PASSWORD|SECRET|KEY)/i.test(line))).toEqual([]);
+    const ignored = readFileSync(path.join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim());
+    for (const pattern of ['.git', 'node_modules', '*.key', '*.pem', '.env']) expect(ignored).toContain(pattern);
+  });
+});
