@@ -17,7 +17,6 @@ import { captureStoreError } from './harness/store-error.js';
 
 const NAMESPACE = 'etcd-guard';
 const CM_NAME = 'etcd-guard-prod';
-const CM_PATH = `/api/v1/namespaces/${NAMESPACE}/configmaps/${CM_NAME}`;
 
 let fake: FakeKubeApiServer;
 
@@ -329,101 +328,5 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     const error = await captureStoreError(store.read('prod'));
     expect(error.kind).toBe('invalid');
     expect(error.message).toContain('/nonexistent/kubeconfig');
-  });
-});
-
-describe('fake kube-apiserver: list and watch of ConfigMaps (used by cache watchers)', () => {
-  interface WatchLine {
-    type: string;
-    object: { metadata: { name: string; resourceVersion: string }; data?: Record<string, string> };
-  }
-
-  /** Opens a watch and returns a function that waits (with a deadline) for the next n events. */
-  async function openWatch(query: string, controller: AbortController) {
-    const response = await fetch(`${fake.url}/api/v1/namespaces/${NAMESPACE}/configmaps?watch=true&${query}`, {
-      headers: { authorization: `Bearer ${fake.token}` },
-      signal: controller.signal,
-    });
-    expect(response.status).toBe(200);
-    const reader = response.body?.getReader();
-    if (!reader) throw new Error('watch response has no body');
-    const decoder = new TextDecoder();
-    let buffered = '';
-    const events: WatchLine[] = [];
-    return async function next(count: number, deadlineMs = 2000): Promise<WatchLine[]> {
-      const timer = setTimeout(() => controller.abort(), deadlineMs);
-      try {
-        while (events.length < count) {
-          const chunk = await reader.read();
-          if (chunk.done) break;
-          buffered += decoder.decode(chunk.value, { stream: true });
-          let newline: number;
-          while ((newline = buffered.indexOf('\n')) >= 0) {
-            events.push(JSON.parse(buffered.slice(0, newline)) as WatchLine);
-            buffered = buffered.slice(newline + 1);
-          }
-        }
-      } finally {
-        clearTimeout(timer);
-      }
-      return events.splice(0, count);
-    };
-  }
-
-  it('lists by labelSelector and streams ADDED, MODIFIED and DELETED for matching objects only', async () => {
-    const store = storeFor();
-    await store.write(makeEvaluationAt(1));
-    fake.putRaw(NAMESPACE, 'unrelated', { a: 'b' }, { app: 'other' });
-
-    const list = await fetch(
-      `${fake.url}/api/v1/namespaces/${NAMESPACE}/configmaps?labelSelector=app.kubernetes.io%2Fname%3Detcd-guard`,
-      {
-        headers: { authorization: `Bearer ${fake.token}` },
-      },
-    );
-    const listed = (await list.json()) as { items: { metadata: { name: string } }[] };
-    expect(listed.items.map((item) => item.metadata.name)).toEqual([CM_NAME]);
-
-    const controller = new AbortController();
-    try {
-      const next = await openWatch('labelSelector=etcd-guard.io%2Ftarget', controller);
-      expect((await next(1)).map((event) => `${event.type} ${event.object.metadata.name}`)).toEqual([`ADDED ${CM_NAME}`]);
-      await store.write(makeEvaluationAt(2));
-      fake.putRaw(NAMESPACE, 'unrelated', { a: 'c' });
-      const response = await fetch(`${fake.url}${CM_PATH}`, {
-        method: 'DELETE',
-        headers: { authorization: `Bearer ${fake.token}` },
-      });
-      expect(response.status).toBe(200);
-      const events = await next(2);
-      expect(events.map((event) => `${event.type} ${event.object.metadata.name}`)).toEqual([
-        `MODIFIED ${CM_NAME}`,
-        `DELETED ${CM_NAME}`,
-      ]);
-      const modified = events[0]?.object.data?.[CONFIGMAP_DATA_KEY] ?? '';
-      expect(parseEvaluationJson(modified, 'watch event').evaluatedAt).toBe(makeEvaluationAt(2).evaluatedAt);
-    } finally {
-      controller.abort();
-    }
-  });
-
-  it('a watch from a resourceVersion replays only the later events', async () => {
-    const store = storeFor();
-    await store.write(makeEvaluationAt(1));
-    const from = fake.getConfigMap(NAMESPACE, CM_NAME)?.metadata.resourceVersion ?? '';
-    await store.write(makeEvaluationAt(2));
-    await store.write(makeEvaluationAt(3));
-    const controller = new AbortController();
-    try {
-      const next = await openWatch(`resourceVersion=${from}`, controller);
-      const events = await next(2);
-      expect(events.map((event) => event.type)).toEqual(['MODIFIED', 'MODIFIED']);
-      expect(events.map((event) => Number(event.object.metadata.resourceVersion) > Number(from))).toEqual([true, true]);
-      expect(parseEvaluationJson(events[1]?.object.data?.[CONFIGMAP_DATA_KEY] ?? '', 'watch').evaluatedAt).toBe(
-        makeEvaluationAt(3).evaluatedAt,
-      );
-    } finally {
-      controller.abort();
-    }
   });
 });
