@@ -11,12 +11,13 @@ import {
   type EndpointProbe,
   type Outcome,
 } from './core/evaluate.js';
+import { Deadline, withDeadline } from './core/deadline.js';
 import type { Evaluation } from './core/evaluation.js';
 
 export interface EvaluateTargetOptions {
   now?: () => Date;
   /** Lists the control-plane Nodes when target.inventory is set; the Kubernetes adapter by default. */
-  listControlPlaneNodes?: (inventory: InventoryConfig, deadlineMs: number) => Promise<ControlPlaneNode[]>;
+  listControlPlaneNodes?: (inventory: InventoryConfig, timeoutMs: number) => Promise<ControlPlaneNode[]>;
 }
 
 async function readTlsFile(targetName: string, field: string, file: string | undefined): Promise<Buffer | undefined> {
@@ -47,7 +48,7 @@ export async function readTargetCredentials(target: Pick<TargetConfig, 'name' | 
 function discoverMembers(
   session: EtcdProbeSession,
   endpoints: readonly string[],
-  deadline: number,
+  deadline: Deadline,
 ): Promise<Outcome<DiscoveredMember[]>> {
   return new Promise((resolve) => {
     const errors: string[] = [];
@@ -65,23 +66,15 @@ function discoverMembers(
 
 async function listInventory(
   inventory: InventoryConfig,
-  deadline: number,
+  deadline: Deadline,
   lister: NonNullable<EvaluateTargetOptions['listControlPlaneNodes']>,
 ): Promise<ControlPlaneInventory> {
-  const budgetMs = Math.max(1, deadline - Date.now());
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<ControlPlaneInventory>((resolve) => {
-    timer = setTimeout(() => resolve({ error: `listing control-plane nodes timed out after ${budgetMs} ms` }), budgetMs);
-  });
-  const listing = lister(inventory, budgetMs).then(
-    (nodes): ControlPlaneInventory => nodes,
-    (error: unknown): ControlPlaneInventory => ({ error: error instanceof Error ? error.message : String(error) }),
-  );
-  try {
-    return await Promise.race([listing, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const budgetMs = Math.max(1, Math.round(deadline.remainingMs()));
+  return withDeadline(
+    lister(inventory, budgetMs),
+    deadline,
+    () => new Error(`listing control-plane nodes timed out after ${budgetMs} ms`),
+  ).catch((error: unknown): ControlPlaneInventory => ({ error: error instanceof Error ? error.message : String(error) }));
 }
 
 export async function evaluateTarget(target: TargetConfig, options: EvaluateTargetOptions = {}): Promise<Evaluation> {
@@ -89,7 +82,7 @@ export async function evaluateTarget(target: TargetConfig, options: EvaluateTarg
   const evaluatedAt = now();
   const started = performance.now();
   // One deadline for everything, reading the TLS files included: the caller's bound is the timeout.
-  const deadline = Date.now() + target.timeout;
+  const deadline = Deadline.after(target.timeout);
   const credentials = await readTargetCredentials(target);
 
   const session = new EtcdProbeSession(credentials);
@@ -97,7 +90,7 @@ export async function evaluateTarget(target: TargetConfig, options: EvaluateTarg
     let inventoryRun: Promise<ControlPlaneInventory> | undefined;
     if (target.inventory !== undefined) {
       const lister = options.listControlPlaneNodes ?? (await import('./adapters/kube-nodes.js')).listControlPlaneNodes;
-      inventoryRun = listInventory(target.inventory, deadline, (inventory, deadlineMs) => lister(inventory, deadlineMs));
+      inventoryRun = listInventory(target.inventory, deadline, (inventory, timeoutMs) => lister(inventory, timeoutMs));
     }
     // The given endpoints are probed while the member list is fetched, saving a round trip.
     const probes = new Map<string, Promise<EndpointProbe>>();

@@ -8,6 +8,7 @@ import { ConfigError } from './config.js';
 import type { Evaluation } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
 import { StoreError } from './core/store.js';
+import { DeadlineExceededError, withTimeout } from './core/deadline.js';
 
 export class UnknownTargetError extends Error {
   constructor(
@@ -19,36 +20,13 @@ export class UnknownTargetError extends Error {
   }
 }
 
-export class DeadlineExceededError extends Error {
-  constructor(
-    readonly what: string,
-    readonly deadlineMs: number,
-  ) {
-    super(`${what} did not finish within ${deadlineMs} ms`);
-    this.name = 'DeadlineExceededError';
-  }
-}
-
-/**
- * Settles like `work`, or rejects with DeadlineExceededError after `deadlineMs`. The evaluate and
- * store adapters carry their own deadlines; this outer one is the guarantee that a bug in one of
- * them still cannot make a caller hang.
- */
-export function withDeadline<T>(work: Promise<T>, deadlineMs: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DeadlineExceededError(what, deadlineMs)), deadlineMs);
-  });
-  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
-}
-
 /** Outer bound for one target's evaluation: its own probe timeout plus room for connection setup. */
-export function evaluationDeadlineMs(target: TargetConfig): number {
+export function evaluationTimeoutMs(target: TargetConfig): number {
   return target.timeout + 2_000;
 }
 
 /** Outer bound for one store read or write (the adapters use shorter ones of their own). */
-export const STORE_DEADLINE_MS = 10_000;
+export const STORE_TIMEOUT_MS = 10_000;
 
 export interface OnDemandOptions {
   config: GuardConfig;
@@ -189,9 +167,9 @@ export class OnDemandEvaluations {
   }
 
   private startRun(target: TargetConfig, store: boolean): Run {
-    const evaluation = withDeadline(
+    const evaluation = withTimeout(
       this.options.evaluate(target),
-      evaluationDeadlineMs(target),
+      evaluationTimeoutMs(target),
       `evaluation of target ${quote(target.name)}`,
     );
     const run: Run = {
@@ -209,9 +187,9 @@ export class OnDemandEvaluations {
   }
 
   private async store(target: TargetConfig, evaluation: Evaluation): Promise<Evaluation> {
-    await withDeadline(
+    await withTimeout(
       this.options.store.write(evaluation),
-      STORE_DEADLINE_MS,
+      STORE_TIMEOUT_MS,
       `storing the evaluation of target ${quote(target.name)} in ${this.options.store.describe()}`,
     );
     try {
@@ -225,9 +203,9 @@ export class OnDemandEvaluations {
   /** The cached evaluation, or null; throws UnknownTargetError or StoreError. */
   async cached(targetName: string): Promise<Evaluation | null> {
     if (!this.targets.has(targetName)) throw new UnknownTargetError(targetName, [...this.targets.keys()]);
-    return withDeadline(
+    return withTimeout(
       this.options.store.read(targetName),
-      STORE_DEADLINE_MS,
+      STORE_TIMEOUT_MS,
       `reading the evaluation of target ${quote(targetName)} from ${this.options.store.describe()}`,
     );
   }

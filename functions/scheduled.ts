@@ -10,7 +10,8 @@ import type { GuardConfig, TargetConfig } from './config.js';
 import type { Evaluation, Verdict } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
 import { evaluateTarget } from './evaluate-target.js';
-import { STORE_DEADLINE_MS, evaluationDeadlineMs, withDeadline } from './on-demand.js';
+import { withTimeout } from './core/deadline.js';
+import { STORE_TIMEOUT_MS, evaluationTimeoutMs } from './on-demand.js';
 
 /** The two pino methods the scheduled run uses; a pino logger satisfies it. */
 export interface ScheduledLogger {
@@ -82,9 +83,9 @@ async function evaluateOne(deps: ScheduledDeps, target: TargetConfig): Promise<S
   const elapsed = () => Math.round(performance.now() - started);
   let evaluation: Evaluation;
   try {
-    evaluation = await withDeadline(
+    evaluation = await withTimeout(
       deps.evaluate(target),
-      evaluationDeadlineMs(target),
+      evaluationTimeoutMs(target),
       `evaluation of target ${JSON.stringify(target.name)}`,
     );
   } catch (error) {
@@ -103,9 +104,9 @@ async function evaluateOne(deps: ScheduledDeps, target: TargetConfig): Promise<S
     return result;
   }
   try {
-    const outcome = await withDeadline(
+    const outcome = await withTimeout(
       deps.store.write(evaluation),
-      STORE_DEADLINE_MS,
+      STORE_TIMEOUT_MS,
       `storing the evaluation of target ${JSON.stringify(target.name)} in ${deps.store.describe()}`,
     );
     const result: ScheduledResult = {

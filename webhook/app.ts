@@ -5,7 +5,8 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { performance } from 'node:perf_hooks';
 import type { GuardConfig, TargetConfig } from '../functions/config.js';
 import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.js';
-import { withDeadline, type OnDemandRequest, type OnDemandResponse } from '../functions/on-demand.js';
+import { withTimeout } from '../functions/core/deadline.js';
+import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest } from './core/classify.js';
 import type {
@@ -147,7 +148,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     try {
       // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
       // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
-      const fresh = await withDeadline(
+      const fresh = await withTimeout(
         onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
         Math.round(allowanceMs),
         `inline refresh of ${target.name}`,

@@ -2,6 +2,7 @@
 // store, but the feed is never trusted to be live: freshness is judged from each evaluation's own
 // evaluatedAt by the decision core, so when the feed goes quiet the data just ages and the gate
 // fails closed. No I/O here beyond the injected store.
+import { Deadline, withDeadline } from '../functions/core/deadline.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import { supersedes, type EvaluationStore } from '../functions/core/store.js';
 import type { Logger } from './logger.js';
@@ -146,34 +147,20 @@ export class EvaluationCache {
     if (this.abandonedReads.has(target)) {
       return Promise.reject(new Error(`the previous read of ${target} is still hanging`));
     }
-    return new Promise<Evaluation | null>((resolve, reject) => {
-      let settled = false;
-      const timer = setTimeout(() => {
-        settled = true;
-        this.abandonedReads.add(target);
-        reject(new CacheReadTimeoutError(target, this.readTimeoutMs));
-      }, this.readTimeoutMs);
-      const finish = () => {
-        clearTimeout(timer);
-        if (settled) this.abandonedReads.delete(target);
-        return !settled;
-      };
-      let pending: Promise<Evaluation | null>;
-      try {
-        pending = this.options.store.read(target);
-      } catch (error) {
-        clearTimeout(timer);
-        reject(toError(error));
-        return;
-      }
-      pending.then(
-        (value) => {
-          if (finish()) resolve(value);
-        },
-        (error: unknown) => {
-          if (finish()) reject(toError(error));
-        },
-      );
+    let pending: Promise<Evaluation | null>;
+    try {
+      pending = this.options.store.read(target);
+    } catch (error) {
+      return Promise.reject(toError(error));
+    }
+    // Once the abandoned read settles, the target may be read again.
+    pending.then(
+      () => this.abandonedReads.delete(target),
+      () => this.abandonedReads.delete(target),
+    );
+    return withDeadline(pending, Deadline.after(this.readTimeoutMs), () => {
+      this.abandonedReads.add(target);
+      return new CacheReadTimeoutError(target, this.readTimeoutMs);
     });
   }
 

@@ -2,6 +2,7 @@
 // `evaluation.json`, labelled and annotated so `kubectl get cm -L` shows target and verdict.
 // Writes are optimistic (resourceVersion) and monotonic: a newer stored evaluation always wins.
 import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
+import { Deadline } from '../core/deadline.js';
 import type { Evaluation } from '../core/evaluation.js';
 import {
   invalidEvaluationError,
@@ -33,9 +34,9 @@ export interface ConfigMapStoreOptions {
   kubeconfigFile?: string;
   /** A ready client, instead of loading one from kubeconfigFile. */
   api?: CoreV1Api;
-  /** Deadline of each API call. */
+  /** Timeout of each API call. */
   callTimeoutMs?: number;
-  /** Deadline of a whole write, conflict retries included; each call gets what is left. */
+  /** Timeout of a whole write, conflict retries included; each call gets what is left. */
   writeTimeoutMs?: number;
   /** How many read-compare-write rounds a write may take when others keep writing (409). */
   maxAttempts?: number;
@@ -78,7 +79,7 @@ export class ConfigMapStore implements EvaluationStore {
 
   async read(target: string): Promise<Evaluation | null> {
     const name = this.nameFor(target);
-    const configMap = await this.get(name, performance.now() + this.callTimeoutMs);
+    const configMap = await this.get(name, Deadline.after(this.callTimeoutMs));
     if (configMap === null) return null;
     const stored = this.parseStored(configMap, name, target);
     if (stored instanceof StoreError) throw stored;
@@ -98,7 +99,7 @@ export class ConfigMapStore implements EvaluationStore {
       );
     }
 
-    const deadline = performance.now() + this.writeTimeoutMs;
+    const deadline = Deadline.after(this.writeTimeoutMs);
     for (let attempt = 1; attempt <= this.maxAttempts; attempt += 1) {
       const current = await this.get(name, deadline);
       if (current !== null) {
@@ -147,12 +148,12 @@ export class ConfigMapStore implements EvaluationStore {
     return { verb, resource: 'configmaps', ...(name !== undefined ? { name } : {}), namespace: this.namespace };
   }
 
-  /** Time a call may take: its own deadline, cut short by the whole operation's. */
-  private budget(deadline: number): number {
-    return Math.max(1, Math.min(this.callTimeoutMs, Math.round(deadline - performance.now())));
+  /** A call's deadline: its own timeout, cut short by the whole operation's deadline. */
+  private budget(deadline: Deadline): Deadline {
+    return deadline.within(this.callTimeoutMs);
   }
 
-  private async get(name: string, deadline: number): Promise<V1ConfigMap | null> {
+  private async get(name: string, deadline: Deadline): Promise<V1ConfigMap | null> {
     const api = this.client();
     try {
       return await callKube(this.operation('get', name), this.budget(deadline), (options) =>
@@ -182,7 +183,7 @@ export class ConfigMapStore implements EvaluationStore {
     return { [ANNOTATION_VERDICT]: evaluation.verdict, [ANNOTATION_EVALUATED_AT]: evaluation.evaluatedAt };
   }
 
-  private async create(name: string, evaluation: Evaluation, text: string, deadline: number): Promise<void> {
+  private async create(name: string, evaluation: Evaluation, text: string, deadline: Deadline): Promise<void> {
     const api = this.client();
     const body: V1ConfigMap = {
       apiVersion: 'v1',
@@ -205,7 +206,7 @@ export class ConfigMapStore implements EvaluationStore {
     current: V1ConfigMap,
     evaluation: Evaluation,
     text: string,
-    deadline: number,
+    deadline: Deadline,
   ): Promise<void> {
     const api = this.client();
     // Keep what others put on the object (extra labels, annotations, keys); own only ours.

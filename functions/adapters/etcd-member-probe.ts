@@ -4,6 +4,7 @@
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
 import { noop } from 'cockatiel';
 import { Etcd3, type IOptions } from 'etcd3';
+import { withDeadline, type Deadline } from '../core/deadline.js';
 import type { DiscoveredMember, EndpointProbe, MemberStatus, Outcome, RaisedAlarm } from '../core/evaluate.js';
 
 export interface ProbeCredentials {
@@ -30,18 +31,6 @@ const CHANNEL_OPTIONS = {
 } as const;
 
 class WallClockTimeout extends Error {}
-
-/** Settles like `work`, or rejects with WallClockTimeout once `deadline` (epoch ms) passed. */
-function beforeDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const guard = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new WallClockTimeout('wall clock')),
-      Math.max(0, deadline - Date.now()) + WALL_CLOCK_GRACE_MS,
-    );
-  });
-  return Promise.race([work, guard]).finally(() => clearTimeout(timer));
-}
 
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
@@ -185,18 +174,25 @@ export class EtcdProbeSession {
     return client;
   }
 
-  /** Runs one unary call under `deadline` (epoch ms), never throwing. */
+  /**
+   * Runs one unary call under `deadline`, never throwing. gRPC gets the deadline as its call
+   * option; a wall-clock guard a little later settles the call if gRPC does not.
+   */
   private async call<T>(
     endpoint: string,
-    deadline: number,
+    deadline: Deadline,
     run: (client: Etcd3, callDeadline: Date) => Promise<T>,
   ): Promise<Outcome<T>> {
-    const budgetMs = Math.max(0, Math.round(deadline - Date.now()));
+    const budgetMs = Math.round(deadline.remainingMs());
     if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
     if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
     try {
       const client = this.client(endpoint);
-      const value = await beforeDeadline(run(client, new Date(deadline)), deadline);
+      const value = await withDeadline(
+        run(client, deadline.toDate()),
+        deadline.extendedBy(WALL_CLOCK_GRACE_MS),
+        () => new WallClockTimeout('wall clock'),
+      );
       return { ok: true, value };
     } catch (error) {
       return { ok: false, error: describeProbeError(endpoint, error, budgetMs) };
@@ -204,7 +200,7 @@ export class EtcdProbeSession {
   }
 
   /** The member list as `endpoint` sees it (served locally by the member, so no quorum needed). */
-  listMembers(endpoint: string, deadline: number): Promise<Outcome<DiscoveredMember[]>> {
+  listMembers(endpoint: string, deadline: Deadline): Promise<Outcome<DiscoveredMember[]>> {
     return this.call(endpoint, deadline, async (client, callDeadline) => {
       const response = await client.cluster.memberList({}, { deadline: callDeadline });
       return response.members.map((member) => ({
@@ -218,7 +214,7 @@ export class EtcdProbeSession {
   }
 
   /** Status, alarm list and a linearizable read, concurrently, all under `deadline`. */
-  async probe(endpoint: string, deadline: number): Promise<EndpointProbe> {
+  async probe(endpoint: string, deadline: Deadline): Promise<EndpointProbe> {
     let latencyMs: number | null = null;
     const statusCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<MemberStatus> => {
       const started = performance.now();

@@ -2,6 +2,7 @@
 // runs on a node the cluster knows about (a member on no node is a leftover that still votes).
 import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
 import type { InventoryConfig } from '../config.js';
+import { Deadline } from '../core/deadline.js';
 import type { ControlPlaneNode } from '../core/evaluate.js';
 import { StoreError } from '../core/store.js';
 import { callKube, createCoreV1Api } from './kube.js';
@@ -44,21 +45,20 @@ function nodeAddresses(node: V1Node): string[] {
 
 /**
  * The Nodes carrying the inventory label, sorted by name, with their InternalIP, ExternalIP and
- * Hostname addresses. The whole listing (all pages) finishes within `deadlineMs` or fails with a
+ * Hostname addresses. The whole listing (all pages) finishes within `timeoutMs` or fails with a
  * StoreError('unavailable') saying it timed out; other failures name the verb and resource.
  */
 export async function listControlPlaneNodes(
   inventory: InventoryConfig,
-  deadlineMs: number,
+  timeoutMs: number,
   api: CoreV1Api = createCoreV1Api(inventory.kubeconfigFile),
 ): Promise<ControlPlaneNode[]> {
   const labelSelector = nodeLabelSelector(inventory.nodeLabel);
-  const deadline = performance.now() + deadlineMs;
+  const deadline = Deadline.after(timeoutMs);
   const nodes: ControlPlaneNode[] = [];
   let continueToken: string | undefined;
   do {
-    const remaining = Math.max(1, Math.round(deadline - performance.now()));
-    const page = await callKube({ verb: 'list', resource: 'nodes' }, remaining, (options) =>
+    const page = await callKube({ verb: 'list', resource: 'nodes' }, deadline, (options) =>
       api.listNode({ labelSelector, limit: PAGE_SIZE, ...(continueToken ? { _continue: continueToken } : {}) }, options),
     );
     for (const node of page.items) {

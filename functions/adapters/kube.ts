@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type ObservableMiddleware } from '@kubernetes/client-node';
+import { withDeadline, type Deadline } from '../core/deadline.js';
 import { StoreError, type StoreErrorKind } from '../core/store.js';
 
 /** What a Kubernetes call does, for error messages: `update configmaps "x" in namespace "y"`. */
@@ -196,40 +197,34 @@ function abortMiddleware(signal: AbortSignal): ObservableMiddleware {
 
 /**
  * Runs one client call with a hard deadline. The AbortSignal (set through per-call middleware)
- * cancels the HTTP request; the timer race also covers the parts before the request is sent
- * (auth plugins, file reads), so no call outlives `deadlineMs` whatever hangs.
+ * cancels the HTTP request; the deadline race also covers the parts before the request is sent
+ * (auth plugins, file reads), so no call outlives `deadline` whatever hangs.
  */
 export async function callKube<T>(
   operation: KubeOperation,
-  deadlineMs: number,
+  deadline: Deadline,
   call: (options: ConfigurationOptions) => Promise<T>,
 ): Promise<T> {
   const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
   const timeoutError = () =>
     new KubeApiError(
       'unavailable',
-      `timed out: ${describeOperation(operation)} got no answer within ${deadlineMs}ms`,
+      `timed out: ${describeOperation(operation)} got no answer within ${Math.round(deadline.timeoutMs)}ms`,
       operation,
       null,
       'Timeout',
     );
-  const deadline = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => {
-      controller.abort();
-      reject(timeoutError());
-    }, deadlineMs);
-  });
   const options: ConfigurationOptions = {
     middleware: [abortMiddleware(controller.signal)],
     middlewareMergeStrategy: 'append',
   };
   try {
-    return await Promise.race([call(options), deadline]);
+    return await withDeadline(call(options), deadline, () => {
+      controller.abort();
+      return timeoutError();
+    });
   } catch (error) {
     if (controller.signal.aborted) throw timeoutError();
     throw translateKubeError(error, operation);
-  } finally {
-    clearTimeout(timer);
   }
 }
