@@ -49,7 +49,7 @@ const EVALUATIONS: Record<string, Evaluation | null> = {
     verdict: 'Unhealthy',
     members: [makeMember(0), makeMember(1), makeMember(2, { healthy: false, error: 'deadline exceeded after 2000ms' })],
     reasons: ['member etcd-2 (https://127.0.0.1:2399) unreachable: deadline exceeded after 2000ms'],
-    checks: [{ name: 'members-reachable', status: 'fail', message: 'member etcd-2 unreachable' }],
+    checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-2 unreachable' }],
   }),
   stale: makeEvaluation({ evaluatedAt: secondsBefore(200) }),
   missing: null,

@@ -143,7 +143,7 @@ describe('runScheduledEvaluation', () => {
         verdict: 'Unhealthy',
         members: [...makeMembers(2), makeMember(2, { healthy: false, error: 'connection refused' })],
         reasons: ['etcd-2: unreachable', 'quorum at risk'],
-        checks: [{ name: 'members-reachable', status: 'fail', message: 'etcd-2: unreachable' }],
+        checks: [{ name: 'reachable', status: 'fail', message: 'etcd-2: unreachable' }],
       }),
     };
     const logger = recordingLogger();

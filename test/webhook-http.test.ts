@@ -168,7 +168,7 @@ beforeAll(async () => {
       verdict: 'Unhealthy',
       members: [makeMember(0), makeMember(1, { healthy: false, error: 'connection refused' }), makeMember(2)],
       reasons: ['member etcd-1 (https://127.0.0.1:2389) is unreachable: connection refused'],
-      checks: [{ name: 'members-reachable', status: 'fail', message: 'member etcd-1 (https://127.0.0.1:2389) is unreachable' }],
+      checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-1 (https://127.0.0.1:2389) is unreachable' }],
     }),
   );
   await store.write(makeEvaluation({ target: 'stale', evaluatedAt: secondsAgo(300) }));
@@ -354,7 +354,7 @@ function evaluationFor(state: FixtureState): Evaluation | null {
         verdict: 'Unhealthy',
         members: [makeMember(0), makeMember(1, { healthy: false, error: 'connection refused' }), makeMember(2)],
         reasons: ['member etcd-1 (https://127.0.0.1:2389) is unreachable: connection refused'],
-        checks: [{ name: 'members-reachable', status: 'fail', message: 'member etcd-1 is unreachable' }],
+        checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-1 is unreachable' }],
       });
     case 'stale':
       return makeEvaluation({ target: 'prod', evaluatedAt: secondsAgo(300) });

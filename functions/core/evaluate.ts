@@ -5,7 +5,9 @@ import {
   SCHEMA_VERSION,
   quorumOf,
   verdictFromChecks,
+  CHECK_NAMES,
   type Check,
+  type CheckName,
   type CheckStatus,
   type Evaluation,
   type MemberReport,
@@ -93,30 +95,6 @@ export interface EvaluationInput {
   evaluatedAt: string;
   durationMs: number;
   thresholds?: Partial<EvaluationThresholds>;
-}
-
-/** Check names, in the order they appear in every evaluation. */
-export const CHECK_NAMES = [
-  'member-list',
-  'reachable',
-  'linearizable-read',
-  'leader',
-  'quorum',
-  'alarms',
-  'learners',
-  'db-size',
-  'raft-index',
-  'version',
-  'latency',
-  'member-count',
-  'inventory',
-] as const;
-export type CheckName = (typeof CHECK_NAMES)[number];
-
-interface Finding {
-  check: CheckName;
-  status: Exclude<CheckStatus, 'pass'>;
-  message: string;
 }
 
 /** A member as judged: the list entry joined with the probe of its client URL. */
@@ -239,102 +217,77 @@ function firstError(member: JudgedMember): string | undefined {
   return undefined;
 }
 
-export function evaluateCluster(input: EvaluationInput): Evaluation {
-  const thresholds = { ...DEFAULT_THRESHOLDS, ...input.thresholds };
-  const findings: Finding[] = [];
-  const passMessages = new Map<CheckName, string>();
-  const fail = (check: CheckName, message: string) => findings.push({ check, status: 'fail', message });
-  const warn = (check: CheckName, message: string) => findings.push({ check, status: 'warn', message });
+/** One failure or warning of a check; each becomes a reason. */
+export interface Finding {
+  status: Exclude<CheckStatus, 'pass'>;
+  message: string;
+}
 
-  const members = judgedMembers(input);
-  const voting = members.filter((member) => !member.learner);
-  const learners = members.filter((member) => member.learner);
-  const healthyVoting = voting.filter(isHealthy);
-  const quorum = quorumOf(voting.length);
+/** What one check concluded: its findings in the order found, and the summary shown when there are none. */
+export interface CheckResult {
+  findings: Finding[];
+  passMessage: string;
+}
 
-  // member-list
-  if (!input.memberList.ok) {
-    fail('member-list', `member list unavailable from every endpoint: ${input.memberList.error}`);
-  } else {
-    passMessages.set('member-list', `${members.length} members listed`);
-  }
+const fail = (message: string): Finding => ({ status: 'fail', message });
+const warn = (message: string): Finding => ({ status: 'warn', message });
 
-  // reachable + linearizable-read (voting members; a learner's reachability shows in its row)
-  for (const member of voting) {
-    const probe = member.probe;
-    if (!probe) {
-      fail('reachable', memberProblem('member', member, 'unreachable', member.missingReason ?? 'not probed'));
-    } else if (!probe.status.ok) {
-      fail('reachable', memberProblem('member', member, 'unreachable', probe.status.error));
-    } else if (!probe.linearizableRead.ok) {
-      fail(
-        'linearizable-read',
-        memberProblem('member', member, 'did not answer a linearizable read', probe.linearizableRead.error),
-      );
-    } else if (!probe.alarms.ok) {
-      fail('alarms', memberProblem('member', member, 'could not list alarms', probe.alarms.error));
-    }
-  }
-  for (const member of learners) {
-    if (!member.probe?.status.ok) {
-      fail('reachable', memberProblem('learner', member, 'unreachable', firstError(member) ?? 'no answer'));
-    }
-  }
-  passMessages.set('reachable', `all ${members.length} members answered`);
-  const reachableVoting = voting.filter((member) => member.probe?.status.ok === true);
-  const readers = reachableVoting.filter((member) => member.probe?.linearizableRead.ok === true);
-  passMessages.set(
-    'linearizable-read',
-    `${readers.length} of ${reachableVoting.length} reachable voting members answered a linearizable read`,
-  );
+function concluded(findings: Finding[], passMessage = ''): CheckResult {
+  return { findings, passMessage };
+}
 
-  // quorum
-  const quorumHeld = voting.length > 0 && healthyVoting.length >= quorum;
-  if (voting.length === 0) {
-    fail('quorum', 'no voting member known');
-  } else if (!quorumHeld) {
-    fail('quorum', `quorum lost: ${healthyVoting.length} of ${voting.length} voting members healthy, quorum needs ${quorum}`);
-  } else {
-    passMessages.set(
-      'quorum',
-      `${healthyVoting.length} of ${voting.length} voting members healthy, quorum ${quorum}, fault tolerance ${healthyVoting.length - quorum}`,
-    );
-  }
+/** The leader every reachable member agrees on, or why there is none. */
+type LeaderView = { id: string; agreedBy: number } | { id: null; problem: string };
 
-  // leader: every reachable member must name the same leader, and since Status answers without
-  // quorum (and keeps naming the old leader for a while after losing it) quorum must be proven too.
-  let leaderId: string | null = null;
+/** Everything the checks read, derived once from the input; the checks never change it. */
+interface ClusterView {
+  input: EvaluationInput;
+  thresholds: EvaluationThresholds;
+  members: JudgedMember[];
+  voting: JudgedMember[];
+  learners: JudgedMember[];
+  healthyVoting: JudgedMember[];
+  quorum: number;
+  quorumHeld: boolean;
+  leader: LeaderView;
+  /** The alarm list is cluster-wide: every member's answer merged, by member id. */
+  alarmsByMember: Map<string, Set<string>>;
+  alarmAnswers: number;
+}
+
+type CheckFunction = (view: ClusterView) => CheckResult | null;
+
+// leader: every reachable member must name the same leader, and since Status answers without
+// quorum (and keeps naming the old leader for a while after losing it) quorum must be proven too.
+function agreedLeader(members: JudgedMember[], voting: JudgedMember[], healthy: number, quorumHeld: boolean): LeaderView {
   const reachable = members.filter((member) => statusOf(member) !== null);
   const leaderViews = new Map<string, string[]>();
   for (const member of reachable) {
     const view = statusOf(member)?.leaderId ?? '0';
     leaderViews.set(view, [...(leaderViews.get(view) ?? []), member.name || member.id]);
   }
-  if (reachable.length === 0) {
-    fail('leader', 'no leader: no member answered');
-  } else if (!quorumHeld) {
-    fail(
-      'leader',
-      `no leader: quorum lost (${healthyVoting.length} of ${voting.length} voting members answered a linearizable read)`,
-    );
-  } else if (leaderViews.size > 1) {
+  if (reachable.length === 0) return { id: null, problem: 'no leader: no member answered' };
+  if (!quorumHeld) {
+    return {
+      id: null,
+      problem: `no leader: quorum lost (${healthy} of ${voting.length} voting members answered a linearizable read)`,
+    };
+  }
+  if (leaderViews.size > 1) {
     const views = [...leaderViews.entries()].map(
       ([id, names]) => `${names.join(', ')} → ${id === '0' ? 'none' : nameOf(members, id)}`,
     );
-    fail('leader', `members disagree on the leader: ${views.join('; ')}`);
-  } else {
-    const [onlyView] = [...leaderViews.keys()];
-    if (onlyView === undefined || onlyView === '0') {
-      fail('leader', 'no leader: reachable members report none');
-    } else if (!voting.some((member) => member.id === onlyView)) {
-      fail('leader', `leader ${onlyView} is not a voting member in the member list`);
-    } else {
-      leaderId = onlyView;
-      passMessages.set('leader', `leader ${nameOf(members, onlyView)} agreed by all ${reachable.length} reachable members`);
-    }
+    return { id: null, problem: `members disagree on the leader: ${views.join('; ')}` };
   }
+  const [onlyView] = [...leaderViews.keys()];
+  if (onlyView === undefined || onlyView === '0') return { id: null, problem: 'no leader: reachable members report none' };
+  if (!voting.some((member) => member.id === onlyView)) {
+    return { id: null, problem: `leader ${onlyView} is not a voting member in the member list` };
+  }
+  return { id: onlyView, agreedBy: reachable.length };
+}
 
-  // alarms: the alarm list is cluster-wide, so merge every answer.
+function mergedAlarms(members: JudgedMember[]): { alarmsByMember: Map<string, Set<string>>; alarmAnswers: number } {
   const alarmsByMember = new Map<string, Set<string>>();
   let alarmAnswers = 0;
   for (const member of members) {
@@ -347,141 +300,249 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
       alarmsByMember.set(raised.memberId, set);
     }
   }
-  for (const [memberId, alarms] of alarmsByMember) {
-    for (const alarm of alarms) fail('alarms', `alarm ${alarm} raised on member ${nameOf(members, memberId)}`);
+  return { alarmsByMember, alarmAnswers };
+}
+
+function clusterView(input: EvaluationInput): ClusterView {
+  const members = judgedMembers(input);
+  const voting = members.filter((member) => !member.learner);
+  const healthyVoting = voting.filter(isHealthy);
+  const quorum = quorumOf(voting.length);
+  const quorumHeld = voting.length > 0 && healthyVoting.length >= quorum;
+  return {
+    input,
+    thresholds: { ...DEFAULT_THRESHOLDS, ...input.thresholds },
+    members,
+    voting,
+    learners: members.filter((member) => member.learner),
+    healthyVoting,
+    quorum,
+    quorumHeld,
+    leader: agreedLeader(members, voting, healthyVoting.length, quorumHeld),
+    ...mergedAlarms(members),
+  };
+}
+
+const memberListCheck: CheckFunction = ({ input, members }) =>
+  input.memberList.ok
+    ? concluded([], `${members.length} members listed`)
+    : concluded([fail(`member list unavailable from every endpoint: ${input.memberList.error}`)]);
+
+// A voting member's reachability shows here; a learner's too, though its read is not expected.
+const reachableCheck: CheckFunction = ({ voting, learners, members }) => {
+  const findings: Finding[] = [];
+  for (const member of voting) {
+    const probe = member.probe;
+    if (!probe) findings.push(fail(memberProblem('member', member, 'unreachable', member.missingReason ?? 'not probed')));
+    else if (!probe.status.ok) findings.push(fail(memberProblem('member', member, 'unreachable', probe.status.error)));
   }
-  passMessages.set('alarms', alarmAnswers > 0 ? 'no alarm raised' : 'alarm list unavailable (no member answered it)');
+  for (const member of learners) {
+    if (!member.probe?.status.ok) {
+      findings.push(fail(memberProblem('learner', member, 'unreachable', firstError(member) ?? 'no answer')));
+    }
+  }
+  return concluded(findings, `all ${members.length} members answered`);
+};
 
-  // learners
-  for (const member of learners) fail('learners', `learner ${label(member)} not yet promoted`);
-  passMessages.set('learners', 'no learner');
+const linearizableReadCheck: CheckFunction = ({ voting }) => {
+  const reachableVoting = voting.filter((member) => member.probe?.status.ok === true);
+  const findings = reachableVoting.flatMap((member) => {
+    const read = member.probe?.linearizableRead;
+    return read?.ok === false ? [fail(memberProblem('member', member, 'did not answer a linearizable read', read.error))] : [];
+  });
+  const readers = reachableVoting.length - findings.length;
+  return concluded(findings, `${readers} of ${reachableVoting.length} reachable voting members answered a linearizable read`);
+};
 
-  // db-size
+const quorumCheck: CheckFunction = ({ voting, healthyVoting, quorum, quorumHeld }) => {
+  if (voting.length === 0) return concluded([fail('no voting member known')]);
+  if (!quorumHeld) {
+    const text = `quorum lost: ${healthyVoting.length} of ${voting.length} voting members healthy, quorum needs ${quorum}`;
+    return concluded([fail(text)]);
+  }
+  return concluded(
+    [],
+    `${healthyVoting.length} of ${voting.length} voting members healthy, quorum ${quorum}, fault tolerance ${healthyVoting.length - quorum}`,
+  );
+};
+
+const leaderCheck: CheckFunction = ({ leader, members }) =>
+  leader.id === null
+    ? concluded([fail(leader.problem)])
+    : concluded([], `leader ${nameOf(members, leader.id)} agreed by all ${leader.agreedBy} reachable members`);
+
+// A voting member that answered Status and the read but not the alarm GET fails here too.
+const alarmsCheck: CheckFunction = ({ voting, members, alarmsByMember, alarmAnswers }) => {
+  const findings: Finding[] = [];
+  for (const member of voting) {
+    const probe = member.probe;
+    if (probe?.status.ok && probe.linearizableRead.ok && !probe.alarms.ok) {
+      findings.push(fail(memberProblem('member', member, 'could not list alarms', probe.alarms.error)));
+    }
+  }
+  for (const [memberId, alarms] of alarmsByMember) {
+    for (const alarm of alarms) findings.push(fail(`alarm ${alarm} raised on member ${nameOf(members, memberId)}`));
+  }
+  return concluded(findings, alarmAnswers > 0 ? 'no alarm raised' : 'alarm list unavailable (no member answered it)');
+};
+
+const learnersCheck: CheckFunction = ({ learners }) =>
+  concluded(
+    learners.map((member) => fail(`learner ${label(member)} not yet promoted`)),
+    'no learner',
+  );
+
+const dbSizeCheck: CheckFunction = ({ members, input, thresholds }) => {
+  const result = concluded([], 'no DB size known');
+  const quota = formatBytes(input.quotaBackendBytes);
   for (const member of members) {
     const status = statusOf(member);
     if (!status) continue;
+    result.passMessage = `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${quota}`;
     const ratio = status.dbSizeBytes / input.quotaBackendBytes;
-    const text = `member ${label(member)} DB ${formatBytes(status.dbSizeBytes)} is ${Math.round(ratio * 100)}% of quota ${formatBytes(input.quotaBackendBytes)}`;
-    if (ratio >= thresholds.dbFailRatio) fail('db-size', text);
-    else if (ratio >= thresholds.dbWarnRatio) warn('db-size', text);
+    const text = `member ${label(member)} DB ${formatBytes(status.dbSizeBytes)} is ${Math.round(ratio * 100)}% of quota ${quota}`;
+    if (ratio >= thresholds.dbFailRatio) result.findings.push(fail(text));
+    else if (ratio >= thresholds.dbWarnRatio) result.findings.push(warn(text));
   }
-  const sized = members.some((member) => statusOf(member) !== null);
-  if (!sized) passMessages.set('db-size', 'no DB size known');
-  else
-    passMessages.set(
-      'db-size',
-      `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${formatBytes(input.quotaBackendBytes)}`,
+  return result;
+};
+
+// Measured against the leader when known, else against the most advanced member.
+const raftIndexCheck: CheckFunction = ({ members, leader, thresholds }) => {
+  const indexes = members.flatMap((member) => {
+    const status = statusOf(member);
+    return status ? [{ member, status }] : [];
+  });
+  const leaderStatus = leader.id === null ? undefined : indexes.find((entry) => entry.member.id === leader.id)?.status;
+  const referenceIndex = leaderStatus?.raftIndex ?? Math.max(0, ...indexes.map((entry) => entry.status.raftIndex));
+  const findings = indexes
+    .filter(({ status }) => referenceIndex - status.raftIndex > thresholds.raftLagWarnEntries)
+    .map(({ member, status }) =>
+      warn(
+        `member ${label(member)} lags ${referenceIndex - status.raftIndex} raft entries behind (${status.raftIndex} vs ${referenceIndex})`,
+      ),
     );
+  return concluded(findings, `no member more than ${thresholds.raftLagWarnEntries} entries behind`);
+};
 
-  // raft-index: measured against the leader when known, else against the most advanced member.
-  const indexes = members.map((member) => ({ member, status: statusOf(member) })).filter((entry) => entry.status !== null);
-  const leaderStatus = leaderId === null ? null : (indexes.find((entry) => entry.member.id === leaderId)?.status ?? null);
-  const referenceIndex = leaderStatus?.raftIndex ?? Math.max(0, ...indexes.map((entry) => entry.status?.raftIndex ?? 0));
-  for (const { member, status } of indexes) {
-    if (!status) continue;
-    const lag = referenceIndex - status.raftIndex;
-    if (lag > thresholds.raftLagWarnEntries) {
-      warn('raft-index', `member ${label(member)} lags ${lag} raft entries behind (${status.raftIndex} vs ${referenceIndex})`);
-    }
-  }
-  passMessages.set('raft-index', `no member more than ${thresholds.raftLagWarnEntries} entries behind`);
-
-  // version
+const versionCheck: CheckFunction = ({ members }) => {
   const versions = new Map<string, string[]>();
   for (const member of members) {
     const status = statusOf(member);
     if (status) versions.set(status.version, [...(versions.get(status.version) ?? []), member.name || member.id]);
   }
   if (versions.size > 1) {
-    warn(
-      'version',
-      `version skew: ${[...versions.entries()].map(([version, names]) => `${names.join(', ')} run ${version}`).join('; ')}`,
-    );
-  } else {
-    passMessages.set('version', versions.size === 1 ? `all members run ${[...versions.keys()].join('')}` : 'no version known');
+    const runs = [...versions.entries()].map(([version, names]) => `${names.join(', ')} run ${version}`);
+    return concluded([warn(`version skew: ${runs.join('; ')}`)]);
   }
+  return concluded([], versions.size === 1 ? `all members run ${[...versions.keys()].join('')}` : 'no version known');
+};
 
-  // latency
+const latencyCheck: CheckFunction = ({ members, thresholds }) => {
+  const findings: Finding[] = [];
   for (const member of members) {
     const latency = member.probe?.latencyMs;
     if (latency !== null && latency !== undefined && latency > thresholds.slowMemberMs) {
-      warn(
-        'latency',
-        `member ${label(member)} slow: status took ${Math.round(latency)} ms (limit ${thresholds.slowMemberMs} ms)`,
+      findings.push(
+        warn(`member ${label(member)} slow: status took ${Math.round(latency)} ms (limit ${thresholds.slowMemberMs} ms)`),
       );
     }
   }
-  passMessages.set('latency', `every member answered within ${thresholds.slowMemberMs} ms`);
+  return concluded(findings, `every member answered within ${thresholds.slowMemberMs} ms`);
+};
 
-  // member-count
+const memberCountCheck: CheckFunction = ({ voting }) => {
   if (voting.length > 0 && voting.length % 2 === 0) {
-    warn(
-      'member-count',
-      `even number of voting members (${voting.length}): tolerates no more failures than ${voting.length - 1}`,
-    );
-  } else {
-    passMessages.set('member-count', `${voting.length} voting member${voting.length === 1 ? '' : 's'}`);
+    const text = `even number of voting members (${voting.length}): tolerates no more failures than ${voting.length - 1}`;
+    return concluded([warn(text)]);
   }
+  return concluded([], `${voting.length} voting member${voting.length === 1 ? '' : 's'}`);
+};
 
-  // inventory (only when configured)
+// Only when an inventory is configured: every member must match a control-plane node.
+const inventoryCheck: CheckFunction = ({ input, members }) => {
   const inventory = input.controlPlaneNodes;
-  if (inventory !== undefined) {
-    if (!Array.isArray(inventory)) {
-      fail('inventory', `control-plane node inventory unavailable: ${inventory.error}`);
-    } else {
-      const matched = new Set<string>();
-      for (const member of members) {
-        const hosts = [...member.peerUrls, ...member.clientUrls].map(hostOf).filter((host): host is string => host !== null);
-        const node = inventory.find(
-          (candidate) =>
-            (member.name !== '' && candidate.name === member.name) ||
-            candidate.addresses.some((address) => hosts.includes(address)),
-        );
-        if (node) matched.add(node.name);
-        else fail('inventory', `member ${label(member)} matches no control-plane node`);
-      }
-      for (const node of inventory) {
-        if (!matched.has(node.name)) warn('inventory', `control-plane node ${node.name} runs no etcd member`);
-      }
-      passMessages.set('inventory', `every member matches one of ${inventory.length} control-plane nodes`);
-    }
+  if (inventory === undefined) return null;
+  if (!Array.isArray(inventory)) {
+    return concluded([fail(`control-plane node inventory unavailable: ${inventory.error}`)]);
   }
+  const result = concluded([], `every member matches one of ${inventory.length} control-plane nodes`);
+  const matched = new Set<string>();
+  for (const member of members) {
+    const hosts = [...member.peerUrls, ...member.clientUrls].map(hostOf).filter((host): host is string => host !== null);
+    const node = inventory.find(
+      (candidate) =>
+        (member.name !== '' && candidate.name === member.name) || candidate.addresses.some((address) => hosts.includes(address)),
+    );
+    if (node) matched.add(node.name);
+    else result.findings.push(fail(`member ${label(member)} matches no control-plane node`));
+  }
+  for (const node of inventory) {
+    if (!matched.has(node.name)) result.findings.push(warn(`control-plane node ${node.name} runs no etcd member`));
+  }
+  return result;
+};
 
-  const checkNames = CHECK_NAMES.filter((name) => name !== 'inventory' || inventory !== undefined);
-  const checks: Check[] = checkNames.map((name) => {
-    const own = findings.filter((finding) => finding.check === name);
-    if (own.length === 0) return { name, status: 'pass', message: passMessages.get(name) ?? 'ok' };
-    const status: CheckStatus = own.some((finding) => finding.status === 'fail') ? 'fail' : 'warn';
-    return { name, status, message: own.map((finding) => finding.message).join('; ') };
+/** Every check, keyed by its name; the evaluation lists them in CHECK_NAMES order. */
+const CHECKS: Record<CheckName, CheckFunction> = {
+  'member-list': memberListCheck,
+  reachable: reachableCheck,
+  'linearizable-read': linearizableReadCheck,
+  leader: leaderCheck,
+  quorum: quorumCheck,
+  alarms: alarmsCheck,
+  learners: learnersCheck,
+  'db-size': dbSizeCheck,
+  'raft-index': raftIndexCheck,
+  version: versionCheck,
+  latency: latencyCheck,
+  'member-count': memberCountCheck,
+  inventory: inventoryCheck,
+};
+
+function checkFrom(name: CheckName, result: CheckResult): Check {
+  if (result.findings.length > 0) {
+    const status: CheckStatus = result.findings.some((finding) => finding.status === 'fail') ? 'fail' : 'warn';
+    return { name, status, message: result.findings.map((finding) => finding.message).join('; ') };
+  }
+  return { name, status: 'pass', message: result.passMessage };
+}
+
+function memberReport(member: JudgedMember, view: ClusterView): MemberReport {
+  const status = statusOf(member);
+  const error = firstError(member);
+  const report: MemberReport = {
+    id: member.id,
+    name: member.name,
+    endpoint: member.endpoint,
+    healthy: isHealthy(member),
+    leader: view.leader.id !== null && member.id === view.leader.id,
+    learner: member.learner,
+    version: status?.version ?? null,
+    dbSizeBytes: status?.dbSizeBytes ?? null,
+    dbSizeInUseBytes: status?.dbSizeInUseBytes ?? null,
+    raftIndex: status?.raftIndex ?? null,
+    raftTerm: status?.raftTerm ?? null,
+    latencyMs: member.probe?.latencyMs ?? null,
+    alarms: [...(view.alarmsByMember.get(member.id) ?? [])],
+  };
+  if (error !== undefined) report.error = error;
+  return report;
+}
+
+export function evaluateCluster(input: EvaluationInput): Evaluation {
+  const view = clusterView(input);
+  const results = CHECK_NAMES.flatMap((name) => {
+    const result = CHECKS[name](view);
+    return result === null ? [] : [{ name, result }];
   });
+  const checks = results.map(({ name, result }) => checkFrom(name, result));
   const verdict = verdictFromChecks(checks);
+  const findings = results.flatMap(({ result }) => result.findings);
   const reasons = [
     ...findings.filter((finding) => finding.status === 'fail'),
     ...findings.filter((finding) => finding.status === 'warn'),
   ].map((finding) => finding.message);
-
-  const memberReports: MemberReport[] = members.map((member) => {
-    const status = statusOf(member);
-    const error = firstError(member);
-    const report: MemberReport = {
-      id: member.id,
-      name: member.name,
-      endpoint: member.endpoint,
-      healthy: isHealthy(member),
-      leader: leaderId !== null && member.id === leaderId,
-      learner: member.learner,
-      version: status?.version ?? null,
-      dbSizeBytes: status?.dbSizeBytes ?? null,
-      dbSizeInUseBytes: status?.dbSizeInUseBytes ?? null,
-      raftIndex: status?.raftIndex ?? null,
-      raftTerm: status?.raftTerm ?? null,
-      latencyMs: member.probe?.latencyMs ?? null,
-      alarms: [...(alarmsByMember.get(member.id) ?? [])],
-    };
-    if (error !== undefined) report.error = error;
-    return report;
-  });
-
   return {
     schemaVersion: SCHEMA_VERSION,
     target: input.target,
@@ -491,14 +552,14 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
     passed: verdict !== 'Unhealthy',
     reasons,
     cluster: {
-      leaderId,
-      votingMembers: voting.length,
-      learners: learners.length,
-      healthyVoting: healthyVoting.length,
-      quorum,
-      faultTolerance: healthyVoting.length - quorum,
+      leaderId: view.leader.id,
+      votingMembers: view.voting.length,
+      learners: view.learners.length,
+      healthyVoting: view.healthyVoting.length,
+      quorum: view.quorum,
+      faultTolerance: view.healthyVoting.length - view.quorum,
     },
-    members: memberReports,
+    members: view.members.map((member) => memberReport(member, view)),
     checks,
   };
 }

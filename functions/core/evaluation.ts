@@ -45,8 +45,26 @@ export const clusterSummarySchema = z.object({
 });
 export type ClusterSummary = z.infer<typeof clusterSummarySchema>;
 
+/** Check names, in the order they appear in every evaluation. */
+export const CHECK_NAMES = [
+  'member-list',
+  'reachable',
+  'linearizable-read',
+  'leader',
+  'quorum',
+  'alarms',
+  'learners',
+  'db-size',
+  'raft-index',
+  'version',
+  'latency',
+  'member-count',
+  'inventory',
+] as const;
+export type CheckName = (typeof CHECK_NAMES)[number];
+
 export const checkSchema = z.object({
-  name: z.string(),
+  name: z.enum(CHECK_NAMES),
   status: checkStatusSchema,
   message: z.string(),
 });
