@@ -302,7 +302,8 @@ const DISCARD_STORE: EvaluationStore = {
 /**
  * `evaluate --config`: the scheduled evaluation (the same code path as the serverless schedule
  * handler and the CronJob), once or every `--every`. Log lines go to stderr; stdout carries the
- * evaluations. Exit 0 when every target passed and was stored, 1 otherwise.
+ * evaluations. Exit 0 when every target was evaluated and stored, whatever its verdict; 1 when
+ * one could not be.
  */
 async function runEvaluateConfig(
   command: EvaluateConfigCommand,
