@@ -88,10 +88,6 @@ function toNumber(value: unknown): number {
   return Number.isFinite(number) ? number : 0;
 }
 
-/**
- * Probes members under deadlines. One Etcd3 client per endpoint, created on first use and all
- * closed by close(); a session serves one evaluation.
- */
 /** The part of etcd3 1.1.2's internals a session reuses: each Host's gRPC channel credentials. */
 interface PoolInternals {
   pool?: { hosts?: Array<{ channelCredentials?: unknown }> };
