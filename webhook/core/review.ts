@@ -92,13 +92,3 @@ export function parseAdmissionReview(body: unknown): ParseAdmissionReviewResult 
 export function buildAdmissionReviewResponse(response: AdmissionResponse): AdmissionReviewResponse {
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
 }
-
-/** The request uid of a body that failed validation, when it can be read (for logs). */
-export function requestUidOf(body: unknown): string | undefined {
-  try {
-    const uid = valueAt(body, ['request', 'uid']);
-    return typeof uid === 'string' ? uid : undefined;
-  } catch {
-    return undefined;
-  }
-}
