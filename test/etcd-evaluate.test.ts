@@ -7,7 +7,7 @@ import { evaluateTarget } from '../functions/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { freePort } from './harness/free-port.js';
 
-/** The hard bound from SPEC.md: an evaluation returns within its timeout plus this. */
+/** The product's hard bound: an evaluation returns within its timeout plus this, even with a hung member. */
 const BOUND_SLACK_MS = 250;
 
 function targetFor(cluster: EtcdTestCluster, overrides: Record<string, unknown> = {}): TargetConfig {

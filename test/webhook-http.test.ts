@@ -318,7 +318,7 @@ type FixtureState = 'healthy' | 'degraded' | 'unhealthy' | 'stale' | 'missing';
 const STATES: FixtureState[] = ['healthy', 'degraded', 'unhealthy', 'stale', 'missing'];
 const ALWAYS = { healthy: true, degraded: true, unhealthy: true, stale: true, missing: true };
 const NEEDS_PASSING = { healthy: true, degraded: true, unhealthy: false, stale: false, missing: false };
-/** Expected `allowed` per fixture and state, from SPEC.md's decision rules. */
+/** Expected `allowed` per fixture and state: the webhook's decision rules (webhook/core/decide.ts) as a table. */
 const FIXTURE_EXPECTATIONS: Record<string, Record<FixtureState, boolean>> = {
   'kcp-create.json': ALWAYS,
   'kcp-delete.json': ALWAYS,
