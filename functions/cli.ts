@@ -313,7 +313,7 @@ async function runEvaluateConfig(
   const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, pino] =
     await Promise.all([
       import('./scheduled.js'),
-      import('../webhook/logger.js'),
+      import('./shared/logger.js'),
       import('./adapters/store-factory.js'),
       import('pino'),
     ]);

@@ -2,7 +2,7 @@
 // once per container, wire the real adapters and hand over to runScheduledEvaluation and
 // OnDemandEvaluations. Only a configuration error makes an invocation fail; a sick etcd target is
 // a result, not an exception.
-import { createLogger } from '../webhook/logger.js';
+import { createLogger } from './shared/logger.js';
 import { ConfigError, loadGuardConfigFromEnv, type GuardConfig } from './config.js';
 import { OnDemandEvaluations, resolveBearerToken } from './on-demand.js';
 import { buildScheduledDeps, runScheduledEvaluation, type ScheduledDeps, type ScheduledResult } from './scheduled.js';

@@ -4,7 +4,7 @@
 // a hang past the outer deadline or a store error becomes that target's result and an error line.
 // Loading the config is the entrypoints' business; that is where a bad config fails the run.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLogger } from '../webhook/logger.js';
+import { createLogger } from './shared/logger.js';
 import { createStore } from './adapters/store-factory.js';
 import type { GuardConfig, TargetConfig } from './config.js';
 import type { Evaluation, Verdict } from './core/evaluation.js';

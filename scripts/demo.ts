@@ -22,7 +22,7 @@ import type { EvaluationStore } from '../functions/core/store.js';
 import { evaluateTarget } from '../functions/evaluate-target.js';
 import { formatEvaluationTable } from '../functions/format-table.js';
 import { runScheduledEvaluation } from '../functions/scheduled.js';
-import { createLogger } from '../webhook/logger.js';
+import { createLogger } from '../functions/shared/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from '../test/harness/etcd-cluster.js';

@@ -13,7 +13,7 @@ import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { evaluateTarget } from '../functions/evaluate-target.js';
 import { runScheduledEvaluation } from '../functions/scheduled.js';
-import { createLogger } from '../webhook/logger.js';
+import { createLogger } from '../functions/shared/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

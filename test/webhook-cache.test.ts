@@ -163,7 +163,7 @@ describe('webhook metrics', () => {
 
 describe('webhook logger', () => {
   it('writes JSON lines with secrets redacted and honours LOG_LEVEL', async () => {
-    const { createLogger } = await import('../webhook/logger.js');
+    const { createLogger } = await import('../functions/shared/logger.js');
     const lines: string[] = [];
     const destination = { write: (line: string) => void lines.push(line) };
     const logger = createLogger({ env: { LOG_LEVEL: 'warn' }, destination });

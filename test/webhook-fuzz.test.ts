@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
 import { classifyRequest } from '../webhook/core/classify.js';
 import { parseAdmissionReview } from '../webhook/core/review.js';
-import { createLogger } from '../webhook/logger.js';
+import { createLogger } from '../functions/shared/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { httpsRequest } from './harness/https-client.js';

@@ -17,7 +17,7 @@ import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations } from '../functions/on-demand.js';
 import { apiserverTimeoutMs, createWebhookApp, parseGoDurationMs } from '../webhook/app.js';
 import { EvaluationCache } from '../webhook/cache.js';
-import { createLogger } from '../webhook/logger.js';
+import { createLogger } from '../functions/shared/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { createWebhookMetrics } from '../webhook/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';

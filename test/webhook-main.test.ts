@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGuardConfig } from '../functions/config.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
-import { createLogger } from '../webhook/logger.js';
+import { createLogger } from '../functions/shared/logger.js';
 import { parseListenAddress, runWebhookCommand, startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';

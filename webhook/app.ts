@@ -20,7 +20,7 @@ import type {
 } from './core/contract.js';
 import { decide } from './core/decide.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from './core/review.js';
-import type { Logger } from './logger.js';
+import type { Logger } from '../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
 
 /** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */

@@ -5,7 +5,7 @@
 import { Deadline, withDeadline } from '../functions/core/deadline.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import { supersedes, type EvaluationStore } from '../functions/core/store.js';
-import type { Logger } from './logger.js';
+import type { Logger } from '../functions/shared/logger.js';
 
 export interface EvaluationCacheOptions {
   store: Pick<EvaluationStore, 'read'>;

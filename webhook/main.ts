@@ -9,7 +9,7 @@ import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations, resolveBearerToken } from '../functions/on-demand.js';
 import { createWebhookApp } from './app.js';
 import { EvaluationCache } from './cache.js';
-import { createLogger, type Logger } from './logger.js';
+import { createLogger, type Logger } from '../functions/shared/logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js';
 import { createReloadingHttpsServer, TlsFilesError } from './tls.js';
 

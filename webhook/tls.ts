@@ -9,7 +9,7 @@ import https from 'node:https';
 import type { RequestListener } from 'node:http';
 import path from 'node:path';
 import tls from 'node:tls';
-import type { Logger } from './logger.js';
+import type { Logger } from '../functions/shared/logger.js';
 
 export interface ReloadingHttpsServerOptions {
   certFile: string;

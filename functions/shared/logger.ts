@@ -1,5 +1,6 @@
-// JSON logger for the webhook. Redaction is configured here once so no caller can forget it:
-// bearer tokens, TLS keys and passwords must never reach a log line.
+// The JSON logger of every deployable (webhook, scheduled and HTTP functions, CLI). Redaction is
+// configured here once so no caller can forget it: bearer tokens, TLS keys and passwords must
+// never reach a log line.
 import { pino, type Logger, type DestinationStream } from 'pino';
 
 export type { Logger } from 'pino';
@@ -35,7 +36,7 @@ export interface LoggerOptions {
   name?: string;
 }
 
-/** Resolves LOG_LEVEL; an unknown value falls back to info rather than crashing the webhook. */
+/** Resolves LOG_LEVEL; an unknown value falls back to info rather than crashing the process. */
 export function logLevelFromEnv(env: Readonly<Record<string, string | undefined>>): string {
   const wanted = env.LOG_LEVEL?.trim().toLowerCase();
   return wanted !== undefined && LEVELS.has(wanted) ? wanted : 'info';
