@@ -1,8 +1,9 @@
-// Evaluates one configured etcd target: reads its TLS files, discovers the members, probes every
-// member under ONE overall deadline (start + target.timeout) and lets the pure core judge.
-import { readFile } from 'node:fs/promises';
-import { ConfigError, type InventoryConfig, type TargetConfig } from './config.js';
-import { EtcdProbeSession, type ProbeCredentials } from './adapters/etcd-member-probe.js';
+// Evaluates one etcd target: opens its access (static: reads its TLS files), discovers the
+// members, probes every member under ONE overall deadline (start + target.timeout) and lets the
+// pure core judge.
+import type { InventoryConfig, TargetConfig } from './config.js';
+import { EtcdProbeSession } from './adapters/etcd-member-probe.js';
+import { EtcdAccessError, openStaticEtcdAccess, type EtcdAccess, type EtcdAccessFactory } from './etcd-access.js';
 import {
   evaluateCluster,
   type ControlPlaneInventory,
@@ -14,34 +15,15 @@ import {
 import { Deadline, withDeadline } from './core/deadline.js';
 import type { Evaluation } from './core/evaluation.js';
 
+export { readTargetCredentials } from './etcd-access.js';
+
+/** What an evaluation needs of a target once an access says how to reach its etcd. */
+export type EvaluatedTarget = Pick<TargetConfig, 'name' | 'timeout' | 'quotaBackendBytes' | 'inventory'>;
+
 export interface EvaluateTargetOptions {
   now?: () => Date;
   /** Lists the control-plane Nodes when target.inventory is set; the Kubernetes adapter by default. */
   listControlPlaneNodes?: (inventory: InventoryConfig, timeoutMs: number) => Promise<ControlPlaneNode[]>;
-}
-
-async function readTlsFile(targetName: string, field: string, file: string | undefined): Promise<Buffer | undefined> {
-  if (file === undefined) return undefined;
-  try {
-    return await readFile(file);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    throw new ConfigError(`target ${targetName}`, [`${field}: cannot read ${JSON.stringify(file)} (${code})`]);
-  }
-}
-
-/** Reads the target's TLS files; a missing or unreadable one is a ConfigError naming the field. */
-export async function readTargetCredentials(target: Pick<TargetConfig, 'name' | 'tls'>): Promise<ProbeCredentials> {
-  const [ca, cert, key] = await Promise.all([
-    readTlsFile(target.name, 'tls.caFile', target.tls?.caFile),
-    readTlsFile(target.name, 'tls.certFile', target.tls?.certFile),
-    readTlsFile(target.name, 'tls.keyFile', target.tls?.keyFile),
-  ]);
-  const credentials: ProbeCredentials = {};
-  if (ca) credentials.ca = ca;
-  if (cert) credentials.cert = cert;
-  if (key) credentials.key = key;
-  return credentials;
 }
 
 /** The first member list any endpoint returns; all errors joined when none does. */
@@ -50,6 +32,7 @@ function discoverMembers(
   endpoints: readonly string[],
   deadline: Deadline,
 ): Promise<Outcome<DiscoveredMember[]>> {
+  if (endpoints.length === 0) return Promise.resolve({ ok: false, error: 'no endpoint to ask' });
   return new Promise((resolve) => {
     const errors: string[] = [];
     let pending = endpoints.length;
@@ -77,45 +60,131 @@ async function listInventory(
   ).catch((error: unknown): ControlPlaneInventory => ({ error: error instanceof Error ? error.message : String(error) }));
 }
 
-export async function evaluateTarget(target: TargetConfig, options: EvaluateTargetOptions = {}): Promise<Evaluation> {
-  const now = options.now ?? (() => new Date());
-  const evaluatedAt = now();
-  const started = performance.now();
-  // One deadline for everything, reading the TLS files included: the caller's bound is the timeout.
-  const deadline = Deadline.after(target.timeout);
-  const credentials = await readTargetCredentials(target);
-
-  const session = new EtcdProbeSession(credentials);
+/** Opens the access before `deadline`; an access that opens too late is closed when it does. */
+async function openBefore(openAccess: EtcdAccessFactory, deadline: Deadline): Promise<EtcdAccess | { error: string }> {
+  const budgetMs = Math.max(1, Math.round(deadline.remainingMs()));
+  let timedOut = false;
+  const opening = openAccess(deadline).then((access) => {
+    if (timedOut) void access.close();
+    return access;
+  });
   try {
-    let inventoryRun: Promise<ControlPlaneInventory> | undefined;
-    if (target.inventory !== undefined) {
-      const lister = options.listControlPlaneNodes ?? (await import('./adapters/kube-nodes.js')).listControlPlaneNodes;
-      inventoryRun = listInventory(target.inventory, deadline, (inventory, timeoutMs) => lister(inventory, timeoutMs));
-    }
-    // The given endpoints are probed while the member list is fetched, saving a round trip.
+    return await withDeadline(opening, deadline, () => {
+      timedOut = true;
+      return new EtcdAccessError(`opening access to etcd timed out after ${budgetMs} ms`);
+    });
+  } catch (error) {
+    if (error instanceof EtcdAccessError) return { error: error.message };
+    throw error;
+  }
+}
+
+/** Replaces every mention of a dialled endpoint with the access's description of it. */
+function relabel(text: string, access: EtcdAccess, endpoints: Iterable<string>): string {
+  let result = text;
+  for (const endpoint of endpoints) {
+    const described = access.describe(endpoint);
+    if (described !== endpoint) result = result.split(endpoint).join(described);
+  }
+  return result;
+}
+
+function relabelOutcome<T>(outcome: Outcome<T>, access: EtcdAccess, endpoints: Iterable<string>): Outcome<T> {
+  return outcome.ok ? outcome : { ok: false, error: relabel(outcome.error, access, endpoints) };
+}
+
+/** A probe as the core sees it: described endpoint, errors relabelled, tagged with the member it was dialled for. */
+function presentProbe(probe: EndpointProbe, access: EtcdAccess, memberIdByEndpoint: Map<string, string>): EndpointProbe {
+  const dialled = [probe.endpoint];
+  const presented: EndpointProbe = {
+    ...probe,
+    endpoint: access.describe(probe.endpoint),
+    status: relabelOutcome(probe.status, access, dialled),
+    alarms: relabelOutcome(probe.alarms, access, dialled),
+    linearizableRead: relabelOutcome(probe.linearizableRead, access, dialled),
+  };
+  const memberId = memberIdByEndpoint.get(probe.endpoint);
+  if (memberId !== undefined) presented.forMemberId = memberId;
+  return presented;
+}
+
+/** Probes the seeds while the member list is fetched (saving a round trip), then every listed member not yet probed. */
+async function probeThroughAccess(
+  access: EtcdAccess,
+  deadline: Deadline,
+): Promise<{ memberList: Outcome<DiscoveredMember[]>; probes: EndpointProbe[] }> {
+  const session = new EtcdProbeSession(access.credentials);
+  try {
     const probes = new Map<string, Promise<EndpointProbe>>();
-    for (const endpoint of target.endpoints) probes.set(endpoint, session.probe(endpoint, deadline));
-    const memberList = await discoverMembers(session, target.endpoints, deadline);
+    for (const endpoint of access.seedEndpoints) probes.set(endpoint, session.probe(endpoint, deadline));
+    const memberList = await discoverMembers(session, access.seedEndpoints, deadline);
+    const memberIdByEndpoint = new Map<string, string>();
     if (memberList.ok) {
       for (const member of memberList.value) {
-        const known = member.clientUrls.find((url) => probes.has(url));
-        const first = member.clientUrls[0];
-        if (known === undefined && first !== undefined) probes.set(first, session.probe(first, deadline));
+        const endpoint = access.endpointFor(member);
+        if (endpoint === undefined) continue;
+        memberIdByEndpoint.set(endpoint, member.id);
+        const alreadyProbed = probes.has(endpoint) || member.clientUrls.some((url) => probes.has(url));
+        if (!alreadyProbed) probes.set(endpoint, session.probe(endpoint, deadline));
       }
     }
-    const [probeResults, controlPlaneNodes] = await Promise.all([Promise.all(probes.values()), inventoryRun]);
-    const input: Parameters<typeof evaluateCluster>[0] = {
-      target: target.name,
-      endpoints: target.endpoints,
-      memberList,
-      probes: probeResults,
-      quotaBackendBytes: target.quotaBackendBytes,
-      evaluatedAt: evaluatedAt.toISOString(),
-      durationMs: Math.round(performance.now() - started),
+    const results = await Promise.all(probes.values());
+    return {
+      memberList: relabelOutcome(memberList, access, access.seedEndpoints),
+      probes: results.map((probe) => presentProbe(probe, access, memberIdByEndpoint)),
     };
-    if (controlPlaneNodes !== undefined) input.controlPlaneNodes = controlPlaneNodes;
-    return evaluateCluster(input);
   } finally {
     session.close();
   }
+}
+
+/** Evaluates a static target: its configured endpoints and TLS files (a ConfigError when one is unreadable). */
+export function evaluateTarget(target: TargetConfig, options: EvaluateTargetOptions = {}): Promise<Evaluation> {
+  return evaluateThroughAccess(target, () => openStaticEtcdAccess(target), options);
+}
+
+/**
+ * Evaluates a target reached through `openAccess`. Opening the access counts against the
+ * target's timeout; an access that cannot be opened (EtcdAccessError, or the deadline) is an
+ * Unhealthy evaluation saying why, and the access is always closed.
+ */
+export async function evaluateThroughAccess(
+  target: EvaluatedTarget,
+  openAccess: EtcdAccessFactory,
+  options: EvaluateTargetOptions = {},
+): Promise<Evaluation> {
+  const now = options.now ?? (() => new Date());
+  const evaluatedAt = now();
+  const started = performance.now();
+  // One deadline for everything, opening the access (reading TLS files, minting) included.
+  const deadline = Deadline.after(target.timeout);
+  let inventoryRun: Promise<ControlPlaneInventory> | undefined;
+  if (target.inventory !== undefined) {
+    const lister = options.listControlPlaneNodes ?? (await import('./adapters/kube-nodes.js')).listControlPlaneNodes;
+    inventoryRun = listInventory(target.inventory, deadline, (inventory, deadlineMs) => lister(inventory, deadlineMs));
+  }
+  const access = await openBefore(openAccess, deadline);
+  let reached: { memberList: Outcome<DiscoveredMember[]>; probes: EndpointProbe[] };
+  if ('error' in access) {
+    reached = { memberList: { ok: false, error: access.error }, probes: [] };
+  } else {
+    try {
+      reached = await probeThroughAccess(access, deadline);
+    } finally {
+      await access.close();
+    }
+  }
+  const input: Parameters<typeof evaluateCluster>[0] = {
+    target: target.name,
+    endpoints: 'error' in access ? [] : access.seedEndpoints.map((endpoint) => access.describe(endpoint)),
+    memberList: reached.memberList,
+    probes: reached.probes,
+    quotaBackendBytes: target.quotaBackendBytes,
+    evaluatedAt: evaluatedAt.toISOString(),
+    durationMs: 0,
+  };
+  const controlPlaneNodes = await inventoryRun;
+  if (controlPlaneNodes !== undefined) input.controlPlaneNodes = controlPlaneNodes;
+  input.durationMs = Math.round(performance.now() - started);
+  return evaluateCluster(input);
 }

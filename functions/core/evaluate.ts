@@ -55,6 +55,11 @@ export interface EndpointProbe {
   linearizableRead: Outcome<null>;
   /** Round trip of the Status call, null when it did not answer. */
   latencyMs: number | null;
+  /**
+   * The listed member this endpoint was dialled to reach, when the way in is not one of its
+   * advertised URLs (e.g. a port-forward to its pod): the probe is that member's even if it failed.
+   */
+  forMemberId?: string;
 }
 
 export interface ControlPlaneNode {
@@ -157,6 +162,7 @@ function judgedMembers(input: EvaluationInput): JudgedMember[] {
           ...member.clientUrls
             .map((url) => probeByEndpoint.get(url))
             .filter((found): found is EndpointProbe => found !== undefined),
+          ...input.probes.filter((candidate) => candidate.forMemberId === member.id),
           ...input.probes.filter((candidate) => candidate.status.ok && candidate.status.value.memberId === member.id),
         ];
         const probe = candidates.find((candidate) => candidate.status.ok) ?? candidates[0];
