@@ -16,6 +16,7 @@ import type { Evaluation } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
 import type { ScheduledResult } from './scheduled.js';
 import { formatEvaluationTable } from './format-table.js';
+import { UsageError } from './shared/errors.js';
 
 export const EXIT_PASSED = 0;
 export const EXIT_NOT_PASSED = 1;
@@ -59,8 +60,6 @@ It exits 0 when every target was evaluated and stored, whatever the verdicts, 1 
 evaluate exits 0 when the evaluation passed (Healthy or Degraded), 1 when it did not,
 2 on a usage or configuration error. --output json prints exactly one Evaluation document.
 `;
-
-class UsageError extends Error {}
 
 const EVALUATE_OPTIONS = {
   endpoints: { type: 'string' },

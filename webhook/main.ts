@@ -9,6 +9,7 @@ import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations, resolveBearerToken } from '../functions/on-demand.js';
 import { createWebhookApp } from './app.js';
 import { EvaluationCache } from './cache.js';
+import { UsageError } from '../functions/shared/errors.js';
 import { createLogger, type Logger } from '../functions/shared/logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js';
 import { createReloadingHttpsServer, TlsFilesError } from './tls.js';
@@ -153,13 +154,6 @@ export interface WebhookCommandOptions {
   tlsCertFile?: string;
   tlsKeyFile?: string;
   insecureHttp: boolean;
-}
-
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
 }
 
 /** Splits HOST:PORT ("0.0.0.0:8443", "[::1]:8443", ":8443"); throws UsageError naming the value. */
