@@ -365,23 +365,19 @@ async function runWebhook(args: string[], env: Record<string, string | undefined
     io.stdout(USAGE);
     return EXIT_PASSED;
   }
-  if (flags.config === undefined || flags.config.trim() === '')
-    throw new UsageError('--config is required (a YAML or JSON guard config file)');
-  if ((flags['tls-cert'] === undefined) !== (flags['tls-key'] === undefined)) {
-    throw new UsageError('--tls-cert and --tls-key must be given together');
-  }
-  if (flags['insecure-http'] && flags['tls-cert'] !== undefined)
-    throw new UsageError('--insecure-http cannot be combined with --tls-cert/--tls-key');
+  // runWebhookCommand checks the webhook's flags (config, listen address, TLS pairing) itself, the
+  // one place they are checked, and prints a UsageError as main() would.
   const { runWebhookCommand } = await import('../webhook/main.js');
   return runWebhookCommand(
     {
-      configFile: flags.config,
+      configFile: flags.config ?? '',
       listen: flags.listen ?? '',
       ...(flags['tls-cert'] !== undefined ? { tlsCertFile: flags['tls-cert'] } : {}),
       ...(flags['tls-key'] !== undefined ? { tlsKeyFile: flags['tls-key'] } : {}),
       insecureHttp: flags['insecure-http'] === true,
     },
     env,
+    { stderr: (line) => io.stderr(`${line}\n`) },
   );
 }
 

@@ -54,7 +54,11 @@ describe('etcd-guard usage errors (no etcd needed)', () => {
     },
     { args: ['frobnicate'], names: 'unknown command "frobnicate"' },
     { args: ['webhook'], names: '--config is required' },
-    { args: ['webhook', '--config', 'x.yaml', '--tls-cert', 'c.pem'], names: '--tls-cert and --tls-key must be given together' },
+    { args: ['webhook', '--config', 'x.yaml', '--tls-cert', 'c.pem'], names: '--tls-key is required' },
+    {
+      args: ['webhook', '--config', 'x.yaml', '--tls-cert', 'c.pem', '--tls-key', 'k.pem', '--insecure-http'],
+      names: '--tls-cert cannot be combined with --insecure-http',
+    },
   ])('exits 2 naming the problem: $names', async ({ args, names }) => {
     // In-process (same main() the bin calls): spawning node + tsx per row would cost ~0.6 s each.
     let stdout = '';

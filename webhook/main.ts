@@ -229,6 +229,7 @@ export async function runWebhookCommand(
   } catch (error) {
     if (error instanceof UsageError || error instanceof ConfigError) {
       stderr(`etcd-guard webhook: ${error.message}`);
+      if (error instanceof UsageError) stderr('run with --help for usage');
       return 2;
     }
     throw error;
