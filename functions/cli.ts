@@ -5,7 +5,6 @@ import {
   ConfigError,
   formatIssues,
   loadGuardConfigFile,
-  parseDurationMs,
   storeConfigSchema,
   targetSchema,
   type GuardConfig,
@@ -16,6 +15,7 @@ import type { Evaluation } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
 import type { ScheduledResult } from './scheduled.js';
 import { formatEvaluationTable } from './format-table.js';
+import { parseDurationMs } from './shared/duration.js';
 import { UsageError } from './shared/errors.js';
 
 export const EXIT_PASSED = 0;

@@ -4,19 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-
-const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m)$/;
-
-/** Parses "250ms", "2s", "1.5s", "1m" into milliseconds; null when the text is not a duration. */
-export function parseDurationMs(text: string): number | null {
-  const match = DURATION_PATTERN.exec(text.trim());
-  if (!match) return null;
-  const amount = Number(match[1]);
-  const unit = match[2];
-  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : 60_000;
-  const ms = Math.round(amount * factor);
-  return ms > 0 ? ms : null;
-}
+import { parseDurationMs } from './shared/duration.js';
 
 export const durationSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
   // A bare number is read as seconds, the way Kubernetes users write timeouts.

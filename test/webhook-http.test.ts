@@ -15,7 +15,8 @@ import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functi
 import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations } from '../functions/on-demand.js';
-import { apiserverTimeoutMs, createWebhookApp, parseGoDurationMs } from '../webhook/app.js';
+import { apiserverTimeoutMs, createWebhookApp } from '../webhook/app.js';
+import { parseGoDurationMs } from '../functions/shared/duration.js';
 import { EvaluationCache } from '../webhook/cache.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';

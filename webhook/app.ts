@@ -7,6 +7,7 @@ import type { GuardConfig, TargetConfig } from '../functions/config.js';
 import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.js';
 import { withTimeout } from '../functions/core/deadline.js';
 import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
+import { parseGoDurationMs } from '../functions/shared/duration.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest } from './core/classify.js';
 import type {
@@ -53,22 +54,6 @@ export interface WebhookAppDeps {
   logger: Logger;
   now?: () => Date;
   core?: Partial<WebhookCore>;
-}
-
-const GO_DURATION_PART = /(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)/gy;
-const UNIT_MS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1, us: 0.001, µs: 0.001, ns: 0.000001 };
-
-/** Parses the Go duration kube-apiserver puts in ?timeout= ("10s", "1m0s", "500ms"); null if malformed. */
-export function parseGoDurationMs(text: string): number | null {
-  if (text.length === 0 || text.length > 32) return null;
-  GO_DURATION_PART.lastIndex = 0;
-  let total = 0;
-  let consumed = 0;
-  for (let match = GO_DURATION_PART.exec(text); match !== null; match = GO_DURATION_PART.exec(text)) {
-    total += Number(match[1]) * (UNIT_MS[match[2] ?? ''] ?? Number.NaN);
-    consumed = GO_DURATION_PART.lastIndex;
-  }
-  return consumed === text.length && Number.isFinite(total) ? total : null;
 }
 
 /** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
