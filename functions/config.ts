@@ -85,6 +85,39 @@ export const targetSchema = z
   .strict();
 export type TargetConfig = z.infer<typeof targetSchema>;
 
+const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** Where one provider looks: every namespace unless listed, every object unless the labels are given. */
+const discoveryScopeSchema = z
+  .object({
+    namespaces: z
+      .array(z.string().regex(NAMESPACE_NAME, 'must be a namespace name (a DNS label)'))
+      .min(1, 'omit namespaces to look in every namespace')
+      .optional(),
+    /** Equality-based selector, e.g. { "etcd-guard.io/guard": "true" }. */
+    labelSelector: z.record(z.string()).optional(),
+  })
+  .strict();
+export type DiscoveryScope = z.infer<typeof discoveryScopeSchema>;
+
+export const discoverySchema = z
+  .object({
+    /** A target per KubeadmControlPlane with stacked etcd. */
+    capi: discoveryScopeSchema.optional(),
+    /** A target per etcd-druid Etcd. */
+    druid: discoveryScopeSchema.optional(),
+    refreshSeconds: z.number().int().min(10).max(3600).default(60),
+    /** Deadline of one evaluation of a discovered target (opening its access included). */
+    timeout: durationSchema.default('5s'),
+    /** Kubeconfig of the management cluster; in-cluster or KUBECONFIG when absent. */
+    kubeconfigFile: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {
+    message: 'names no provider: add capi: {} or druid: {}',
+  });
+export type DiscoveryConfig = z.infer<typeof discoverySchema>;
+
 export const storeConfigSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('file'), dir: z.string().min(1) }).strict(),
   z.object({ kind: z.literal('configmap'), namespace: z.string().min(1).default('etcd-guard') }).strict(),
@@ -100,7 +133,7 @@ export const guardConfigSchema = z
     concurrency: z.number().int().min(1).max(256).default(16),
     targets: z
       .array(targetSchema)
-      .min(1, 'needs at least one target')
+      .default([])
       .superRefine((targets, ctx) => {
         const seen = new Set<string>();
         targets.forEach((target, index) => {
@@ -125,8 +158,13 @@ export const guardConfigSchema = z
       .object({ tokenFile: z.string().min(1).optional() })
       .strict()
       .default({}),
+    discovery: discoverySchema.optional(),
   })
-  .strict();
+  .strict()
+  .refine((config) => config.targets.length > 0 || config.discovery !== undefined, {
+    path: ['targets'],
+    message: 'needs at least one target (or discovery to find them)',
+  });
 export type GuardConfig = z.infer<typeof guardConfigSchema>;
 
 export class ConfigError extends Error {
@@ -188,6 +226,9 @@ function resolvePaths(config: GuardConfig, baseDir: string): GuardConfig {
       inventory: target.inventory && { ...target.inventory, kubeconfigFile: resolve(target.inventory.kubeconfigFile) },
     })),
     auth: { tokenFile: resolve(config.auth.tokenFile) },
+    ...(config.discovery && {
+      discovery: { ...config.discovery, kubeconfigFile: resolve(config.discovery.kubeconfigFile) },
+    }),
   };
 }
 

@@ -27,7 +27,7 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   inlineRefresh:
     "On a missing or stale evaluation, evaluate during the admission request when the apiserver's remaining timeout leaves at least 1 s.",
   concurrency: 'How many targets the scheduled evaluation probes at once.',
-  targets: 'The etcd clusters to judge. Names must be unique.',
+  targets: 'The etcd clusters to judge, as written. Names must be unique. May be empty when `discovery` finds the targets.',
   'targets[].name': 'DNS label of at most 48 characters; the cached ConfigMap is `etcd-guard-<name>`.',
   'targets[].endpoints': 'Client URL of every member, `https://HOST:PORT`.',
   'targets[].tls': 'Client TLS files for the members; relative paths resolve against the config file.',
@@ -50,6 +50,20 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
   'override.groups': 'Only users in one of these groups may override; anyone else setting the annotation is denied.',
   auth: 'Access control for `/evaluations`.',
+  discovery:
+    'Targets found in the management cluster itself, beside `targets`: no endpoint, TLS file or per-target RBAC name. Names: `<source>-<namespace>-<name>` (capi: the Cluster, druid: the Etcd) when the namespace has no `-`, the name no `.` and the whole fits 48 characters; else a readable prefix, `-` and 8 hex digits of SHA-256 over `<source>/<namespace>/<name>`.',
+  'discovery.capi':
+    "A target per KubeadmControlPlane (v1beta2, else v1beta1) with stacked etcd, guarding that KCP by identity (also via `/scale`). Its Cluster is the KCP's Cluster owner reference, else its `cluster.x-k8s.io/cluster-name` label. A KCP with external etcd is skipped (reported by `etcd-guard targets`): give it a static target.",
+  'discovery.capi.namespaces': 'Namespaces to look in; every namespace when absent.',
+  'discovery.capi.labelSelector': 'Labels a KubeadmControlPlane must carry with exactly these values.',
+  'discovery.druid':
+    'A target per etcd-druid Etcd, guarding it by identity: members at `<etcd>-<i>.<etcd>-peer.<namespace>.svc:<clientPort>`, TLS from the Secrets `spec.etcd.clientUrlTls` names (held in memory).',
+  'discovery.druid.namespaces': 'Namespaces to look in; every namespace when absent.',
+  'discovery.druid.labelSelector': 'Labels an Etcd must carry with exactly these values.',
+  'discovery.refreshSeconds':
+    'How often the webhook lists again (each round within 10 s). A target that disappears stops being evaluated; its last evaluation ages out.',
+  'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',
+  'discovery.kubeconfigFile': 'Kubeconfig of the management cluster; in-cluster or `KUBECONFIG` when absent.',
   'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',
 };
 

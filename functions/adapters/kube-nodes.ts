@@ -1,6 +1,6 @@
 // Lists the control-plane Nodes of a cluster, so the evaluation can check that every etcd member
 // runs on a node the cluster knows about (a member on no node is a leftover that still votes).
-import type { CoreV1Api, V1Node } from '@kubernetes/client-node';
+import type { CoreV1Api } from '@kubernetes/client-node';
 import type { InventoryConfig } from '../config.js';
 import { Deadline } from '../core/deadline.js';
 import type { ControlPlaneNode } from '../core/evaluate.js';
@@ -32,15 +32,16 @@ export function nodeLabelSelector(nodeLabel: string): string {
   return value === undefined ? key : `${key}=${value}`;
 }
 
-function nodeAddresses(node: V1Node): string[] {
-  const addresses: string[] = [];
+/** InternalIP, ExternalIP and Hostname addresses in that order (Nodes and Machines report alike). */
+export function inventoryAddresses(addresses: readonly { type?: unknown; address?: unknown }[] | undefined): string[] {
+  const result: string[] = [];
   for (const type of ADDRESS_TYPES) {
-    for (const address of node.status?.addresses ?? []) {
-      if (address.type === type && address.address !== '' && !addresses.includes(address.address))
-        addresses.push(address.address);
+    for (const entry of addresses ?? []) {
+      const address = entry.address;
+      if (entry.type === type && typeof address === 'string' && address !== '' && !result.includes(address)) result.push(address);
     }
   }
-  return addresses;
+  return result;
 }
 
 /**
@@ -63,7 +64,7 @@ export async function listControlPlaneNodes(
     );
     for (const node of page.items) {
       const name = node.metadata?.name;
-      if (name) nodes.push({ name, addresses: nodeAddresses(node) });
+      if (name) nodes.push({ name, addresses: inventoryAddresses(node.status?.addresses) });
     }
     continueToken = page.metadata?._continue || undefined;
   } while (continueToken !== undefined);

@@ -1,0 +1,150 @@
+// Lists what discovery and the CAPI inventory read from the management cluster: Cluster API
+// KubeadmControlPlanes and Machines, etcd-druid Etcds. Every listing (all pages, every namespace,
+// the version fallback) finishes before the caller's Deadline or fails with a KubeApiError.
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import type { DiscoveryScope } from '../config.js';
+import type { Deadline } from '../core/deadline.js';
+import { ETCD_GROUP, KCP_GROUP } from '../core/discovery.js';
+import type { ControlPlaneNode } from '../core/evaluate.js';
+import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
+import { inventoryAddresses } from './kube-nodes.js';
+
+const PAGE_SIZE = 500;
+const MACHINE_GROUP = 'cluster.x-k8s.io';
+/** Newest first: a management cluster before Cluster API v1.11 serves only v1beta1 (404 on v1beta2). */
+const CAPI_VERSIONS = ['v1beta2', 'v1beta1'];
+
+export interface CustomResource {
+  group: string;
+  /** Tried in order; a 404 (version not served) moves on to the next. */
+  versions: readonly string[];
+  plural: string;
+}
+
+export const KUBEADM_CONTROL_PLANES: CustomResource = {
+  group: KCP_GROUP,
+  versions: CAPI_VERSIONS,
+  plural: 'kubeadmcontrolplanes',
+};
+export const MACHINES: CustomResource = { group: MACHINE_GROUP, versions: CAPI_VERSIONS, plural: 'machines' };
+export const ETCDS: CustomResource = { group: ETCD_GROUP, versions: ['v1alpha1'], plural: 'etcds' };
+
+export function createCustomObjectsApi(kubeconfigFile?: string): CustomObjectsApi {
+  return loadKubeConfig(kubeconfigFile).makeApiClient(CustomObjectsApi);
+}
+
+/** An equality map as a label selector string ("a=b,c=d"). */
+export function equalitySelector(labels: Readonly<Record<string, string>> | undefined): string | undefined {
+  const pairs = Object.entries(labels ?? {}).map(([key, value]) => `${key}=${value}`);
+  return pairs.length > 0 ? pairs.join(',') : undefined;
+}
+
+async function listPages(
+  api: CustomObjectsApi,
+  resource: CustomResource,
+  version: string,
+  namespace: string | undefined,
+  labelSelector: string | undefined,
+  deadline: Deadline,
+): Promise<unknown[]> {
+  const items: unknown[] = [];
+  const operation = {
+    verb: 'list' as const,
+    resource: `${resource.plural}.${resource.group}/${version}`,
+    ...(namespace ? { namespace } : {}),
+  };
+  let continueToken: string | undefined;
+  do {
+    const page = (await callKube(operation, deadline, (options) =>
+      namespace === undefined
+        ? api.listClusterCustomObject(
+            {
+              group: resource.group,
+              version,
+              plural: resource.plural,
+              labelSelector,
+              limit: PAGE_SIZE,
+              _continue: continueToken,
+            },
+            options,
+          )
+        : api.listNamespacedCustomObject(
+            {
+              group: resource.group,
+              version,
+              namespace,
+              plural: resource.plural,
+              labelSelector,
+              limit: PAGE_SIZE,
+              _continue: continueToken,
+            },
+            options,
+          ),
+    )) as { items?: unknown; metadata?: { _continue?: unknown } };
+    if (Array.isArray(page.items)) items.push(...(page.items as unknown[]));
+    const next = page.metadata?._continue;
+    continueToken = typeof next === 'string' && next !== '' ? next : undefined;
+  } while (continueToken !== undefined);
+  return items;
+}
+
+/** Every object of `resource` in the scope's namespaces (all when none) that carries its labels. */
+export async function listCustomObjects(
+  api: CustomObjectsApi,
+  resource: CustomResource,
+  scope: { namespaces?: readonly string[]; labelSelector?: string | undefined },
+  deadline: Deadline,
+): Promise<unknown[]> {
+  for (const [index, version] of resource.versions.entries()) {
+    try {
+      const namespaces = scope.namespaces ?? [undefined];
+      const lists = await Promise.all(
+        namespaces.map((namespace) => listPages(api, resource, version, namespace, scope.labelSelector, deadline)),
+      );
+      return lists.flat();
+    } catch (error) {
+      const lastVersion = index === resource.versions.length - 1;
+      if (!(error instanceof KubeApiError && error.isNotFound) || lastVersion) throw error;
+    }
+  }
+  return [];
+}
+
+export function listKubeadmControlPlanes(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {
+  return listCustomObjects(
+    api,
+    KUBEADM_CONTROL_PLANES,
+    { ...scope, labelSelector: equalitySelector(scope.labelSelector) },
+    deadline,
+  );
+}
+
+export function listEtcds(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {
+  return listCustomObjects(api, ETCDS, { ...scope, labelSelector: equalitySelector(scope.labelSelector) }, deadline);
+}
+
+/**
+ * The control-plane Machines of one Cluster as inventory entries: named by their Node (status.nodeRef)
+ * so they meet etcd members named by host, else by the Machine (not yet a Node), with the
+ * Machine's reported addresses. Sorted by name.
+ */
+export async function listControlPlaneMachines(
+  api: CustomObjectsApi,
+  cluster: { namespace: string; clusterName: string },
+  deadline: Deadline,
+): Promise<ControlPlaneNode[]> {
+  const labelSelector = `cluster.x-k8s.io/cluster-name=${cluster.clusterName},cluster.x-k8s.io/control-plane`;
+  const machines = await listCustomObjects(api, MACHINES, { namespaces: [cluster.namespace], labelSelector }, deadline);
+  const entries: ControlPlaneNode[] = [];
+  for (const machine of machines as {
+    metadata?: { name?: unknown };
+    status?: { nodeRef?: { name?: unknown }; addresses?: unknown };
+  }[]) {
+    const name = typeof machine.status?.nodeRef?.name === 'string' ? machine.status.nodeRef.name : machine.metadata?.name;
+    const addresses = Array.isArray(machine.status?.addresses)
+      ? (machine.status.addresses as { type?: unknown; address?: unknown }[])
+      : [];
+    if (typeof name === 'string' && name !== '') entries.push({ name, addresses: inventoryAddresses(addresses) });
+  }
+  return entries.sort((a, b) => a.name.localeCompare(b.name));
+}

@@ -1,0 +1,174 @@
+// Discovery's pure half: turns the objects a provider listed into targets (see core/targets.ts for
+// the names). The adapter lists; this decides. Objects arrive as the apiserver's JSON, untrusted:
+// every field is read defensively and a problem names the object, never quotes its content.
+import { discoveredTargetName, type DiscoveryProblem, type GuardedObject, type Target } from './targets.js';
+
+export const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
+export const ETCD_GROUP = 'druid.gardener.cloud';
+const CLUSTER_GROUP = 'cluster.x-k8s.io';
+const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+/** etcd's own default --quota-backend-bytes (kubeadm sets none). */
+const ETCD_DEFAULT_QUOTA = 2 * 1024 ** 3;
+/** etcd-druid's default spec.etcd.quota. */
+const DRUID_DEFAULT_QUOTA = 8 * 1024 ** 3;
+const DRUID_DEFAULT_CLIENT_PORT = 2379;
+
+export interface DiscoveryDefaults {
+  timeout: number;
+}
+
+export interface ProviderResult {
+  targets: Target[];
+  problems: DiscoveryProblem[];
+}
+
+type Json = Record<string, unknown>;
+
+function record(value: unknown): Json {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : {};
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+function at(object: unknown, ...path: string[]): unknown {
+  let current: unknown = object;
+  for (const key of path) current = record(current)[key];
+  return current;
+}
+
+function identity(object: unknown, group: string, kind: string): GuardedObject | null {
+  const namespace = text(at(object, 'metadata', 'namespace'));
+  const name = text(at(object, 'metadata', 'name'));
+  return namespace !== undefined && name !== undefined ? { group, kind, namespace, name } : null;
+}
+
+/** A Kubernetes quantity ("8Gi", "2G", "2147483648") in bytes; undefined when it is not one. */
+export function quantityBytes(value: unknown): number | undefined {
+  if (typeof value === 'number') return Number.isSafeInteger(value) && value > 0 ? value : undefined;
+  const match = typeof value === 'string' ? /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(value.trim()) : null;
+  if (!match) return undefined;
+  const factors: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  const bytes = Math.round(Number(match[1]) * (match[2] ? (factors[match[2]] ?? 1) : 1));
+  return Number.isSafeInteger(bytes) && bytes > 0 ? bytes : undefined;
+}
+
+/** The Cluster a KCP belongs to: its Cluster owner reference, else the cluster-name label. */
+function clusterNameOf(kcp: unknown): string | undefined {
+  const owners = at(kcp, 'metadata', 'ownerReferences');
+  for (const owner of Array.isArray(owners) ? owners : []) {
+    const apiVersion = text(record(owner).apiVersion) ?? '';
+    if (record(owner).kind === 'Cluster' && apiVersion.startsWith(`${CLUSTER_GROUP}/`)) {
+      const name = text(record(owner).name);
+      if (name !== undefined) return name;
+    }
+  }
+  return text(record(at(kcp, 'metadata', 'labels'))[CLUSTER_NAME_LABEL]);
+}
+
+/** quota-backend-bytes from the local etcd's extraArgs: a map in v1beta1, a name/value list in v1beta2. */
+function kcpQuotaBytes(etcdLocal: unknown): number {
+  const extraArgs = at(etcdLocal, 'extraArgs');
+  let value: unknown = record(extraArgs)['quota-backend-bytes'];
+  if (Array.isArray(extraArgs)) {
+    value = extraArgs.find((arg) => record(arg).name === 'quota-backend-bytes')?.value;
+  }
+  return quantityBytes(value) ?? ETCD_DEFAULT_QUOTA;
+}
+
+/**
+ * A target per KubeadmControlPlane with stacked etcd. A KCP with external etcd is skipped with a
+ * problem: its members are not the control-plane Machines and their endpoints and client
+ * certificates live on the nodes, so give it a static target (match by namespace and name).
+ */
+export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefaults): ProviderResult {
+  const result: ProviderResult = { targets: [], problems: [] };
+  for (const kcp of kcps) {
+    const object = identity(kcp, KCP_GROUP, 'KubeadmControlPlane');
+    const problem = (message: string) => result.problems.push({ source: 'capi', object, message });
+    if (object === null) {
+      problem('a KubeadmControlPlane without namespace or name');
+      continue;
+    }
+    const etcd = at(kcp, 'spec', 'kubeadmConfigSpec', 'clusterConfiguration', 'etcd');
+    if (at(etcd, 'external') !== undefined) {
+      problem('uses external etcd: not discovered (add a static target that names it)');
+      continue;
+    }
+    const clusterName = clusterNameOf(kcp);
+    if (clusterName === undefined) {
+      problem(`has no Cluster owner reference and no ${CLUSTER_NAME_LABEL} label`);
+      continue;
+    }
+    result.targets.push({
+      name: discoveredTargetName('capi', object.namespace, clusterName),
+      source: 'capi',
+      guards: object,
+      reach: { kind: 'capi', namespace: object.namespace, clusterName },
+      machines: { namespace: object.namespace, clusterName },
+      endpoints: [],
+      timeout: defaults.timeout,
+      quotaBackendBytes: kcpQuotaBytes(at(etcd, 'local')),
+      match: {},
+    });
+  }
+  return result;
+}
+
+function druidTls(etcd: unknown): Target['reach'] | { problem: string } {
+  const namespace = text(at(etcd, 'metadata', 'namespace')) ?? '';
+  const tls = at(etcd, 'spec', 'etcd', 'clientUrlTls');
+  if (tls === undefined || tls === null) return { kind: 'druid', namespace, tls: null };
+  const caSecret = text(at(tls, 'tlsCASecretRef', 'name'));
+  if (caSecret === undefined) return { problem: 'spec.etcd.clientUrlTls names no tlsCASecretRef.name' };
+  const caNamespace = text(at(tls, 'tlsCASecretRef', 'namespace'));
+  if (caNamespace !== undefined && caNamespace !== namespace) {
+    return { problem: 'spec.etcd.clientUrlTls.tlsCASecretRef points into another namespace: not followed' };
+  }
+  const clientSecret = text(at(tls, 'clientTLSSecretRef', 'name'));
+  const caDataKey = text(at(tls, 'tlsCASecretRef', 'dataKey')) ?? 'ca.crt';
+  return { kind: 'druid', namespace, tls: { caSecret, caDataKey, ...(clientSecret !== undefined ? { clientSecret } : {}) } };
+}
+
+/**
+ * A target per etcd-druid Etcd. Members are reached at the client URLs druid advertises:
+ * `<scheme>://<etcd>-<i>.<etcd>-peer.<namespace>.svc:<clientPort>` for each ordinal; https when
+ * spec.etcd.clientUrlTls is set, with the CA (and client certificate) from the Secrets it names.
+ */
+export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefaults): ProviderResult {
+  const result: ProviderResult = { targets: [], problems: [] };
+  for (const etcd of etcds) {
+    const object = identity(etcd, ETCD_GROUP, 'Etcd');
+    const problem = (message: string) => result.problems.push({ source: 'druid', object, message });
+    if (object === null) {
+      problem('an Etcd without namespace or name');
+      continue;
+    }
+    const replicas = at(etcd, 'spec', 'replicas');
+    if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1 || replicas > 99) {
+      problem('spec.replicas is not a member count from 1 to 99 (hibernated or invalid): nothing to evaluate');
+      continue;
+    }
+    const reach = druidTls(etcd);
+    if ('problem' in reach) {
+      problem(reach.problem);
+      continue;
+    }
+    const portValue = at(etcd, 'spec', 'etcd', 'clientPort');
+    const port = typeof portValue === 'number' && Number.isInteger(portValue) ? portValue : DRUID_DEFAULT_CLIENT_PORT;
+    const scheme = reach.kind === 'druid' && reach.tls !== null ? 'https' : 'http';
+    const { namespace, name } = object;
+    result.targets.push({
+      name: discoveredTargetName('druid', namespace, name),
+      source: 'druid',
+      guards: object,
+      reach,
+      endpoints: Array.from({ length: replicas }, (_, i) => `${scheme}://${name}-${i}.${name}-peer.${namespace}.svc:${port}`),
+      timeout: defaults.timeout,
+      quotaBackendBytes: quantityBytes(at(etcd, 'spec', 'etcd', 'quota')) ?? DRUID_DEFAULT_QUOTA,
+      match: {},
+    });
+  }
+  return result;
+}

@@ -1,0 +1,131 @@
+// The target model: every etcd cluster the guard judges, whether the config lists it (static) or
+// discovery found it in the management cluster (capi: a KubeadmControlPlane with stacked etcd;
+// druid: an etcd-druid Etcd). Pure: turns listed objects into targets, names them, merges them.
+//
+// Discovered target names are `<source>-<namespace>-<name>` (capi: the Cluster's name; druid: the
+// Etcd's name), e.g. `capi-fleet-prod`, ConfigMap `etcd-guard-capi-fleet-prod`. That form is used
+// only when it is unambiguous and fits: the namespace has no "-" (so the name splits back at the
+// first "-"), the object name has no "." (mapped to "-") and the whole is at most 48 characters.
+// Otherwise the name is a readable prefix cut to fit, then "-" and the first 8 hex digits of
+// SHA-256 over `<source>/<namespace>/<name>`: `capi-team-a-prod-5f0c2a91`. Two discovered objects
+// that still end up with one name (or one a static target already has) are reported, not guessed.
+import { createHash } from 'node:crypto';
+import type { TargetConfig } from '../config.js';
+
+export type TargetSource = 'static' | 'capi' | 'druid';
+
+/** The object a discovered target guards; a request for it matches the target by identity. */
+export interface GuardedObject {
+  group: string;
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+/** Where the TLS material of a druid Etcd lives (Secrets in the Etcd's namespace). */
+export interface DruidTlsSecrets {
+  caSecret: string;
+  caDataKey: string;
+  /** Client certificate Secret (tls.crt, tls.key); absent when the Etcd names none. */
+  clientSecret?: string;
+}
+
+/** How an evaluation reaches the target's etcd. */
+export type TargetReach =
+  /** The config's endpoints and TLS files. */
+  | { kind: 'static' }
+  /** Like KCP: `<cluster>-kubeconfig`, `<cluster>-etcd`, pod port-forward to each member. */
+  | { kind: 'capi'; namespace: string; clusterName: string }
+  /** The members' client URLs (pod DNS) with TLS from the Etcd's Secrets. */
+  | { kind: 'druid'; namespace: string; tls: DruidTlsSecrets | null };
+
+/** Where the control-plane inventory comes from when it is not a static target's Node list. */
+export interface MachineInventory {
+  namespace: string;
+  clusterName: string;
+}
+
+export type Target = TargetConfig & {
+  source: TargetSource;
+  /** The object it guards (discovered targets), or null (static targets guard what `match` says). */
+  guards: GuardedObject | null;
+  reach: TargetReach;
+  machines?: MachineInventory;
+};
+
+/** A listed object discovery could not turn into a target, and why. */
+export interface DiscoveryProblem {
+  source: Exclude<TargetSource, 'static'>;
+  object: GuardedObject | null;
+  message: string;
+}
+
+export const MAX_TARGET_NAME = 48;
+const HASH_LENGTH = 8;
+
+/** The deterministic target name of a discovered object (see the top of this file). */
+export function discoveredTargetName(source: Exclude<TargetSource, 'static'>, namespace: string, name: string): string {
+  const readable = `${source}-${namespace}-${name.replace(/\./g, '-')}`;
+  if (!namespace.includes('-') && !name.includes('.') && readable.length <= MAX_TARGET_NAME) return readable;
+  const hash = createHash('sha256').update(`${source}/${namespace}/${name}`).digest('hex').slice(0, HASH_LENGTH);
+  const prefix = readable.slice(0, MAX_TARGET_NAME - HASH_LENGTH - 1).replace(/-+$/, '');
+  return `${prefix}-${hash}`;
+}
+
+/** A static target as the model sees it. */
+export function staticTarget(config: TargetConfig): Target {
+  return { ...config, source: 'static', guards: null, reach: { kind: 'static' } };
+}
+
+export interface MergedTargets {
+  targets: Target[];
+  problems: DiscoveryProblem[];
+}
+
+/**
+ * Static targets first (in config order), then discovered ones sorted by name. A discovered
+ * target whose name is already taken is dropped with a problem naming both objects: guessing
+ * which one the name means could judge one cluster by another's etcd.
+ */
+export function mergeTargets(staticTargets: readonly TargetConfig[], discovered: readonly Target[]): MergedTargets {
+  const targets = staticTargets.map(staticTarget);
+  const staticNames = new Set(targets.map((target) => target.name));
+  const byName = new Map<string, Target[]>();
+  for (const target of discovered) byName.set(target.name, [...(byName.get(target.name) ?? []), target]);
+  const problems: DiscoveryProblem[] = [];
+  for (const [name, claimants] of [...byName.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    const [only, ...others] = claimants;
+    if (only !== undefined && others.length === 0 && !staticNames.has(name)) {
+      targets.push(only);
+      continue;
+    }
+    const claimedBy = [
+      ...(staticNames.has(name) ? [`static target ${name}`] : []),
+      ...claimants.map((c) => describeGuarded(c.guards)),
+    ];
+    for (const claimant of claimants) {
+      problems.push({
+        source: claimant.source === 'druid' ? 'druid' : 'capi',
+        object: claimant.guards,
+        message: `target name ${name} is claimed by ${claimedBy.join(' and ')}; none of the discovered ones is evaluated`,
+      });
+    }
+  }
+  return { targets, problems };
+}
+
+export function describeGuarded(object: GuardedObject | null): string {
+  return object === null ? 'its match' : `${object.kind} ${object.namespace}/${object.name}`;
+}
+
+/** The discovered target guarding exactly this object, if any. */
+export function targetGuarding(targets: readonly Target[], object: GuardedObject): Target | undefined {
+  return targets.find(
+    (target) =>
+      target.guards !== null &&
+      target.guards.group === object.group &&
+      target.guards.kind === object.kind &&
+      target.guards.namespace === object.namespace &&
+      target.guards.name === object.name,
+  );
+}

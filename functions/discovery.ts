@@ -1,0 +1,76 @@
+// Resolves the config's targets: the static ones as written, plus what each configured discovery
+// provider finds in the management cluster now. One listing per provider, all under one deadline;
+// a provider that cannot list is reported and leaves the others' targets intact.
+import type { CustomObjectsApi } from '@kubernetes/client-node';
+import type { GuardConfig } from './config.js';
+import { Deadline } from './core/deadline.js';
+import { capiTargets, druidTargets, type ProviderResult } from './core/discovery.js';
+import { mergeTargets, staticTarget, type DiscoveryProblem, type Target } from './core/targets.js';
+
+/** How long one discovery round (every provider, every page) may take. */
+export const DISCOVERY_TIMEOUT_MS = 10_000;
+
+export interface ResolvedTargets {
+  targets: Target[];
+  problems: DiscoveryProblem[];
+  /** Providers that could not list this round, e.g. `capi: forbidden: cannot list ...`. */
+  failures: string[];
+}
+
+export interface ResolveOptions {
+  /** The management cluster's custom objects client (built from discovery.kubeconfigFile by default). */
+  api?: CustomObjectsApi;
+  timeoutMs?: number;
+}
+
+/** The static targets alone, for deployables that must not wait for the apiserver. */
+export function staticTargets(config: GuardConfig): Target[] {
+  return config.targets.map(staticTarget);
+}
+
+export async function resolveTargets(config: GuardConfig, options: ResolveOptions = {}): Promise<ResolvedTargets> {
+  const discovery = config.discovery;
+  if (discovery === undefined) return { targets: staticTargets(config), problems: [], failures: [] };
+  const adapter = await import('./adapters/kube-discovery.js');
+  const deadline = Deadline.after(options.timeoutMs ?? DISCOVERY_TIMEOUT_MS);
+  const failures: string[] = [];
+  let api: CustomObjectsApi;
+  try {
+    api = options.api ?? adapter.createCustomObjectsApi(discovery.kubeconfigFile);
+  } catch (error) {
+    return { targets: staticTargets(config), problems: [], failures: [`discovery: ${(error as Error).message}`] };
+  }
+  const defaults = { timeout: discovery.timeout };
+  const run = async (name: string, list: () => Promise<unknown[]>, toTargets: (items: unknown[]) => ProviderResult) => {
+    try {
+      return toTargets(await list());
+    } catch (error) {
+      failures.push(`${name}: ${(error as Error).message}`);
+      return { targets: [], problems: [] };
+    }
+  };
+  const { capi, druid } = discovery;
+  const results = await Promise.all([
+    capi
+      ? run(
+          'capi',
+          () => adapter.listKubeadmControlPlanes(api, capi, deadline),
+          (items) => capiTargets(items, defaults),
+        )
+      : null,
+    druid
+      ? run(
+          'druid',
+          () => adapter.listEtcds(api, druid, deadline),
+          (items) => druidTargets(items, defaults),
+        )
+      : null,
+  ]);
+  const found = results.flatMap((result) => result?.targets ?? []);
+  const merged = mergeTargets(config.targets, found);
+  return {
+    targets: merged.targets,
+    problems: [...results.flatMap((result) => result?.problems ?? []), ...merged.problems],
+    failures,
+  };
+}

@@ -1,0 +1,278 @@
+import { readFileSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createCustomObjectsApi, listControlPlaneMachines } from '../functions/adapters/kube-discovery.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
+import { Deadline } from '../functions/core/deadline.js';
+import { capiTargets, druidTargets, quantityBytes } from '../functions/core/discovery.js';
+import { discoveredTargetName, mergeTargets, MAX_TARGET_NAME } from '../functions/core/targets.js';
+import { resolveTargets } from '../functions/discovery.js';
+import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
+
+const fixture = (name: string): FakeObject =>
+  JSON.parse(readFileSync(new URL(`./fixtures/discovery/${name}.json`, import.meta.url), 'utf8')) as FakeObject;
+const DEFAULTS = { timeout: 5000 };
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+describe('discovered target names', () => {
+  it.each([
+    ['capi', 'fleet', 'prod', 'capi-fleet-prod'],
+    ['druid', 'garden', 'etcd-main', 'druid-garden-etcd-main'],
+  ] as const)('%s %s/%s is the readable %s when unambiguous and short', (source, namespace, name, expected) => {
+    expect(discoveredTargetName(source, namespace, name)).toBe(expected);
+  });
+
+  it.each([
+    ['a namespace with "-" (the split would be ambiguous)', 'team-a', 'prod', /^capi-team-a-prod-[0-9a-f]{8}$/],
+    ['a name with "."', 'fleet', 'staging.eu', /^capi-fleet-staging-eu-[0-9a-f]{8}$/],
+    ['a name too long for 48 characters', 'fleet', 'x'.repeat(60), /^capi-fleet-x{28}-[0-9a-f]{8}$/],
+  ])('%s gets a hash suffix', (_case, namespace, name, expected) => {
+    const target = discoveredTargetName('capi', namespace, name);
+    expect(target).toMatch(expected);
+    expect(target.length).toBeLessThanOrEqual(MAX_TARGET_NAME);
+    expect(target).toMatch(DNS_LABEL);
+    expect(discoveredTargetName('capi', namespace, name)).toBe(target);
+  });
+
+  it('objects whose namespace-name texts coincide across namespaces get different names', () => {
+    const pairs = [
+      ['a-b', 'c'],
+      ['a', 'b-c'],
+      ['a-b-c', 'x'.repeat(63)],
+      ['a-b-c', `${'x'.repeat(63)}y`],
+    ] as const;
+    const names = pairs.map(([namespace, name]) => discoveredTargetName('capi', namespace, name));
+    expect(new Set(names).size).toBe(pairs.length);
+    expect(discoveredTargetName('capi', 'fleet', 'prod')).not.toBe(discoveredTargetName('druid', 'fleet', 'prod'));
+  });
+});
+
+describe('capi provider (pure)', () => {
+  it('makes a target per stacked-etcd KubeadmControlPlane of either version, named by its Cluster', () => {
+    const { targets, problems } = capiTargets([fixture('kcp-v1beta1'), fixture('kcp-v1beta2')], DEFAULTS);
+    expect(problems).toEqual([]);
+    expect(targets.map((target) => [target.name, target.source, target.guards, target.reach, target.quotaBackendBytes])).toEqual([
+      [
+        'capi-fleet-prod',
+        'capi',
+        { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'fleet', name: 'prod-control-plane' },
+        { kind: 'capi', namespace: 'fleet', clusterName: 'prod' },
+        8589934592,
+      ],
+      [
+        discoveredTargetName('capi', 'team-a', 'staging.eu'),
+        'capi',
+        { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'team-a', name: 'staging-cp' },
+        { kind: 'capi', namespace: 'team-a', clusterName: 'staging.eu' },
+        4294967296,
+      ],
+    ]);
+    expect(targets[0]?.machines).toEqual({ namespace: 'fleet', clusterName: 'prod' });
+    expect(targets[0]?.timeout).toBe(5000);
+  });
+
+  it('the Cluster owner reference wins over the cluster-name label', () => {
+    const kcp = fixture('kcp-v1beta1');
+    kcp.metadata.labels = { 'cluster.x-k8s.io/cluster-name': 'relabelled' };
+    expect(capiTargets([kcp], DEFAULTS).targets[0]?.name).toBe('capi-fleet-prod');
+  });
+
+  it.each([
+    ['external etcd', (kcp: FakeObject) => kcp, 'kcp-external-etcd', 'uses external etcd'],
+    [
+      'no Cluster owner and no label',
+      (kcp: FakeObject) => ({ ...kcp, metadata: { name: kcp.metadata.name, namespace: 'fleet' } }),
+      'kcp-v1beta1',
+      'has no Cluster owner reference',
+    ],
+    ['no namespace', (kcp: FakeObject) => ({ ...kcp, metadata: { name: 'x' } }), 'kcp-v1beta1', 'without namespace or name'],
+  ])('%s: no target, a problem naming the object', (_case, edit, name, message) => {
+    const { targets, problems } = capiTargets([edit(fixture(name))], DEFAULTS);
+    expect(targets).toEqual([]);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]?.message).toContain(message);
+  });
+});
+
+describe('druid provider (pure)', () => {
+  it('makes a target per Etcd with per-member pod DNS client URLs and its TLS Secrets', () => {
+    const { targets, problems } = druidTargets([fixture('etcd-druid')], DEFAULTS);
+    expect(problems).toEqual([]);
+    const [target] = targets;
+    expect(target?.name).toBe(discoveredTargetName('druid', 'shoot--dev--alpha', 'etcd-main'));
+    expect(target?.endpoints).toEqual([0, 1, 2].map((i) => `https://etcd-main-${i}.etcd-main-peer.shoot--dev--alpha.svc:2379`));
+    expect(target?.reach).toEqual({
+      kind: 'druid',
+      namespace: 'shoot--dev--alpha',
+      tls: { caSecret: 'ca-etcd-bundle', caDataKey: 'bundle.crt', clientSecret: 'etcd-client-tls' },
+    });
+    expect(target?.quotaBackendBytes).toBe(8 * 1024 ** 3);
+  });
+
+  it('without clientUrlTls the members are plain http and the CA key defaults apply nowhere', () => {
+    const etcd = fixture('etcd-druid');
+    (etcd.spec as { etcd: Record<string, unknown> }).etcd = { clientPort: 2479 };
+    const [target] = druidTargets([etcd], DEFAULTS).targets;
+    expect(target?.endpoints[0]).toBe('http://etcd-main-0.etcd-main-peer.shoot--dev--alpha.svc:2479');
+    expect(target?.reach).toEqual({ kind: 'druid', namespace: 'shoot--dev--alpha', tls: null });
+  });
+
+  it.each([
+    ['hibernated (replicas 0)', { replicas: 0 }, 'nothing to evaluate'],
+    ['absurd replicas', { replicas: 1e9 }, 'nothing to evaluate'],
+    [
+      'a CA Secret in another namespace',
+      { etcd: { clientUrlTls: { tlsCASecretRef: { name: 'ca', namespace: 'kube-system' } } } },
+      'another namespace',
+    ],
+  ])('%s: no target, a problem', (_case, specPatch, message) => {
+    const etcd = fixture('etcd-druid');
+    etcd.spec = { ...(etcd.spec as object), ...specPatch };
+    const { targets, problems } = druidTargets([etcd], DEFAULTS);
+    expect(targets).toEqual([]);
+    expect(problems[0]?.message).toContain(message);
+  });
+
+  it.each([
+    ['8Gi', 8 * 1024 ** 3],
+    ['2G', 2e9],
+    ['1024', 1024],
+    ['1.5Mi', 1.5 * 1024 ** 2],
+    ['lots', undefined],
+    ['-1Gi', undefined],
+  ])('quantity %s is %s bytes', (text, bytes) => {
+    expect(quantityBytes(text)).toBe(bytes);
+  });
+});
+
+describe('merging static and discovered targets', () => {
+  it('a discovered name already taken (by a static target or another object) evaluates none of the claimants', () => {
+    const config = parseGuardConfig({ targets: [{ name: 'capi-fleet-prod', endpoints: ['https://127.0.0.1:2379'] }] }, 'test');
+    const kcp = capiTargets([fixture('kcp-v1beta1')], DEFAULTS).targets;
+    const merged = mergeTargets(config.targets, kcp);
+    expect(merged.targets.map((target) => `${target.source}:${target.name}`)).toEqual(['static:capi-fleet-prod']);
+    expect(merged.problems[0]?.message).toBe(
+      'target name capi-fleet-prod is claimed by static target capi-fleet-prod and KubeadmControlPlane fleet/prod-control-plane; none of the discovered ones is evaluated',
+    );
+  });
+});
+
+describe('config: discovery', () => {
+  it('targets may be empty when discovery is set, and discovery needs a provider', () => {
+    const config = parseGuardConfig({ discovery: { capi: {} } }, 'test');
+    expect(config.targets).toEqual([]);
+    expect(config.discovery).toEqual({ capi: {}, refreshSeconds: 60, timeout: 5000 });
+    expect(() => parseGuardConfig({}, 'test')).toThrow(/targets: needs at least one target \(or discovery to find them\)/);
+    expect(() => parseGuardConfig({ discovery: {} }, 'test')).toThrow(/discovery: names no provider/);
+    expect(() => parseGuardConfig({ discovery: { capi: { namespaces: ['Bad_NS'] } } }, 'test')).toThrow(
+      /discovery\.capi\.namespaces\.0: must be a namespace name .*got "Bad_NS"/,
+    );
+    expect(() => parseGuardConfig({ discovery: { druid: {}, refreshSeconds: 1 } }, 'test')).toThrow(/discovery\.refreshSeconds/);
+  });
+});
+
+describe('discovery against the stand-in apiserver', () => {
+  let fake: FakeKubeApiServer;
+  const configWith = (discovery: object, targets: object[] = []): GuardConfig =>
+    parseGuardConfig({ targets, discovery: { kubeconfigFile: fake.kubeconfigFile, ...discovery } }, 'test');
+
+  beforeEach(async () => {
+    fake = await startFakeKubeApiServer();
+    fake.putObject('kubeadmcontrolplanes', fixture('kcp-v1beta1'));
+    fake.putObject('kubeadmcontrolplanes', fixture('kcp-v1beta2'));
+    fake.putObject('kubeadmcontrolplanes', fixture('kcp-external-etcd'));
+    fake.putObject('etcds', fixture('etcd-druid'));
+  });
+
+  afterEach(async () => {
+    await fake.close();
+  });
+
+  it('finds every KCP and Etcd beside the static targets, external etcd reported', async () => {
+    const config = configWith({ capi: {}, druid: {} }, [{ name: 'local', endpoints: ['https://127.0.0.1:2379'] }]);
+    const resolved = await resolveTargets(config);
+    expect(resolved.failures).toEqual([]);
+    expect(resolved.targets.map((target) => `${target.source}:${target.name}`)).toEqual([
+      'static:local',
+      'capi:capi-fleet-prod',
+      `capi:${discoveredTargetName('capi', 'team-a', 'staging.eu')}`,
+      `druid:${discoveredTargetName('druid', 'shoot--dev--alpha', 'etcd-main')}`,
+    ]);
+    expect(resolved.problems.map((problem) => `${problem.object?.name}: ${problem.message}`)).toEqual([
+      'legacy-control-plane: uses external etcd: not discovered (add a static target that names it)',
+    ]);
+    expect(fake.requests.map((request) => `${request.verb} ${request.path}`)).toEqual(
+      expect.arrayContaining([
+        'list /apis/controlplane.cluster.x-k8s.io/v1beta2/kubeadmcontrolplanes',
+        'list /apis/druid.gardener.cloud/v1alpha1/etcds',
+      ]),
+    );
+  });
+
+  it('namespaces and labelSelector limit what is listed', async () => {
+    const resolved = await resolveTargets(
+      configWith({ capi: { namespaces: ['fleet'], labelSelector: { 'cluster.x-k8s.io/cluster-name': 'prod' } } }),
+    );
+    expect(resolved.targets.map((target) => target.name)).toEqual(['capi-fleet-prod']);
+    const list = fake.requests.find((request) => request.resource === 'kubeadmcontrolplanes');
+    expect(list?.path).toBe('/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/fleet/kubeadmcontrolplanes');
+    expect(list?.query.get('labelSelector')).toBe('cluster.x-k8s.io/cluster-name=prod');
+  });
+
+  it('a management cluster serving only v1beta1 is listed at v1beta1', async () => {
+    fake.serveVersions('controlplane.cluster.x-k8s.io', ['v1beta1']);
+    const resolved = await resolveTargets(configWith({ capi: { namespaces: ['fleet'] } }));
+    expect(resolved.failures).toEqual([]);
+    expect(resolved.targets.map((target) => target.name)).toEqual(['capi-fleet-prod']);
+    expect(fake.requests.map((request) => request.status)).toEqual([404, 200]);
+  });
+
+  it('a provider that cannot list is a failure naming it; the other provider and static targets stay', async () => {
+    fake.forbid('list', 'kubeadmcontrolplanes');
+    const config = configWith({ capi: {}, druid: {} }, [{ name: 'local', endpoints: ['https://127.0.0.1:2379'] }]);
+    const resolved = await resolveTargets(config);
+    expect(resolved.failures).toHaveLength(1);
+    expect(resolved.failures[0]).toMatch(
+      /^capi: forbidden: cannot list kubeadmcontrolplanes\.controlplane\.cluster\.x-k8s\.io\/v1beta2: .*cannot list resource "kubeadmcontrolplanes"/,
+    );
+    expect(resolved.targets.map((target) => target.source)).toEqual(['static', 'druid']);
+  });
+
+  it('a hung apiserver fails the round within its deadline', async () => {
+    fake.hang('/apis/druid.gardener.cloud');
+    const started = performance.now();
+    const resolved = await resolveTargets(configWith({ druid: {} }), { timeoutMs: 300 });
+    expect(performance.now() - started).toBeLessThan(300 + 250);
+    expect(resolved.failures[0]).toMatch(
+      /^druid: timed out: list etcds\.druid\.gardener\.cloud\/v1alpha1 got no answer within 300ms/,
+    );
+  });
+
+  it("lists a cluster's control-plane Machines by their Node name, else their own", async () => {
+    const machine = (name: string, cluster: string, status: object, controlPlane = true): FakeObject => ({
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'Machine',
+      metadata: {
+        name,
+        namespace: 'fleet',
+        labels: { 'cluster.x-k8s.io/cluster-name': cluster, ...(controlPlane ? { 'cluster.x-k8s.io/control-plane': '' } : {}) },
+      },
+      status,
+    });
+    fake.putObject(
+      'machines',
+      machine('prod-cp-b', 'prod', { nodeRef: { name: 'node-b' }, addresses: [{ type: 'InternalIP', address: '10.0.0.2' }] }),
+    );
+    fake.putObject('machines', machine('prod-cp-new', 'prod', {}));
+    fake.putObject('machines', machine('prod-md-1', 'prod', { nodeRef: { name: 'worker' } }, false));
+    fake.putObject('machines', machine('other-cp', 'other', { nodeRef: { name: 'node-x' } }));
+    const entries = await listControlPlaneMachines(
+      createCustomObjectsApi(fake.kubeconfigFile),
+      { namespace: 'fleet', clusterName: 'prod' },
+      Deadline.after(2000),
+    );
+    expect(entries).toEqual([
+      { name: 'node-b', addresses: ['10.0.0.2'] },
+      { name: 'prod-cp-new', addresses: [] },
+    ]);
+  });
+});
