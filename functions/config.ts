@@ -5,6 +5,7 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseDurationMs } from './shared/duration.js';
+import { isDnsLabel } from './shared/names.js';
 
 export const durationSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
   // A bare number is read as seconds, the way Kubernetes users write timeouts.
@@ -65,11 +66,17 @@ export const inventorySchema = z
   .strict();
 export type InventoryConfig = z.infer<typeof inventorySchema>;
 
-const TARGET_NAME = /^[a-z0-9]([-a-z0-9]{0,46}[a-z0-9])?$/;
+/** A target name becomes part of ConfigMap and file names; 48 leaves room for their prefixes. */
+const TARGET_NAME_MAX_LENGTH = 48;
 
 export const targetSchema = z
   .object({
-    name: z.string().regex(TARGET_NAME, 'must be a DNS label of at most 48 characters (it becomes part of a ConfigMap name)'),
+    name: z
+      .string()
+      .refine(
+        (name) => isDnsLabel(name, TARGET_NAME_MAX_LENGTH),
+        `must be a DNS label of at most ${TARGET_NAME_MAX_LENGTH} characters (it becomes part of a ConfigMap name)`,
+      ),
     endpoints: z.array(endpointSchema).min(1, 'needs at least one endpoint'),
     tls: tlsFilesSchema.optional(),
     timeout: durationSchema.default('2s'),

@@ -3,6 +3,7 @@
 // Writes are optimistic (resourceVersion) and monotonic: a newer stored evaluation always wins.
 import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
 import { Deadline } from '../core/deadline.js';
+import { isDnsLabel } from '../shared/names.js';
 import type { Evaluation } from '../core/evaluation.js';
 import {
   invalidEvaluationError,
@@ -26,7 +27,8 @@ export const CONFIGMAP_LIMIT_BYTES = 1_048_576;
 /** What we allow ourselves: the limit minus headroom for the key and anything else in `data`. */
 export const MAX_DOCUMENT_BYTES = CONFIGMAP_LIMIT_BYTES - 8 * 1024;
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** Kubernetes' limit on an object name (a DNS subdomain). */
+const MAX_OBJECT_NAME_LENGTH = 253;
 
 export interface ConfigMapStoreOptions {
   namespace: string;
@@ -58,7 +60,7 @@ export class ConfigMapStore implements EvaluationStore {
   private api: CoreV1Api | undefined;
 
   constructor(options: ConfigMapStoreOptions) {
-    if (!DNS_LABEL.test(options.namespace) || options.namespace.length > 63) {
+    if (!isDnsLabel(options.namespace)) {
       throw new StoreError(
         'invalid',
         `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`,
@@ -130,7 +132,7 @@ export class ConfigMapStore implements EvaluationStore {
 
   private nameFor(target: string): string {
     const name = configMapNameFor(target);
-    if (!DNS_LABEL.test(target) || name.length > 253) {
+    if (!isDnsLabel(target, MAX_OBJECT_NAME_LENGTH - CONFIGMAP_NAME_PREFIX.length)) {
       throw new StoreError(
         'invalid',
         `invalid target name ${JSON.stringify(target)}: it must be a DNS label to become ConfigMap ${JSON.stringify(name)}`,

@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { Evaluation } from '../core/evaluation.js';
+import { isDnsLabel } from '../shared/names.js';
 import {
   invalidEvaluationError,
   parseStoredEvaluation,
@@ -20,9 +21,6 @@ import {
   type StoreErrorKind,
   type WriteOutcome,
 } from '../core/store.js';
-
-/** Same rule as config target names: a DNS label, so it can never hold a path separator or "..". */
-const TARGET_FILE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function errnoCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
@@ -53,7 +51,8 @@ export class FileStore implements EvaluationStore {
 
   /** DIR/<target>.json, refusing any name that could point outside DIR. */
   pathFor(target: string): string {
-    if (!TARGET_FILE_NAME.test(target)) {
+    // A DNS label, like config target names: it can never hold a path separator or "..".
+    if (!isDnsLabel(target)) {
       throw new StoreError(
         'invalid',
         `invalid target name ${JSON.stringify(target)} for the file store: want a DNS label (lowercase letters, digits, '-'), so it stays inside ${this.dir}`,

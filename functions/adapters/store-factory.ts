@@ -4,6 +4,7 @@ import type { Evaluation } from '../core/evaluation.js';
 import { StoreError, type EvaluationStore, type WriteOutcome } from '../core/store.js';
 import type { ConfigMapStoreOptions } from './configmap-store.js';
 import { FileStore } from './file-store.js';
+import { isDnsLabel } from '../shared/names.js';
 
 export interface CreateStoreOptions {
   /** Kubeconfig for the configmap store; else KUBECONFIG, in-cluster, ~/.kube/config. */
@@ -33,8 +34,6 @@ export function createStore(config: StoreConfig, options: CreateStoreOptions = {
   }
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-
 /**
  * A ConfigMapStore whose module (and so @kubernetes/client-node, ~80 MB resident once loaded)
  * is imported on first use: a webhook or CLI on the file store never pays for the Kubernetes
@@ -44,7 +43,7 @@ class LazyConfigMapStore implements EvaluationStore {
   private loading: Promise<EvaluationStore> | undefined;
 
   constructor(private readonly options: ConfigMapStoreOptions) {
-    if (!DNS_LABEL.test(options.namespace) || options.namespace.length > 63) {
+    if (!isDnsLabel(options.namespace)) {
       throw new StoreError(
         'invalid',
         `invalid namespace ${JSON.stringify(options.namespace)} for the ConfigMap store (want a DNS label)`,
