@@ -9,9 +9,10 @@ import { guardConfigSchema, type GuardConfig } from '../functions/config.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import { classifyRequest } from '../webhook/core/classify.js';
 import type { AdmissionRequest, Classification, Decision } from '../webhook/core/contract.js';
-import { decide, MAX_WARNING_LENGTH } from '../webhook/core/decide.js';
+import { decide, MAX_MESSAGE_LENGTH, MAX_WARNING_LENGTH, MAX_WARNINGS } from '../webhook/core/decide.js';
 import { detectGuardedChange, escapePointerToken } from '../webhook/core/detect-change.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from '../webhook/core/review.js';
+import type { GuardedPointer } from '../webhook/core/rules.js';
 import { makeEvaluation, makeMember, makeMembers } from './harness/evaluation-fixture.js';
 
 const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
@@ -95,7 +96,7 @@ const GUARDED: GuardedFixture[] = [
   {
     file: 'kcp-v1beta2-edit-version.json',
     target: 'prod',
-    change: { kind: 'rollout', replicas: 3, changedPaths: ['/spec/version', '/spec/machineTemplate'] },
+    change: { kind: 'rollout', replicas: 3, changedPaths: ['/spec/machineTemplate', '/spec/version'] },
     allowedIn: ['healthy', 'degraded'],
   },
   {
@@ -430,6 +431,221 @@ describe('decide over fixtures × evaluation states', () => {
   });
 });
 
+describe('issue 11: guarded changes that used to be allowed', () => {
+  const decideWith = (request: AdmissionRequest, evaluation: Evaluation | null, config = makeConfig()): Decision =>
+    decide({ request, config, classification: needsEvaluation(classifyRequest(request, config)), evaluation, now: NOW });
+
+  it('reads a Scale without spec.replicas (omitempty) as 0 and denies scaling etcd to 0', () => {
+    const request = loadFixture('kcp-scale-to-0-omitted-replicas.json');
+    expect(request.object).toMatchObject({ kind: 'Scale', spec: {} });
+    const classification = needsEvaluation(classifyRequest(request, makeConfig()));
+    expect(classification.change).toEqual({ kind: 'scale-down', from: 3, to: 0 });
+    const decision = decideWith(request, EVALUATIONS.healthy ?? null);
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.response.status?.message).toContain('scale down from 3 to 0 replicas');
+  });
+
+  const withSpec = (file: string, edit: (spec: Record<string, unknown>) => void): AdmissionRequest => {
+    const request = loadFixture(file);
+    const object = structuredClone(request.oldObject) as { spec: Record<string, unknown> };
+    edit(object.spec);
+    return { ...request, object };
+  };
+  it.each([
+    [
+      'KCP v1beta1 spec.rolloutBefore',
+      'kcp-v1beta1-edit-version.json',
+      '/spec/rolloutBefore',
+      (spec: Record<string, unknown>) => {
+        spec.rolloutBefore = { certificatesExpiryDays: 21 };
+      },
+    ],
+    [
+      'druid spec.labels',
+      'etcd-druid-replicas-3-to-5.json',
+      '/spec/labels',
+      (spec: Record<string, unknown>) => {
+        spec.labels = { ...(spec.labels as object), team: 'b' };
+      },
+    ],
+    [
+      'druid spec.annotations',
+      'etcd-druid-replicas-3-to-5.json',
+      '/spec/annotations',
+      (spec: Record<string, unknown>) => {
+        spec.annotations = { 'a.io/x': 'y' };
+      },
+    ],
+    [
+      'druid spec.schedulingConstraints',
+      'etcd-druid-replicas-3-to-5.json',
+      '/spec/schedulingConstraints',
+      (spec: Record<string, unknown>) => {
+        spec.schedulingConstraints = { affinity: { podAntiAffinity: {} } };
+      },
+    ],
+    [
+      'druid spec.priorityClassName',
+      'etcd-druid-replicas-3-to-5.json',
+      '/spec/priorityClassName',
+      (spec: Record<string, unknown>) => {
+        spec.priorityClassName = 'critical';
+      },
+    ],
+    [
+      'druid spec.sharedConfig',
+      'etcd-druid-replicas-3-to-5.json',
+      '/spec/sharedConfig',
+      (spec: Record<string, unknown>) => {
+        spec.sharedConfig = { autoCompactionMode: 'revision' };
+      },
+    ],
+    [
+      'StatefulSet spec.ordinals',
+      'statefulset-edit-ordinals.json',
+      '/spec/ordinals',
+      (spec: Record<string, unknown>) => {
+        spec.ordinals = { start: 1 };
+      },
+    ],
+  ])('guards a rollout through %s: denied while Unhealthy, allowed while Healthy', (_name, file, pointer, edit) => {
+    const request = withSpec(file, edit);
+    const classification = needsEvaluation(classifyRequest(request, makeConfig()));
+    expect(classification.change).toMatchObject({ kind: 'rollout', changedPaths: [pointer] });
+    expect(decideWith(request, EVALUATIONS.unhealthy ?? null).response.allowed).toBe(false);
+    expect(decideWith(request, EVALUATIONS.healthy ?? null).response.allowed).toBe(true);
+  });
+
+  it.each([
+    [
+      'KCP v1beta1 spec.remediationStrategy',
+      'kcp-v1beta1-edit-version.json',
+      (spec: Record<string, unknown>) => {
+        spec.remediationStrategy = { maxRetry: 3 };
+      },
+    ],
+    [
+      'KCP v1beta2 spec.machineNaming',
+      'kcp-v1beta2-edit-version.json',
+      (spec: Record<string, unknown>) => {
+        spec.machineNaming = { template: '{{ .kubeadmControlPlane.name }}-{{ .random }}' };
+      },
+    ],
+    [
+      'StatefulSet spec.minReadySeconds',
+      'statefulset-edit-ordinals.json',
+      (spec: Record<string, unknown>) => {
+        spec.minReadySeconds = 30;
+      },
+    ],
+    [
+      'StatefulSet spec.revisionHistoryLimit',
+      'statefulset-edit-ordinals.json',
+      (spec: Record<string, unknown>) => {
+        spec.revisionHistoryLimit = 3;
+      },
+    ],
+  ])('allows a change of the harmless child %s without an evaluation', (_name, file, edit) => {
+    expect(classifyRequest(withSpec(file, edit), makeConfig())).toEqual({ kind: 'allow', reason: 'no-guarded-change' });
+  });
+
+  const relabelConfig = (withCatchAll: boolean) =>
+    makeConfig({
+      targets: [
+        { name: 'strict', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'prod' } },
+        ...(withCatchAll ? [{ name: 'lenient', endpoints: ['https://127.0.0.1:2379'], match: {} }] : []),
+      ],
+    });
+  const relabel = (labels: Record<string, string>): AdmissionRequest => {
+    const request = loadFixture('kcp-v1beta1-edit-version.json');
+    const object = structuredClone(request.oldObject) as { metadata: { labels: Record<string, string> } };
+    object.metadata.labels = labels;
+    return { ...request, object };
+  };
+  it.each([
+    ['to another target', true, 'lenient'],
+    ['out of every target', false, null],
+  ])('judges a label edit that moves a KCP %s against the target it leaves', (_name, withCatchAll, to) => {
+    const config = relabelConfig(withCatchAll);
+    const request = relabel({ team: 'x' });
+    const classification = needsEvaluation(classifyRequest(request, config));
+    expect(classification.target.name).toBe('strict');
+    expect(classification.change).toEqual({ kind: 'retarget', to });
+    const denied = decideWith(request, EVALUATIONS.unhealthy ?? null, config);
+    expect(denied.response.allowed).toBe(false);
+    expect(denied.response.status?.message).toContain('target strict verdict Unhealthy');
+    expect(denied.response.status?.message).not.toMatch(/separate|separately/);
+    expect(decideWith(request, EVALUATIONS.stale ?? null, config).response.allowed).toBe(false);
+    expect(decideWith(request, EVALUATIONS.healthy ?? null, config).response.allowed).toBe(true);
+  });
+
+  it('allows labelling an object that matched no target into one (onboarding), and relabels within one target', () => {
+    const config = makeConfig({
+      targets: [{ name: 'strict', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'prod' } }],
+    });
+    const request = loadFixture('kcp-v1beta1-edit-version.json');
+    const oldObject = structuredClone(request.oldObject) as { metadata: { labels: Record<string, string> } };
+    oldObject.metadata.labels = {};
+    const object = structuredClone(request.oldObject) as { metadata: { labels: Record<string, string> } };
+    expect(classifyRequest({ ...request, oldObject, object }, config)).toEqual({ kind: 'allow', reason: 'no-guarded-change' });
+    object.metadata.labels.extra = 'yes';
+    expect(classifyRequest({ ...request, object }, config)).toEqual({ kind: 'allow', reason: 'no-guarded-change' });
+  });
+
+  it('denies a guarded change that also moves the object, without suggesting a separate label change', () => {
+    const request = loadFixture('kcp-v1beta1-edit-version.json');
+    const object = structuredClone(request.object) as { metadata: { labels: Record<string, string> } };
+    object.metadata.labels = { team: 'x' };
+    const classification = classifyRequest({ ...request, object }, relabelConfig(true));
+    expect(classification).toMatchObject({ kind: 'deny', reason: 'moves-target' });
+    expect(classification.kind === 'deny' && classification.message).not.toMatch(/separate/);
+  });
+
+  it.each([
+    [2147483647, 'is more than the 100 replicas'],
+    [2 ** 53 + 1, 'is more than the 100 replicas'],
+    [2 ** 63, 'is more than the 100 replicas'],
+    ['9223372036854775808', 'is not a non-negative integer (got "9223372036854775808")'],
+    ['5', 'is not a non-negative integer (got "5")'],
+    [-1, 'is not a non-negative integer (got -1)'],
+    [2.5, 'is not a non-negative integer (got 2.5)'],
+  ])('denies replicas %j at once, before any projection', (replicas, text) => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const object = structuredClone(request.object) as { spec: { replicas: unknown } };
+    object.spec.replicas = replicas;
+    const classification = classifyRequest({ ...request, object }, makeConfig());
+    expect(classification).toMatchObject({ kind: 'deny', reason: 'invalid' });
+    expect(classification.kind === 'deny' && classification.message).toContain(
+      `object spec.replicas ${typeof replicas === 'number' && replicas > 100 ? JSON.stringify(replicas) + ' ' : ''}${text}`,
+    );
+  });
+
+  it('does not count an evaluation stamped beyond the clock-skew allowance as fresh', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const ahead = (seconds: number) => makeEvaluation({ evaluatedAt: new Date(NOW.getTime() + seconds * 1000).toISOString() });
+    expect(decideWith(request, ahead(3)).response.allowed).toBe(true);
+    const decision = decideWith(request, ahead(100));
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.response.status?.message).toContain('evaluated 100s in the future; clock skew?');
+  });
+
+  it('caps what a stored evaluation can put into a denial and into warnings', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const huge = 'x'.repeat(100_000);
+    const unhealthy = makeEvaluation({ evaluatedAt: secondsBefore(1), verdict: 'Unhealthy', reasons: [huge, huge + 'y'] });
+    const message = decideWith(request, unhealthy).response.status?.message ?? '';
+    expect(message.length).toBeLessThanOrEqual(MAX_MESSAGE_LENGTH);
+    const degraded = makeEvaluation({
+      evaluatedAt: secondsBefore(1),
+      verdict: 'Degraded',
+      reasons: Array.from({ length: 5000 }, (_unused, index) => `reason ${index}`),
+    });
+    const warnings = decideWith(request, degraded).response.warnings ?? [];
+    expect(warnings.length).toBeLessThanOrEqual(MAX_WARNINGS);
+    expect(warnings.at(-1)).toMatch(/more warnings/);
+  });
+});
+
 describe('classify and decide on mutated fixtures', () => {
   it('never throw, always echo the uid, and never allow a guarded change without an evaluation', () => {
     let seed = 7;
@@ -469,18 +685,40 @@ describe('classify and decide on mutated fixtures', () => {
 });
 
 describe('detectGuardedChange', () => {
-  const pointers = ['/spec/replicas', '/spec/template', `/metadata/annotations/${escapePointerToken('a.io/x~y')}`];
+  const guard = (pointer: string, harmless: string[] = []): GuardedPointer => ({
+    pointer,
+    reason: 'test',
+    harmless: harmless.map((child) => ({ pointer: child, reason: 'test' })),
+  });
+  const guarded = [
+    guard('/spec', ['/spec/minReadySeconds', '/spec/template/metadata/annotations']),
+    guard(`/metadata/annotations/${escapePointerToken('a.io/x~y')}`),
+  ];
   it.each([
     ['a replicas change', { spec: { replicas: 3 } }, { spec: { replicas: 4 } }, ['/spec/replicas']],
     [
-      'a sibling whose name starts with a guarded one',
-      { spec: { replicas: 3, replicasX: 1 } },
-      { spec: { replicas: 3, replicasX: 2 } },
+      'a field no rule names (fails closed)',
+      { spec: { ordinals: { start: 0 } } },
+      { spec: { ordinals: { start: 1 } } },
+      ['/spec/ordinals'],
+    ],
+    ['a harmless child', { spec: { replicas: 3, minReadySeconds: 1 } }, { spec: { replicas: 3, minReadySeconds: 2 } }, []],
+    ['a nested template field', { spec: { template: { a: [1, 2] } } }, { spec: { template: { a: [1, 3] } } }, ['/spec/template']],
+    [
+      'only a harmless grandchild',
+      { spec: { template: { metadata: { annotations: { a: '1' } }, spec: { x: 1 } } } },
+      { spec: { template: { metadata: { annotations: { a: '2' } }, spec: { x: 1 } } } },
       [],
     ],
-    ['a nested template field', { spec: { template: { a: [1, 2] } } }, { spec: { template: { a: [1, 3] } } }, ['/spec/template']],
+    [
+      'a harmless grandchild and its sibling',
+      { spec: { template: { metadata: { annotations: { a: '1' } }, spec: { x: 1 } } } },
+      { spec: { template: { metadata: { annotations: { a: '2' } }, spec: { x: 2 } } } },
+      ['/spec/template'],
+    ],
     ['a whole spec appearing', {}, { spec: { replicas: 1 } }, ['/spec/replicas']],
-    ['a whole spec appearing without guarded fields', {}, { spec: { paused: true } }, []],
+    ['a whole spec appearing with only harmless fields', {}, { spec: { minReadySeconds: 5 } }, []],
+    ['a spec that is no longer an object', { spec: { replicas: 3 } }, { spec: 'x' }, ['/spec']],
     [
       'an escaped key (~ and /)',
       { metadata: { annotations: { 'a.io/x~y': '1' } } },
@@ -489,7 +727,7 @@ describe('detectGuardedChange', () => {
     ],
     ['nothing', { spec: { replicas: 3 } }, { spec: { replicas: 3 } }, []],
   ])('detects %s', (_name, before, after, expected) => {
-    expect(detectGuardedChange(before, after, pointers).changedPointers).toEqual(expected);
+    expect(detectGuardedChange(before, after, guarded).changedPointers).toEqual(expected);
   });
 
   it('diffs a huge object quickly', () => {
@@ -498,7 +736,7 @@ describe('detectGuardedChange', () => {
     const after = structuredClone(before);
     after.spec.template.containers[4999] = { name: 'c4999', image: 'img:new' };
     const started = performance.now();
-    expect(detectGuardedChange(before, after, ['/spec/replicas', '/spec/template']).changedPointers).toEqual(['/spec/template']);
+    expect(detectGuardedChange(before, after, [guard('/spec')]).changedPointers).toEqual(['/spec/template']);
     expect(performance.now() - started).toBeLessThan(1000);
   });
 
@@ -509,7 +747,7 @@ describe('detectGuardedChange', () => {
     const after = structuredClone(before);
     after.spec.template.items.reverse();
     const started = performance.now();
-    expect(detectGuardedChange(before, after, ['/spec/replicas', '/spec/template']).changedPointers).toEqual(['/spec/template']);
+    expect(detectGuardedChange(before, after, [guard('/spec')]).changedPointers).toEqual(['/spec/template']);
     expect(performance.now() - started).toBeLessThan(500);
   });
 });

@@ -27,6 +27,17 @@ describe('FileStore', () => {
     expect(await new FileStore(dir).read('prod')).toBeNull();
   });
 
+  it('replaces a Healthy evaluation stamped in the future with a present one (a skewed writer cannot shadow the truth)', async () => {
+    const store = new FileStore(dir);
+    const future = makeEvaluation({ target: 'prod', evaluatedAt: new Date(Date.now() + 100_000).toISOString() });
+    expect(await store.write(future)).toEqual({ written: true });
+    const present = makeEvaluation({ target: 'prod', verdict: 'Unhealthy', evaluatedAt: new Date().toISOString() });
+    expect(await store.write(present)).toEqual({ written: true });
+    expect((await store.read('prod'))?.verdict).toBe('Unhealthy');
+    const skewedAgain = makeEvaluation({ target: 'prod', evaluatedAt: new Date(Date.now() + 100_000).toISOString() });
+    expect(await store.write(skewedAgain)).toEqual({ written: false, keptEvaluatedAt: present.evaluatedAt });
+  });
+
   it('creates the directory and round-trips DIR/<target>.json', async () => {
     const store = new FileStore(dir);
     const evaluation = makeEvaluationAt(10, { target: 'prod' });

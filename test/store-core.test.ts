@@ -4,14 +4,43 @@ import { describe, expect, it } from 'vitest';
 import { invalidEvaluationError, parseStoredEvaluation, StoreError, supersedes } from '../functions/core/store.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 
-describe('supersedes (newest wins)', () => {
+describe('supersedes (newest wins, never a future stamp)', () => {
+  const NOW = new Date('2026-01-01T00:01:00.000Z');
   it.each([
     { stored: '2026-01-01T00:00:00.000Z', candidate: '2026-01-01T00:00:00.001Z', replaces: true },
     { stored: '2026-01-01T00:00:00.000Z', candidate: '2026-01-01T00:00:00.000Z', replaces: false },
     { stored: '2026-01-01T00:00:01.000Z', candidate: '2026-01-01T00:00:00.000Z', replaces: false },
-  ])('a candidate from $candidate over one from $stored replaces it: $replaces', ({ stored, candidate, replaces }) => {
-    expect(supersedes(makeEvaluation({ evaluatedAt: candidate }), makeEvaluation({ evaluatedAt: stored }))).toBe(replaces);
-  });
+    // within the clock-skew allowance a stamp still counts as present
+    { stored: '2026-01-01T00:00:59.000Z', candidate: '2026-01-01T00:01:04.000Z', replaces: true },
+    // a stamp from the future never wins over a present one ...
+    { stored: '2026-01-01T00:00:59.000Z', candidate: '2026-01-01T00:02:40.000Z', replaces: false },
+    // ... and a present one replaces it
+    { stored: '2026-01-01T00:02:40.000Z', candidate: '2026-01-01T00:00:59.000Z', replaces: true },
+    // two future stamps: the later one
+    { stored: '2026-01-01T00:02:40.000Z', candidate: '2026-01-01T00:03:40.000Z', replaces: true },
+    // an Unhealthy verdict is never replaced by an older-stamped healthier one
+    { stored: '2026-01-01T00:02:40.000Z', storedVerdict: 'Unhealthy', candidate: '2026-01-01T00:00:59.000Z', replaces: false },
+    {
+      stored: '2026-01-01T00:02:40.000Z',
+      storedVerdict: 'Unhealthy',
+      candidate: '2026-01-01T00:00:59.000Z',
+      candidateVerdict: 'Unhealthy',
+      replaces: true,
+    },
+  ] as const)(
+    'a candidate from $candidate over one from $stored ($storedVerdict) replaces it: $replaces',
+    ({ stored, candidate, replaces, ...verdicts }) => {
+      const storedEvaluation = makeEvaluation({
+        evaluatedAt: stored,
+        verdict: 'storedVerdict' in verdicts ? verdicts.storedVerdict : 'Healthy',
+      });
+      const candidateEvaluation = makeEvaluation({
+        evaluatedAt: candidate,
+        verdict: 'candidateVerdict' in verdicts ? verdicts.candidateVerdict : 'Healthy',
+      });
+      expect(supersedes(candidateEvaluation, storedEvaluation, NOW)).toBe(replaces);
+    },
+  );
 });
 
 describe('parseStoredEvaluation', () => {

@@ -101,12 +101,25 @@ describe('EvaluationCache', () => {
     expect(cache.get('prod')?.evaluatedAt).toBe(makeEvaluationAt(kept).evaluatedAt);
   });
 
-  it('refuses an evaluation dated in the future beyond the allowed skew, so it cannot look fresh forever', () => {
+  it('never lets a future-stamped evaluation win over a present one, and lets a present one replace it', () => {
     const nowMs = Date.parse('2026-01-01T00:00:00.000Z');
-    const cache = cacheFor(new ScriptedStore(), ['prod'], { now: () => new Date(nowMs), maxFutureSkewMs: 60_000 });
-    expect(cache.put(makeEvaluationAt(30, { target: 'prod' }))).toBe(true);
-    expect(cache.put(makeEvaluationAt(3600, { target: 'prod' }))).toBe(false);
-    expect(cache.get('prod')?.evaluatedAt).toBe(makeEvaluationAt(30).evaluatedAt);
+    const cache = cacheFor(new ScriptedStore(), ['prod'], { now: () => new Date(nowMs) });
+    expect(cache.put(makeEvaluationAt(-30, { target: 'prod' }))).toBe(true);
+    expect(cache.put(makeEvaluationAt(100, { target: 'prod' }))).toBe(false);
+    expect(cache.get('prod')?.evaluatedAt).toBe(makeEvaluationAt(-30).evaluatedAt);
+
+    const skewed = cacheFor(new ScriptedStore(), ['prod'], { now: () => new Date(nowMs) });
+    expect(skewed.put(makeEvaluationAt(100, { target: 'prod' }))).toBe(true);
+    expect(skewed.put(makeEvaluationAt(-1, { target: 'prod' }))).toBe(true);
+    expect(skewed.get('prod')?.evaluatedAt).toBe(makeEvaluationAt(-1).evaluatedAt);
+  });
+
+  it('keeps a future-stamped Unhealthy evaluation rather than an older-stamped Healthy one', () => {
+    const nowMs = Date.parse('2026-01-01T00:00:00.000Z');
+    const cache = cacheFor(new ScriptedStore(), ['prod'], { now: () => new Date(nowMs) });
+    expect(cache.put(makeEvaluationAt(100, { target: 'prod', verdict: 'Unhealthy' }))).toBe(true);
+    expect(cache.put(makeEvaluationAt(-1, { target: 'prod' }))).toBe(false);
+    expect(cache.get('prod')?.verdict).toBe('Unhealthy');
   });
 
   it('never rolls back to an older stored evaluation after a newer one was put', async () => {

@@ -319,6 +319,7 @@ type FixtureState = 'healthy' | 'degraded' | 'unhealthy' | 'stale' | 'missing';
 const STATES: FixtureState[] = ['healthy', 'degraded', 'unhealthy', 'stale', 'missing'];
 const ALWAYS = { healthy: true, degraded: true, unhealthy: true, stale: true, missing: true };
 const NEEDS_PASSING = { healthy: true, degraded: true, unhealthy: false, stale: false, missing: false };
+const NEVER = { healthy: false, degraded: false, unhealthy: false, stale: false, missing: false };
 /** Expected `allowed` per fixture and state: the webhook's decision rules (webhook/core/decide.ts) as a table. */
 const FIXTURE_EXPECTATIONS: Record<string, Record<FixtureState, boolean>> = {
   'kcp-create.json': ALWAYS,
@@ -332,6 +333,9 @@ const FIXTURE_EXPECTATIONS: Record<string, Record<FixtureState, boolean>> = {
   'kcp-v1beta2-edit-version.json': NEEDS_PASSING,
   'etcd-druid-replicas-3-to-5.json': NEEDS_PASSING,
   'statefulset-scale-3-to-4.json': NEEDS_PASSING,
+  'statefulset-edit-ordinals.json': NEEDS_PASSING,
+  // A Scale to 0 arrives as spec: {} (replicas is omitempty): etcd is never scaled to 0.
+  'kcp-scale-to-0-omitted-replicas.json': NEVER,
   // 3 → 2 keeps quorum when all three are healthy; with one dead it would leave 1 of 2.
   'kcp-scale-down-3-to-2.json': NEEDS_PASSING,
 };

@@ -7,6 +7,7 @@ import type { GuardConfig, TargetConfig } from '../functions/config.js';
 import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.js';
 import { withTimeout } from '../functions/core/deadline.js';
 import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
+import { MAX_CLOCK_SKEW_MS } from '../functions/core/store.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest } from './core/classify.js';
@@ -119,7 +120,12 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     dryRun: boolean,
   ): Promise<EvaluationChoice> {
     const cached = cache.get(target.name);
-    if (cached !== null && evaluationAgeMs(cached, now()) <= maxAgeMs) return { evaluation: cached };
+    // A stamp from the future (a skewed writer clock) is not fresh: refresh rather than trust it.
+    const cachedIsFresh =
+      cached !== null &&
+      evaluationAgeMs(cached, now()) <= maxAgeMs &&
+      Date.parse(cached.evaluatedAt) - now().getTime() <= MAX_CLOCK_SKEW_MS;
+    if (cachedIsFresh) return { evaluation: cached };
     if (!config.inlineRefresh) return { evaluation: cached, refreshNote: 'inline refresh is disabled' };
     const remainingMs = budgetMs - (performance.now() - startedAt);
     const allowanceMs = remainingMs - INLINE_REFRESH_MARGIN_MS;

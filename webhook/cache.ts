@@ -4,7 +4,7 @@
 // fails closed. No I/O here beyond the injected store.
 import { Deadline, withDeadline } from '../functions/core/deadline.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
-import { supersedes, type EvaluationStore } from '../functions/core/store.js';
+import { MAX_CLOCK_SKEW_MS, supersedes, type EvaluationStore } from '../functions/core/store.js';
 import type { Logger } from '../functions/shared/logger.js';
 
 export interface EvaluationCacheOptions {
@@ -15,8 +15,6 @@ export interface EvaluationCacheOptions {
   /** Deadline for each store read; default 2 s. A read that misses it counts as a feed error. */
   readTimeoutMs?: number;
   logger?: Logger;
-  /** Evaluations dated further than this into the future are refused; default 5 minutes. */
-  maxFutureSkewMs?: number;
   now?: () => Date;
   onFeedError?: (target: string, error: Error) => void;
 }
@@ -76,22 +74,21 @@ export class EvaluationCache {
 
   /**
    * Offers an evaluation (from the feed, an inline refresh or the on-demand endpoint). It is kept
-   * only if it is newer than the one held, so a slow feed can never roll the cache back.
-   * Returns whether it was taken.
+   * only if it supersedes the one held (newest wins, future stamps never win over present ones),
+   * so a slow feed can never roll the cache back. Returns whether it was taken.
    */
   put(evaluation: Evaluation): boolean {
-    // A future-dated evaluation would look fresh until that date (age clamps to 0) and block every
-    // real one from replacing it: refusing it makes the gate fail closed instead of open.
-    const aheadMs = Date.parse(evaluation.evaluatedAt) - (this.options.now?.() ?? new Date()).getTime();
-    if (aheadMs > (this.options.maxFutureSkewMs ?? 5 * 60_000)) {
+    const now = this.options.now?.() ?? new Date();
+    const held = this.latest.get(evaluation.target);
+    if (held && !supersedes(evaluation, held, now)) return false;
+    // Held, not refused: refusing a future-stamped Unhealthy evaluation would leave an older
+    // Healthy one in charge. The decision does not count it as fresh, so the gate fails closed.
+    if (Date.parse(evaluation.evaluatedAt) - now.getTime() > MAX_CLOCK_SKEW_MS) {
       this.options.logger?.error(
         { target: evaluation.target, evaluatedAt: evaluation.evaluatedAt },
-        'refusing an evaluation dated in the future; check the clocks of the evaluator and the webhook',
+        'holding an evaluation dated in the future as not fresh; check the clocks of the evaluator and the webhook',
       );
-      return false;
     }
-    const held = this.latest.get(evaluation.target);
-    if (held && !supersedes(evaluation, held)) return false;
     this.latest.set(evaluation.target, evaluation);
     return true;
   }

@@ -107,7 +107,7 @@ export class ConfigMapStore implements EvaluationStore {
       if (current !== null) {
         const stored = this.parseStored(current, name, evaluation.target);
         // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
-        if (!(stored instanceof StoreError) && !supersedes(evaluation, stored)) {
+        if (!(stored instanceof StoreError) && !supersedes(evaluation, stored, new Date())) {
           return { written: false, keptEvaluatedAt: stored.evaluatedAt };
         }
       }

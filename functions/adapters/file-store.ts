@@ -118,7 +118,7 @@ export class FileStore implements EvaluationStore {
     // Unreadable for a reason other than content (EACCES, EIO): writing would likely fail too,
     // and we cannot know what we would overwrite.
     if (stored instanceof StoreError && stored.kind !== 'corrupt') throw stored;
-    if (stored !== null && !(stored instanceof StoreError) && !supersedes(evaluation, stored)) {
+    if (stored !== null && !(stored instanceof StoreError) && !supersedes(evaluation, stored, new Date())) {
       return { written: false, keptEvaluatedAt: stored.evaluatedAt };
     }
     try {

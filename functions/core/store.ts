@@ -38,11 +38,30 @@ export function invalidEvaluationError(evaluation: unknown): StoreError | null {
 }
 
 /**
- * Newest wins: a store replaces what it holds only with a strictly newer evaluation, so a slow
- * writer finishing late never rolls the cached result back (and equal times keep the stored one).
+ * How far into the future an evaluation's stamp may be and still count as "now": the CronJob and
+ * the webhook run on different nodes whose clocks drift a little. Beyond this, the stamp is a lie
+ * (a skewed writer clock) and the evaluation never wins over a present one, nor counts as fresh.
  */
-export function supersedes(candidate: Evaluation, stored: Evaluation): boolean {
-  return Date.parse(candidate.evaluatedAt) > Date.parse(stored.evaluatedAt);
+export const MAX_CLOCK_SKEW_MS = 5_000;
+
+/**
+ * Newest wins, judged by a clock the writer does not control: `now` is the clock of whoever
+ * compares (the store's writer at write time, the webhook at read time). A store replaces what it
+ * holds only with a strictly newer evaluation, so a slow writer finishing late never rolls the
+ * result back (equal times keep the stored one). A stamp beyond now + MAX_CLOCK_SKEW_MS is a
+ * skewed clock, not news: such an evaluation never wins over a present one, and a present one
+ * replaces it, except that an Unhealthy verdict is never replaced by an older-stamped healthier
+ * one (failing closed beats trusting either clock).
+ */
+export function supersedes(candidate: Evaluation, stored: Evaluation, now: Date): boolean {
+  const candidateAt = Date.parse(candidate.evaluatedAt);
+  const storedAt = Date.parse(stored.evaluatedAt);
+  const presentUntil = now.getTime() + MAX_CLOCK_SKEW_MS;
+  const candidateFromFuture = candidateAt > presentUntil;
+  const storedFromFuture = storedAt > presentUntil;
+  if (candidateFromFuture && !storedFromFuture) return false;
+  if (storedFromFuture && !candidateFromFuture) return stored.verdict !== 'Unhealthy' || candidate.verdict === 'Unhealthy';
+  return candidateAt > storedAt;
 }
 
 /**

@@ -12,7 +12,15 @@ import type { GuardConfig, TargetConfig } from '../../functions/config.js';
 import type { AdmissionRequest, Classification, GuardedObjectRef, MembershipChange } from './contract.js';
 import { detectGuardedChange, valueAtPointer } from './detect-change.js';
 import { matchTarget, targetsNaming, type TargetMatchResult } from './match-target.js';
-import { findGuardRule, guardedPointersFor, SCALE_REPLICAS_POINTER, SCALE_SUBRESOURCE, type GuardRule } from './rules.js';
+import {
+  findGuardRule,
+  guardedPointersFor,
+  MAX_JUDGED_REPLICAS,
+  SCALE_DEFAULT_REPLICAS,
+  SCALE_REPLICAS_POINTER,
+  SCALE_SUBRESOURCE,
+  type GuardRule,
+} from './rules.js';
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -57,17 +65,21 @@ type ReplicaRead = { ok: true; replicas: number } | { ok: false; message: string
 function readReplicas(object: unknown, pointer: string, fallback: number, which: string): ReplicaRead {
   const value = valueAtPointer(object, pointer);
   if (value === undefined || value === null) return { ok: true, replicas: fallback };
-  if (typeof value === 'number' && Number.isInteger(value) && value >= 0) return { ok: true, replicas: value };
+  const field = `${which} ${pointer.slice(1).replace(/\//g, '.')}`;
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0) {
+    if (value <= MAX_JUDGED_REPLICAS) return { ok: true, replicas: value };
+    return {
+      ok: false,
+      message: `${field} ${JSON.stringify(value)} is more than the ${MAX_JUDGED_REPLICAS} replicas etcd-guard judges (etcd clusters have 1 to 9 members)`,
+    };
+  }
   let shown: string;
   try {
     shown = JSON.stringify(value) ?? typeof value;
   } catch {
     shown = typeof value;
   }
-  return {
-    ok: false,
-    message: `${which} ${pointer.slice(1).replace(/\//g, '.')} is not a non-negative integer (got ${shown.slice(0, 40)})`,
-  };
+  return { ok: false, message: `${field} is not a non-negative integer (got ${shown.slice(0, 40)})` };
 }
 
 function noTargetMessage(ref: GuardedObjectRef, result: Exclude<TargetMatchResult, { kind: 'matched' }>): string {
@@ -88,9 +100,10 @@ function membershipChange(
 ): { ok: true; change: MembershipChange | null } | { ok: false; message: string } {
   const viaScale = request.subResource === SCALE_SUBRESOURCE;
   const replicasPointer = viaScale ? SCALE_REPLICAS_POINTER : rule.replicasPointer;
-  const before = readReplicas(request.oldObject, replicasPointer, rule.defaultReplicas, 'oldObject');
+  const fallback = viaScale ? SCALE_DEFAULT_REPLICAS : rule.defaultReplicas;
+  const before = readReplicas(request.oldObject, replicasPointer, fallback, 'oldObject');
   if (!before.ok) return before;
-  const after = readReplicas(request.object, replicasPointer, rule.defaultReplicas, 'object');
+  const after = readReplicas(request.object, replicasPointer, fallback, 'object');
   if (!after.ok) return after;
   const replicasChanged = changedPointers.includes(replicasPointer) && before.replicas !== after.replicas;
   const otherChanged = changedPointers.filter((pointer) => pointer !== replicasPointer);
@@ -138,32 +151,29 @@ export function classifyRequest(request: AdmissionRequest, config: GuardConfig):
   }
 
   const detected = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
-  if (detected.changedPointers.length === 0) return { kind: 'allow', reason: 'no-guarded-change' };
+  // A /scale request carries no labels, so it cannot move the object; otherwise the old labels
+  // say which target the object belongs to now and the new ones which it will belong to.
+  const before = viaScale
+    ? null
+    : matchTarget(candidates, { namespace: ref.namespace, name: ref.name, labels: labelsOf(request.oldObject) });
+  if (detected.changedPointers.length === 0) return classifyUnguardedEdit(request, candidates, ref, before);
 
-  // A label edit in the same request could move the object to a more lenient target, so both the
-  // old and the new labels must lead to the same one.
   const byNewLabels = matchTarget(candidates, {
     namespace: ref.namespace,
     name: ref.name,
     labels: viaScale ? null : labelsOf(request.object),
   });
   if (byNewLabels.kind !== 'matched') return { kind: 'deny', reason: 'no-target', message: noTargetMessage(ref, byNewLabels) };
-  if (!viaScale) {
-    const byOldLabels = matchTarget(candidates, {
-      namespace: ref.namespace,
-      name: ref.name,
-      labels: labelsOf(request.oldObject),
-    });
-    if (byOldLabels.kind !== 'matched' || byOldLabels.target.name !== byNewLabels.target.name) {
-      const before = byOldLabels.kind === 'matched' ? `target ${byOldLabels.target.name}` : 'no target';
-      return {
-        kind: 'deny',
-        reason: 'no-target',
-        message:
-          `this change moves ${describeObject(ref)} from ${before} to target ${byNewLabels.target.name} by its labels ` +
-          `while changing guarded fields; change the labels in a separate request`,
-      };
-    }
+  if (before !== null && (before.kind !== 'matched' || before.target.name !== byNewLabels.target.name)) {
+    // Judging against either target could be the wrong etcd cluster's evaluation: fail closed.
+    const from = before.kind === 'matched' ? `target ${before.target.name}` : 'no target';
+    return {
+      kind: 'deny',
+      reason: 'moves-target',
+      message:
+        `this change moves ${describeObject(ref)} from ${from} to target ${byNewLabels.target.name} by its labels ` +
+        `while changing guarded fields, so etcd-guard cannot tell which etcd cluster to judge it against`,
+    };
   }
 
   const change = membershipChange(rule, request, detected.changedPointers);
@@ -173,4 +183,26 @@ export function classifyRequest(request: AdmissionRequest, config: GuardConfig):
   // e.g. replicas written out explicitly with its default value: nothing moves.
   if (change.change === null) return { kind: 'allow', reason: 'no-guarded-change' };
   return { kind: 'needs-evaluation', target: byNewLabels.target, change: change.change, object: ref };
+}
+
+/**
+ * An edit that changes no guarded field is allowed, unless its labels move the object away from
+ * the target it belonged to (to another or to none): then the move is judged against the target it
+ * leaves. An object that matched no target may be labelled into one (that is how it is onboarded).
+ */
+function classifyUnguardedEdit(
+  request: AdmissionRequest,
+  candidates: readonly TargetConfig[],
+  ref: GuardedObjectRef,
+  before: TargetMatchResult | null,
+): Classification {
+  if (before === null || before.kind !== 'matched') return { kind: 'allow', reason: 'no-guarded-change' };
+  const after = matchTarget(candidates, { namespace: ref.namespace, name: ref.name, labels: labelsOf(request.object) });
+  if (after.kind === 'matched' && after.target.name === before.target.name) return { kind: 'allow', reason: 'no-guarded-change' };
+  return {
+    kind: 'needs-evaluation',
+    target: before.target,
+    change: { kind: 'retarget', to: after.kind === 'matched' ? after.target.name : null },
+    object: ref,
+  };
 }

@@ -59,6 +59,18 @@ export type MembershipChange =
       previousReplicas?: number;
     };
 
+/**
+ * A label edit (no guarded field changed) that moves a guarded object away from the target it
+ * belonged to, to another target or to none. Later changes would be judged against another etcd
+ * cluster's evaluation, so the move itself is judged against the target it leaves: it must not be
+ * Unhealthy.
+ */
+export interface TargetMove {
+  kind: 'retarget';
+  /** The target the object moves to, or null when no target matches it any more. */
+  to: string | null;
+}
+
 /** What the core makes of a request before any evaluation is read. */
 export type Classification =
   /** Allow at once, without reading the cache. */
@@ -66,7 +78,7 @@ export type Classification =
   /** Deny at once (e.g. guarded, but no target matches). */
   | { kind: 'deny'; reason: string; message: string }
   /** An evaluation of `target` is needed to decide. */
-  | { kind: 'needs-evaluation'; target: TargetConfig; change: MembershipChange; object: GuardedObjectRef };
+  | { kind: 'needs-evaluation'; target: TargetConfig; change: MembershipChange | TargetMove; object: GuardedObjectRef };
 
 export interface GuardedObjectRef {
   group: string;

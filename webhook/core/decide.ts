@@ -9,13 +9,18 @@
 // Audit annotation keys are unprefixed ("override-user", "override-reason"): the API server
 // prefixes each key with the webhook's name and rejects keys that already contain a "/".
 import { evaluationAgeMs, type Evaluation } from '../../functions/core/evaluation.js';
+import { MAX_CLOCK_SKEW_MS } from '../../functions/core/store.js';
 import { annotationsOf, describeObject } from './classify.js';
-import type { AdmissionResponse, Decision, DecisionInput, MembershipChange } from './contract.js';
+import type { AdmissionResponse, Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
 import { projectOntoEvaluation } from './projection.js';
 
 /** The API server truncates long warnings; keep each well under its limit and on one line. */
 export const MAX_WARNING_LENGTH = 119;
 const MAX_REASONS_IN_MESSAGE = 3;
+/** Stored evaluations are untrusted input: a reason is cut here, a denial message and the warnings as a whole too. */
+const MAX_REASON_LENGTH = 200;
+export const MAX_MESSAGE_LENGTH = 1024;
+export const MAX_WARNINGS = 10;
 const MAX_OVERRIDE_REASON_LENGTH = 200;
 
 export const AUDIT_OVERRIDE_USER = 'override-user';
@@ -34,8 +39,10 @@ export function shortWarning(text: string): string {
   return line.length > MAX_WARNING_LENGTH ? `${line.slice(0, MAX_WARNING_LENGTH - 3)}...` : line;
 }
 
-export function describeChange(change: MembershipChange): string {
+export function describeChange(change: MembershipChange | TargetMove): string {
   switch (change.kind) {
+    case 'retarget':
+      return `a label change (moves it ${change.to === null ? 'out of every target' : `to target ${change.to}`})`;
     case 'scale-up':
     case 'scale-down':
       return `${change.kind === 'scale-up' ? 'scale up' : 'scale down'} from ${change.from} to ${change.to} replicas`;
@@ -82,7 +89,7 @@ function deny(input: DecisionInput, reason: string, message: string): Decision {
   const response: AdmissionResponse = {
     uid: input.request.uid,
     allowed: false,
-    status: { code: 403, reason: 'Forbidden', message: oneLine(message) },
+    status: { code: 403, reason: 'Forbidden', message: clip(oneLine(message), MAX_MESSAGE_LENGTH) },
   };
   return { response, result: 'denied', reason };
 }
@@ -90,12 +97,20 @@ function deny(input: DecisionInput, reason: string, message: string): Decision {
 function allow(input: DecisionInput, reason: string, warnings: readonly string[]): Decision {
   const response: AdmissionResponse = { uid: input.request.uid, allowed: true };
   const unique = [...new Set(warnings.map(shortWarning).filter((warning) => warning !== ''))];
+  if (unique.length > MAX_WARNINGS)
+    unique.splice(MAX_WARNINGS - 1, unique.length, `(+${unique.length - MAX_WARNINGS + 1} more warnings)`);
   if (unique.length > 0) response.warnings = unique;
   return { response, result: 'allowed', reason };
 }
 
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 3)}...` : text;
+}
+
 function topReasons(reasons: readonly string[]): string {
-  const unique = [...new Set(reasons.map(oneLine).filter((reason) => reason !== ''))];
+  const unique = [
+    ...new Set(reasons.map((reason) => clip(oneLine(reason), MAX_REASON_LENGTH)).filter((reason) => reason !== '')),
+  ];
   const shown = unique.slice(0, MAX_REASONS_IN_MESSAGE).join('; ');
   const more = unique.length - MAX_REASONS_IN_MESSAGE;
   return more > 0 ? `${shown} (+${more} more)` : shown;
@@ -103,34 +118,61 @@ function topReasons(reasons: readonly string[]): string {
 
 type Judgement = { allowed: true; reason: string; warnings: string[] } | { allowed: false; reason: string; message: string };
 
-function judge(input: DecisionInput): Judgement {
-  const { classification, config, now } = input;
-  const target = classification.target.name;
+/** The evaluation and its age when it is fresh enough to judge by, or the denial saying why not. */
+function freshEvaluation(
+  input: DecisionInput,
+): { evaluation: Evaluation; ageMs: number } | Extract<Judgement, { allowed: false }> {
+  const { config, now } = input;
+  const target = input.classification.target.name;
   const note = input.refreshNote ? `; ${input.refreshNote}` : '';
   const evaluation: Evaluation | null = input.evaluation;
   if (evaluation === null) {
     return { allowed: false, reason: 'missing', message: `no fresh etcd evaluation for ${target} (none stored)${note}` };
   }
-  const ageMs = evaluationAgeMs(evaluation, now);
-  const maxAgeMs = config.maxAgeSeconds * 1000;
-  // evaluationAgeMs clamps clock skew to 0; an evaluation stamped far in the future would then
-  // stay "fresh" forever, so one ahead by more than the freshness window does not count.
+  // evaluationAgeMs clamps clock skew to 0, so an evaluation stamped in the future would look
+  // fresh until that time: beyond a small allowance for clock skew it does not count at all.
   const aheadMs = Date.parse(evaluation.evaluatedAt) - now.getTime();
-  if (aheadMs > maxAgeMs) {
+  if (aheadMs > MAX_CLOCK_SKEW_MS) {
     return {
       allowed: false,
       reason: 'stale',
       message: `no fresh etcd evaluation for ${target} (evaluated ${formatAge(aheadMs)} in the future; clock skew?)${note}`,
     };
   }
-  if (!Number.isFinite(ageMs) || ageMs > maxAgeMs) {
+  const ageMs = evaluationAgeMs(evaluation, now);
+  if (!Number.isFinite(ageMs) || ageMs > config.maxAgeSeconds * 1000) {
     return {
       allowed: false,
       reason: 'stale',
       message: `no fresh etcd evaluation for ${target} (age ${formatAge(ageMs)}, max ${config.maxAgeSeconds}s)${note}`,
     };
   }
-  const projection = projectOntoEvaluation(evaluation, classification.change);
+  return { evaluation, ageMs };
+}
+
+function deniedMessage(input: DecisionInput, evaluation: Evaluation, ageMs: number, reasons: readonly string[]): string {
+  const { classification } = input;
+  return (
+    `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+    `target ${classification.target.name} verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago: ${topReasons(reasons)}`
+  );
+}
+
+function judge(input: DecisionInput): Judgement {
+  const fresh = freshEvaluation(input);
+  if (!('evaluation' in fresh)) return fresh;
+  const { evaluation, ageMs } = fresh;
+  const { change } = input.classification;
+  const target = input.classification.target.name;
+  const degradedWarnings = () =>
+    evaluation.verdict === 'Degraded' ? evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`) : [];
+  if (change.kind === 'retarget') {
+    // Leaving a target must not dodge its verdict: the target left has to be fit for changes.
+    if (evaluation.verdict !== 'Unhealthy')
+      return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: degradedWarnings() };
+    return { allowed: false, reason: 'unhealthy', message: deniedMessage(input, evaluation, ageMs, evaluation.reasons) };
+  }
+  const projection = projectOntoEvaluation(evaluation, change);
   if (!projection.allowed) {
     // The evaluation's own reasons name the sick member, so they lead when etcd itself is Unhealthy;
     // otherwise (a healthy cluster asked to shrink too far) the projection's reasons say why.
@@ -141,14 +183,10 @@ function judge(input: DecisionInput): Judgement {
     return {
       allowed: false,
       reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : 'quorum',
-      message:
-        `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
-        `target ${target} verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago: ${topReasons(failing)}`,
+      message: deniedMessage(input, evaluation, ageMs, failing),
     };
   }
-  const warnings = [...projection.warnings];
-  if (evaluation.verdict === 'Degraded') warnings.push(...evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`));
-  return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings };
+  return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: [...projection.warnings, ...degradedWarnings()] };
 }
 
 export function decide(input: DecisionInput): Decision {

@@ -1,10 +1,11 @@
 // Which guarded fields a request changes: an RFC 6902 diff of oldObject → object, keeping only
-// operations at or under a guarded JSON pointer. Pure.
+// operations at or under a guarded JSON pointer and outside its harmless children. Pure.
 import { createPatch, type Operation } from 'rfc6902';
 import type { Pointer } from 'rfc6902';
+import type { GuardedPointer, HarmlessChild } from './rules.js';
 
 export interface GuardedChange {
-  /** The guarded pointers (as given) whose value differs between oldObject and object. */
+  /** The changed children of the guarded subtrees (e.g. `/spec/version`), harmless children left out. */
   changedPointers: string[];
   /** The diff operations that touched guarded fields (for messages and tests). */
   operations: Operation[];
@@ -81,14 +82,62 @@ function wholeArrayDiff(input: unknown, output: unknown, pointer: Pointer): Oper
   return undefined;
 }
 
+function childPointer(pointer: string, key: string): string {
+  return `${pointer}/${escapePointerToken(key)}`;
+}
+
+function differsOutsideHarmless(before: unknown, after: unknown, pointer: string, harmless: readonly HarmlessChild[]): boolean {
+  if (harmless.some((child) => isAtOrUnder(pointer, child.pointer))) return false;
+  if (!harmless.some((child) => child.pointer.startsWith(`${pointer}/`))) return !jsonEqual(before, after);
+  const children = childrenOf(before, after);
+  if (children === null) return !jsonEqual(before, after);
+  return children.keys.some((key) =>
+    differsOutsideHarmless(children.before[key], children.after[key], childPointer(pointer, key), harmless),
+  );
+}
+
+/** Both sides as records (an absent side counts as empty) with the union of their keys, or null when one is not a record. */
+function childrenOf(
+  before: unknown,
+  after: unknown,
+): { before: Record<string, unknown>; after: Record<string, unknown>; keys: string[] } | null {
+  const left = before === undefined ? {} : before;
+  const right = after === undefined ? {} : after;
+  if (!isRecord(left) || !isRecord(right)) return null;
+  return { before: left, after: right, keys: [...new Set([...Object.keys(left), ...Object.keys(right)])] };
+}
+
+/**
+ * The changed children of one guarded subtree, as pointers one level below it (`/spec/version`),
+ * or the subtree's own pointer when it is not an object (a Scale's `/spec/replicas`).
+ */
+function changedChildren(oldObject: unknown, newObject: unknown, guarded: GuardedPointer): string[] {
+  const before = valueAtPointer(oldObject, guarded.pointer);
+  const after = valueAtPointer(newObject, guarded.pointer);
+  const children = isRecord(before) || isRecord(after) ? childrenOf(before, after) : null;
+  if (children === null) return differsOutsideHarmless(before, after, guarded.pointer, guarded.harmless) ? [guarded.pointer] : [];
+  return children.keys
+    .filter((key) =>
+      differsOutsideHarmless(children.before[key], children.after[key], childPointer(guarded.pointer, key), guarded.harmless),
+    )
+    .map((key) => childPointer(guarded.pointer, key))
+    .sort();
+}
+
 /**
  * Diffs only the top-level members the guarded pointers live in (e.g. `spec`), so metadata such as
- * managedFields never costs diff time, then keeps the guarded operations.
+ * managedFields never costs diff time. Each guarded subtree some operation touched is then compared
+ * child by child, skipping its harmless children, so a replaced ancestor (a whole new `spec`) counts
+ * only for the children whose values really differ.
  */
-export function detectGuardedChange(oldObject: unknown, newObject: unknown, guardedPointers: readonly string[]): GuardedChange {
+export function detectGuardedChange(
+  oldObject: unknown,
+  newObject: unknown,
+  guardedPointers: readonly GuardedPointer[],
+): GuardedChange {
   const roots = new Set<string>();
-  for (const pointer of guardedPointers) {
-    const first = pointerTokens(pointer)?.[0];
+  for (const guarded of guardedPointers) {
+    const first = pointerTokens(guarded.pointer)?.[0];
     if (first !== undefined) roots.add(first);
   }
   const pick = (object: unknown): Record<string, unknown> => {
@@ -102,29 +151,21 @@ export function detectGuardedChange(oldObject: unknown, newObject: unknown, guar
   };
   const operations = createPatch(pick(oldObject), pick(newObject), wholeArrayDiff);
 
-  const changed = new Set<string>();
-  const guardedOperations: Operation[] = [];
-  for (const operation of operations) {
-    const touched = [operation.path, ...('from' in operation ? [operation.from] : [])];
-    let counted = false;
-    for (const pointer of guardedPointers) {
-      for (const path of touched) {
-        if (isAtOrUnder(path, pointer)) {
-          changed.add(pointer);
-          counted = true;
-        } else if (isAtOrUnder(pointer, path)) {
-          // The op replaced an ancestor (e.g. a whole `spec`); the pointer changed only if its own value did.
-          if (!jsonEqual(valueAtPointer(oldObject, pointer), valueAtPointer(newObject, pointer))) {
-            changed.add(pointer);
-            counted = true;
-          }
-        }
-      }
+  const changed: string[] = [];
+  const guardedOperations = new Set<Operation>();
+  for (const guarded of guardedPointers) {
+    const touching = operations.filter((operation) =>
+      [operation.path, ...('from' in operation ? [operation.from] : [])].some(
+        (path) => isAtOrUnder(path, guarded.pointer) || isAtOrUnder(guarded.pointer, path),
+      ),
+    );
+    if (touching.length === 0) continue;
+    const children = changedChildren(oldObject, newObject, guarded);
+    if (children.length === 0) continue;
+    changed.push(...children);
+    for (const operation of touching) {
+      if (!guarded.harmless.some((child) => isAtOrUnder(operation.path, child.pointer))) guardedOperations.add(operation);
     }
-    if (counted) guardedOperations.push(operation);
   }
-  return {
-    changedPointers: guardedPointers.filter((pointer) => changed.has(pointer)),
-    operations: guardedOperations,
-  };
+  return { changedPointers: [...new Set(changed)], operations: [...guardedOperations] };
 }
