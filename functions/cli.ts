@@ -3,7 +3,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import {
   ConfigError,
-  formatIssues,
   loadGuardConfigFile,
   storeConfigSchema,
   targetSchema,
@@ -17,6 +16,7 @@ import type { ScheduledResult } from './scheduled.js';
 import { formatEvaluationTable } from './format-table.js';
 import { parseDurationMs } from './shared/duration.js';
 import { UsageError } from './shared/errors.js';
+import { formatZodIssues } from './shared/zod-issues.js';
 
 export const EXIT_PASSED = 0;
 export const EXIT_NOT_PASSED = 1;
@@ -136,7 +136,7 @@ function flagFor(field: string): string {
   return prefix ? (FLAG_FOR_FIELD[prefix] ?? field) : field;
 }
 
-/** "field.path: message" lines from ConfigError/formatIssues, with the field named as its flag. */
+/** "field.path: message" lines from ConfigError/formatZodIssues, with the field named as its flag. */
 function renameFields(issues: readonly string[]): string[] {
   return issues.map((issue) => {
     const match = /^([\w.]+): (.*)$/s.exec(issue);
@@ -154,7 +154,9 @@ function parseStore(value: string | undefined): StoreConfig | null {
   else throw new UsageError(`--store: want none, file:DIR, configmap or configmap:NAMESPACE (got ${JSON.stringify(value)})`);
   const parsed = storeConfigSchema.safeParse(raw);
   if (!parsed.success)
-    throw new UsageError(`--store: invalid ${JSON.stringify(value)}: ${formatIssues(parsed.error, raw).join('; ')}`);
+    throw new UsageError(
+      `--store: invalid ${JSON.stringify(value)}: ${formatZodIssues(parsed.error, { input: raw }).join('; ')}`,
+    );
   return parsed.data;
 }
 
@@ -242,7 +244,7 @@ function parseEvaluateCommand(args: string[]): EvaluateCommand | EvaluateConfigC
     raw.tls = tls;
   }
   const parsed = targetSchema.safeParse(raw);
-  if (!parsed.success) throw new UsageError(renameFields(formatIssues(parsed.error, raw)).join('; '));
+  if (!parsed.success) throw new UsageError(renameFields(formatZodIssues(parsed.error, { input: raw })).join('; '));
   return { kind: 'single', target: parsed.data, output, store };
 }
 

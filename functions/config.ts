@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseDurationMs } from './shared/duration.js';
 import { isDnsLabel } from './shared/names.js';
+import { formatZodIssues } from './shared/zod-issues.js';
 
 export const durationSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
   // A bare number is read as seconds, the way Kubernetes users write timeouts.
@@ -184,37 +185,13 @@ export class ConfigError extends Error {
   }
 }
 
-function valueAt(raw: unknown, pathParts: readonly (string | number)[]): unknown {
-  let current: unknown = raw;
-  for (const part of pathParts) {
-    if (current === null || typeof current !== 'object') return undefined;
-    current = (current as Record<string | number, unknown>)[part];
-  }
-  return current;
-}
-
-function describeValue(value: unknown): string {
-  if (value === undefined) return 'missing';
-  const text = JSON.stringify(value);
-  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
-}
-
-/** Formats zod issues as "field.path: message (got VALUE)" lines, naming the rejected value. */
-export function formatIssues(error: z.ZodError, raw: unknown): string[] {
-  return error.issues.map((issue) => {
-    const field = issue.path.length > 0 ? issue.path.join('.') : '(root)';
-    const got = describeValue(valueAt(raw, issue.path));
-    return `${field}: ${issue.message} (got ${got})`;
-  });
-}
-
 /**
  * Validates an already-parsed config object. Relative file paths (TLS files, store dir, token
  * file) resolve against `baseDir`, the directory of the config file.
  */
 export function parseGuardConfig(raw: unknown, source: string, baseDir = process.cwd()): GuardConfig {
   const result = guardConfigSchema.safeParse(raw);
-  if (!result.success) throw new ConfigError(source, formatIssues(result.error, raw));
+  if (!result.success) throw new ConfigError(source, formatZodIssues(result.error, { input: raw }));
   return resolvePaths(result.data, baseDir);
 }
 

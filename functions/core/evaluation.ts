@@ -1,6 +1,7 @@
 // The Evaluation document: the one thing every writer (CLI, scheduled function, HTTP) produces
 // and every reader (webhook cache, stores) consumes. One schema, shared by all of them.
 import { z } from 'zod';
+import { formatZodIssues } from '../shared/zod-issues.js';
 
 export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
 
@@ -120,10 +121,7 @@ export function parseEvaluationJson(text: string, source: string): Evaluation {
   }
   const result = evaluationSchema.safeParse(raw);
   if (!result.success) {
-    throw new EvaluationParseError(
-      source,
-      result.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`),
-    );
+    throw new EvaluationParseError(source, formatZodIssues(result.error));
   }
   return result.data;
 }

@@ -1,6 +1,7 @@
 // What every evaluation store (file, ConfigMap) offers. Adapters implement it and turn their
 // library's errors into StoreError, so callers never see a Kubernetes or fs error shape.
 import { evaluationSchema, parseEvaluationJson, type Evaluation } from './evaluation.js';
+import { formatZodIssues } from '../shared/zod-issues.js';
 
 export type WriteOutcome =
   | { written: true }
@@ -33,8 +34,7 @@ export class StoreError extends Error {
 export function invalidEvaluationError(evaluation: unknown): StoreError | null {
   const checked = evaluationSchema.safeParse(evaluation);
   if (checked.success) return null;
-  const issues = checked.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
-  return new StoreError('invalid', `refusing to store an invalid evaluation: ${issues.join('; ')}`);
+  return new StoreError('invalid', `refusing to store an invalid evaluation: ${formatZodIssues(checked.error).join('; ')}`);
 }
 
 /**

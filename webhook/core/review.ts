@@ -1,6 +1,7 @@
 // AdmissionReview (admission.k8s.io/v1) in and out. Parsing never throws: anything that is not a
 // well-formed review yields a message naming the bad field and the value received. Pure.
 import { z } from 'zod';
+import { describeValue, formatZodIssues } from '../../functions/shared/zod-issues.js';
 import type { AdmissionRequest, AdmissionResponse, AdmissionReviewRequest, AdmissionReviewResponse } from './contract.js';
 
 const groupVersionKind = z.object({ group: z.string(), version: z.string().min(1), kind: z.string().min(1) });
@@ -40,45 +41,22 @@ const admissionReviewSchema = z.object({
 const MAX_VALUE_TEXT = 60;
 const MAX_ISSUES_IN_MESSAGE = 3;
 
-function describeValue(value: unknown): string {
-  if (value === undefined) return 'missing';
-  try {
-    const text = JSON.stringify(value);
-    if (text === undefined) return typeof value;
-    return text.length > MAX_VALUE_TEXT ? `${text.slice(0, MAX_VALUE_TEXT - 3)}...` : text;
-  } catch {
-    return typeof value;
-  }
-}
-
-function valueAt(root: unknown, path: readonly (string | number)[]): unknown {
-  let current: unknown = root;
-  for (const part of path) {
-    if (current === null || typeof current !== 'object') return undefined;
-    current = (current as Record<string | number, unknown>)[part];
-  }
-  return current;
-}
-
 export type ParseAdmissionReviewResult = { ok: true; review: AdmissionReviewRequest } | { ok: false; message: string };
 
 /** Validates an untrusted body as an AdmissionReview request; never throws. */
 export function parseAdmissionReview(body: unknown): ParseAdmissionReviewResult {
   try {
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-      return { ok: false, message: `body is not an AdmissionReview object (got ${describeValue(body)})` };
+      return { ok: false, message: `body is not an AdmissionReview object (got ${describeValue(body, MAX_VALUE_TEXT)})` };
     }
     const result = admissionReviewSchema.safeParse(body);
     if (!result.success) {
-      const issues = result.error.issues.slice(0, MAX_ISSUES_IN_MESSAGE).map((issue) => {
-        const field = issue.path.length > 0 ? issue.path.join('.') : '(root)';
-        return `${field}: ${issue.message} (got ${describeValue(valueAt(body, issue.path))})`;
+      const issues = formatZodIssues(result.error, {
+        input: body,
+        maxValueChars: MAX_VALUE_TEXT,
+        maxIssues: MAX_ISSUES_IN_MESSAGE,
       });
-      const more = result.error.issues.length - issues.length;
-      return {
-        ok: false,
-        message: `invalid AdmissionReview: ${issues.join('; ')}${more > 0 ? `; and ${more} more` : ''}`,
-      };
+      return { ok: false, message: `invalid AdmissionReview: ${issues.join('; ')}` };
     }
     const request: AdmissionRequest = result.data.request;
     return { ok: true, review: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request } };
