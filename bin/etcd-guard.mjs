@@ -9,10 +9,6 @@
 import { existsSync } from 'node:fs';
 import { URL } from 'node:url';
 
-// grpc-js passes an IP address as the TLS server name, which makes Node print DEP0123 on stderr:
-// noise for CLI users, and nothing they can act on.
-process.noDeprecation = true;
-
 const sourceEntry = new URL('../functions/cli.ts', import.meta.url);
 const compiledEntry = new URL('../dist/functions/cli.js', import.meta.url);
 
@@ -29,11 +25,9 @@ if (existsSync(sourceEntry)) {
   );
   process.exit(2);
 }
-// startedAtMs 0 is process start on the performance clock: --timeout covers start-up too.
 const code = await main(process.argv.slice(2), process.env, {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
-  startedAtMs: 0,
 });
 process.exitCode = code;
 // A gRPC channel to a hung member can linger past the evaluation's deadline; the answer is

@@ -25,18 +25,7 @@ export const EXIT_USAGE = 2;
 export interface CliIo {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
-  /**
-   * When the command started, on the performance.now() clock. The bin passes 0 (process start):
-   * `--timeout` then bounds the whole command as its caller sees it, the few hundred ms that node,
-   * tsx and etcd3 take to load included. Defaults to the moment main() is called.
-   */
-  startedAtMs?: number;
 }
-
-/** An evaluation always gets at least this long, however slow the start-up was. */
-const MIN_EVALUATION_BUDGET_MS = 100;
-/** Left for printing the result and exiting after the evaluation's deadline. */
-const EXIT_MARGIN_MS = 30;
 
 const defaultIo: CliIo = {
   stdout: (text) => process.stdout.write(text),
@@ -278,12 +267,10 @@ async function runEvaluate(args: string[], env: Record<string, string | undefine
   let evaluation: Evaluation;
   try {
     // Loaded here, not at the top: `etcd-guard webhook` must not carry etcd3, gRPC and the etcd
-    // protos (~22 MiB of heap) before it needs them; webhook/main.ts loads them lazily too. The
-    // budget is taken after the import, which is part of the start-up --timeout covers.
+    // protos (~22 MiB of heap) before it needs them; webhook/main.ts loads them lazily too.
+    // --timeout is the budget for talking to etcd: evaluateTarget counts it from the first call.
     const { evaluateTarget } = await import('./evaluate-target.js');
-    const spentMs = performance.now() - (io.startedAtMs ?? performance.now());
-    const budgetMs = Math.max(MIN_EVALUATION_BUDGET_MS, Math.round(command.target.timeout - spentMs - EXIT_MARGIN_MS));
-    evaluation = await evaluateTarget({ ...command.target, timeout: budgetMs });
+    evaluation = await evaluateTarget(command.target);
   } catch (error) {
     if (error instanceof ConfigError) throw new UsageError(renameFields(error.issues).join('; '));
     throw error;
@@ -384,7 +371,6 @@ async function runWebhook(args: string[], env: Record<string, string | undefined
 }
 
 export async function main(argv: string[], env: Record<string, string | undefined>, io: CliIo = defaultIo): Promise<number> {
-  io = { ...io, startedAtMs: io.startedAtMs ?? performance.now() };
   const [command, ...rest] = argv;
   try {
     switch (command) {

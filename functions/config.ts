@@ -21,6 +21,17 @@ export const durationSchema = z.union([z.string(), z.number()]).transform((value
   return ms;
 });
 
+/** Below this not even a TLS connection and one etcd round trip fit, on loopback. */
+export const MIN_ETCD_TIMEOUT_MS = 100;
+
+/** A target's budget for talking to etcd, counted from the first etcd call. */
+const etcdTimeoutSchema = durationSchema.refine(
+  (ms) => ms >= MIN_ETCD_TIMEOUT_MS,
+  (ms) => ({
+    message: `timeout ${ms}ms is too short for a TLS connection and an etcd round trip; use at least ${MIN_ETCD_TIMEOUT_MS}ms (default 2s)`,
+  }),
+);
+
 const endpointSchema = z.string().refine(
   (value) => {
     try {
@@ -30,7 +41,7 @@ const endpointSchema = z.string().refine(
       return false;
     }
   },
-  (value) => ({ message: `invalid endpoint ${JSON.stringify(value)} (want https://HOST:PORT)` }),
+  (value) => ({ message: `invalid endpoint ${JSON.stringify(value)} (want http(s)://HOST:PORT)` }),
 );
 
 export const tlsFilesSchema = z
@@ -80,7 +91,7 @@ export const targetSchema = z
       ),
     endpoints: z.array(endpointSchema).min(1, 'needs at least one endpoint'),
     tls: tlsFilesSchema.optional(),
-    timeout: durationSchema.default('2s'),
+    timeout: etcdTimeoutSchema.default('2s'),
     /** Backend quota the members run with (--quota-backend-bytes); etcd's default is 2 GiB. */
     quotaBackendBytes: z
       .number()

@@ -1,6 +1,6 @@
 // Evaluates one etcd target: opens its access (static: reads its TLS files), discovers the
-// members, probes every member under ONE overall deadline (start + target.timeout) and lets the
-// pure core judge.
+// members, probes every member under ONE deadline (target.timeout, counted from the moment the
+// evaluation starts reaching etcd, never from process start) and lets the pure core judge.
 import type { InventoryConfig, TargetConfig } from './config.js';
 import { EtcdProbeSession } from './adapters/etcd-member-probe.js';
 import { EtcdAccessError, openStaticEtcdAccess, type EtcdAccess, type EtcdAccessFactory } from './etcd-access.js';
@@ -156,12 +156,13 @@ export async function evaluateThroughAccess(
   const now = options.now ?? (() => new Date());
   const evaluatedAt = now();
   const started = performance.now();
-  // One deadline for everything, opening the access (reading TLS files, minting) included.
+  // One deadline for everything, opening the access (reading TLS files, minting) included. It
+  // starts here, not at process start: start-up never eats the budget for talking to etcd.
   const deadline = Deadline.after(target.timeout);
   let inventoryRun: Promise<ControlPlaneInventory> | undefined;
   if (target.inventory !== undefined) {
     const lister = options.listControlPlaneNodes ?? (await import('./adapters/kube-nodes.js')).listControlPlaneNodes;
-    inventoryRun = listInventory(target.inventory, deadline, (inventory, deadlineMs) => lister(inventory, deadlineMs));
+    inventoryRun = listInventory(target.inventory, deadline, (inventory, timeoutMs) => lister(inventory, timeoutMs));
   }
   const access = await openBefore(openAccess, deadline);
   let reached: { memberList: Outcome<DiscoveredMember[]>; probes: EndpointProbe[] };

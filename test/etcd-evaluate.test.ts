@@ -1,5 +1,9 @@
 // evaluateTarget against real etcd clusters on loopback: healthy, TLS faults, killed, hung and
 // quorum-lost members, a NOSPACE alarm and its recovery, and a learner until it is promoted.
+import { readFileSync } from 'node:fs';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, targetSchema, type TargetConfig } from '../functions/config.js';
 import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.js';
@@ -148,6 +152,31 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
       }
     },
   );
+
+  // grpc-js would send the IP as the TLS server name (Node's DEP0123); the probe sends none for an
+  // IP endpoint, and the certificate must still be checked against that IP.
+  it('refuses an IP endpoint whose certificate does not name that IP, sending no IP as server name', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error & { code?: string }) => warnings.push(warning.code ?? warning.message);
+    process.on('warning', onWarning);
+    const server = http2.createSecureServer({
+      cert: readFileSync(path.join(cluster.dir, 'server.pem')),
+      key: readFileSync(path.join(cluster.dir, 'server-key.pem')),
+    });
+    try {
+      // The server certificate names 127.0.0.1 and localhost; 127.0.0.2 is loopback too.
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
+      const endpoint = `https://127.0.0.2:${(server.address() as AddressInfo).port}`;
+      const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [endpoint] }));
+      expect(evaluation.members[0]?.error).toMatch(/server certificate not trusted \(Hostname\/IP does not match/);
+      const healthy = await timedEvaluation(targetFor(cluster));
+      expect(healthy.evaluation.verdict).toBe('Healthy');
+      expect(warnings).not.toContain('DEP0123');
+    } finally {
+      process.off('warning', onWarning);
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 
   it.each([
     { case: 'refused', endpoint: async () => `https://127.0.0.1:${await freePort()}`, cause: /connection refused/ },

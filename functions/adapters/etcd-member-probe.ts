@@ -2,6 +2,7 @@
 // overall deadline, and turns every library error into our own short text naming the endpoint.
 // One client per member with retries and circuit breakers off: etcd3's defaults would retry a
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
+import { isIP } from 'node:net';
 import { noop } from 'cockatiel';
 import { Etcd3, type IOptions } from 'etcd3';
 import { withDeadline, type Deadline } from '../core/deadline.js';
@@ -100,6 +101,35 @@ function onlyHost(client: Etcd3): { channelCredentials?: unknown } | null {
   return host !== undefined && typeof host === 'object' && host !== null && 'channelCredentials' in host ? host : null;
 }
 
+/** The part of grpc-js 1.x's secure channel credentials that builds each connection's TLS options. */
+interface SecureConnectorInternals {
+  _createSecureConnector?: (...args: unknown[]) => { connectionOptions?: { servername?: unknown } };
+  [IP_SERVERNAME_DROPPED]?: true;
+}
+const IP_SERVERNAME_DROPPED = Symbol('etcd-guard: IP server name dropped');
+
+/**
+ * grpc-js sends the endpoint's host as the TLS server name (SNI) even when it is an IP address,
+ * which RFC 6066 forbids and Node answers with the DEP0123 warning on stderr. For an IP endpoint
+ * the connection is made without a server name instead: Node then checks the server certificate
+ * against the connection's host, i.e. the IP against the certificate's IP SANs, exactly as before.
+ * Host names keep their SNI. When grpc-js's internals differ, nothing is changed (the warning
+ * comes back; verification never weakens).
+ */
+function withoutIpServerName(credentials: unknown): void {
+  if (typeof credentials !== 'object' || credentials === null) return;
+  const internals = credentials as SecureConnectorInternals;
+  const create = internals._createSecureConnector;
+  if (typeof create !== 'function' || internals[IP_SERVERNAME_DROPPED]) return;
+  internals._createSecureConnector = (...args: unknown[]) => {
+    const connector = create.apply(credentials, args);
+    const options = connector.connectionOptions;
+    if (typeof options?.servername === 'string' && isIP(options.servername) !== 0) delete options.servername;
+    return connector;
+  };
+  internals[IP_SERVERNAME_DROPPED] = true;
+}
+
 /**
  * Probes members under deadlines. One Etcd3 client per endpoint, created on first use and all
  * closed by close(); a session serves one evaluation.
@@ -142,7 +172,10 @@ export class EtcdProbeSession {
     const client = new Etcd3(options);
     if (endpoint.startsWith('https:') && this.tlsChannelCredentials === undefined) {
       const host = onlyHost(client);
-      if (host?.channelCredentials !== undefined) this.tlsChannelCredentials = host.channelCredentials;
+      if (host?.channelCredentials !== undefined) {
+        withoutIpServerName(host.channelCredentials);
+        this.tlsChannelCredentials = host.channelCredentials;
+      }
     }
     return client;
   }
@@ -191,7 +224,7 @@ export class EtcdProbeSession {
       );
       return { ok: true, value };
     } catch (error) {
-      return { ok: false, error: describeProbeError(endpoint, error, budgetMs) };
+      return { ok: false, error: describeProbeError(endpoint, error, deadline.timeoutMs) };
     }
   }
 
