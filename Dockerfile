@@ -1,31 +1,35 @@
 # syntax=docker/dockerfile:1
 # etcd-guard: one image for the webhook (`webhook ...`) and the CronJob (`evaluate ...`).
-# The build stage compiles the TypeScript (tsc -p tsconfig.build.json, which type-checks as it
-# emits) to dist/; the final image ships dist/ and bin/ but no sources, so bin/etcd-guard.mjs runs
-# the compiled JavaScript with plain node (no tsx loader: ~30 MB less resident, no compile at
-# start). No secrets enter any layer: certs and config are mounted at run time.
+# The build stage type-checks the TypeScript (tsc --noEmit) and bundles it with esbuild
+# (scripts/build.mjs) into dist/cli/ with lazily loaded chunks, plus etcd3's .proto files in
+# dist/proto/; the final image ships dist/ and bin/ but no sources, so bin/etcd-guard.mjs runs the
+# bundle with plain node (no tsx loader: ~30 MB less resident, no compile at start, and `evaluate`
+# loads neither the webhook nor the Kubernetes client). No secrets enter any layer: certs and
+# config are mounted at run time.
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# --ignore-scripts: `prepare` would bundle before the sources are copied; the last RUN does it.
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
+COPY scripts/build.mjs ./scripts/build.mjs
 COPY functions ./functions
 COPY webhook ./webhook
-RUN npx tsc -p tsconfig.build.json
+RUN npx tsc -p tsconfig.build.json --noEmit && node scripts/build.mjs
 
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# --ignore-scripts: no bundling here (no sources, no esbuild); the build stage made it.
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \
     TMPDIR=/tmp
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
-# package.json says "type": "module", which makes node load dist/**/*.js as ES modules.
 COPY --from=build /app/package.json ./
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/dist ./dist

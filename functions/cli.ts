@@ -298,7 +298,7 @@ async function runEvaluateConfig(
   env: Record<string, string | undefined>,
   io: CliIo,
 ): Promise<number> {
-  const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, pino] =
+  const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, { default: pino }] =
     await Promise.all([
       import('./scheduled.js'),
       import('./shared/logger.js'),

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: make sure etcd is installed, type-check, lint, run vitest, print one closing line.
+# The whole test suite: make sure etcd is installed, type-check, lint, bundle, run vitest, print one closing line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-etcd.sh || exit 1
 npx tsc --noEmit || { echo "tests: type-check failed"; exit 1; }
 npx eslint . || { echo "tests: lint failed"; exit 1; }
 npx prettier --check . >/dev/null || { npx prettier --check .; echo "tests: formatting differs (run npm run format)"; exit 1; }
+# The CLI tests run bin/etcd-guard.mjs as installed: the bundle, built from these sources.
+node scripts/build.mjs >/dev/null || { echo "tests: bundle build failed"; exit 1; }
 report=$(mktemp /tmp/etcd-guard-vitest.XXXXXX.json)
 npx vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@"
 status=$?

@@ -1,15 +1,15 @@
-// bin/etcd-guard.mjs in the two layouts it serves: a source checkout runs the TypeScript through
-// tsx (a stale dist/ next to it is never used), and the image's layout (dist/ and bin/, no sources)
-// runs the compiled JavaScript under plain node. Real child processes, real tsc output.
+// bin/etcd-guard.mjs in the layouts it serves: a source checkout runs the bundle only while it is
+// newer than every source (else the TypeScript through tsx), and the image's layout (dist/ and
+// bin/, no sources) runs the bundle under plain node. Real child processes, a real esbuild bundle.
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 // Inside node_modules, so packages resolve from the layout as they do from the image's /app.
 const LAYOUTS = path.join(ROOT, 'node_modules/.cache', `etcd-guard-image-layout-test-${process.pid}`);
-const STALE_MARKER = 'stale dist/functions/cli.js ran';
+const BUNDLE_MARKER = 'the marker bundle ran';
 
 interface Run {
   code: number | null;
@@ -35,34 +35,51 @@ function layout(name: string): string {
   return dir;
 }
 
-/** A dist/ whose CLI only says it ran: stands for a build older than the sources. */
-function writeStaleDist(dir: string): void {
-  mkdirSync(path.join(dir, 'dist/functions'), { recursive: true });
+function copySources(dir: string): void {
+  for (const source of ['functions', 'webhook', 'package-lock.json'])
+    cpSync(path.join(ROOT, source), path.join(dir, source), { recursive: true });
+}
+
+/** A bundle whose CLI only says it ran, stamped as built at `builtAt`. */
+function writeMarkerBundle(dir: string, builtAt: Date): void {
+  mkdirSync(path.join(dir, 'dist/cli'), { recursive: true });
   writeFileSync(
-    path.join(dir, 'dist/functions/cli.js'),
-    `export async function main(_args, _env, io) { io.stdout(${JSON.stringify(`${STALE_MARKER}\n`)}); return 0; }\n`,
+    path.join(dir, 'dist/cli/etcd-guard.mjs'),
+    `export async function main(_args, _env, io) { io.stdout(${JSON.stringify(`${BUNDLE_MARKER}\n`)}); return 0; }\n`,
   );
+  writeFileSync(path.join(dir, 'dist/cli/BUILD'), `${builtAt.toISOString()}\n`);
+  utimesSync(path.join(dir, 'dist/cli/BUILD'), builtAt, builtAt);
 }
 
 afterAll(() => rmSync(LAYOUTS, { recursive: true, force: true }));
 
 describe('bin/etcd-guard.mjs picks what to run from the layout on disk', () => {
-  it('in a source checkout runs the sources through tsx, even with a stale dist/ next to them', async () => {
-    const dir = layout('checkout');
-    cpSync(path.join(ROOT, 'functions'), path.join(dir, 'functions'), { recursive: true });
-    cpSync(path.join(ROOT, 'webhook'), path.join(dir, 'webhook'), { recursive: true });
-    writeStaleDist(dir);
+  it('in a source checkout runs a bundle built after the last source change', async () => {
+    const dir = layout('checkout-current');
+    copySources(dir);
+    writeMarkerBundle(dir, new Date(Date.now() + 60_000));
     const result = await run([path.join(dir, 'bin/etcd-guard.mjs'), '--help']);
-    expect(result.stdout).not.toContain(STALE_MARKER);
+    expect(result.stdout).toBe(`${BUNDLE_MARKER}\n`);
+    expect(result.code).toBe(0);
+  });
+
+  it('in a source checkout runs the sources through tsx when a source is newer than the bundle', async () => {
+    const dir = layout('checkout-stale');
+    copySources(dir);
+    writeMarkerBundle(dir, new Date(Date.now() - 60_000));
+    const edited = path.join(dir, 'webhook/core/rules.ts');
+    utimesSync(edited, new Date(), new Date());
+    const result = await run([path.join(dir, 'bin/etcd-guard.mjs'), '--help']);
+    expect(result.stdout).not.toContain(BUNDLE_MARKER);
     expect(result.stdout).toMatch(/etcd-guard evaluate --endpoints/);
     expect(result.code).toBe(0);
   });
 
-  it('without sources runs dist/ (no tsx needed)', async () => {
-    const dir = layout('dist-only');
-    writeStaleDist(dir);
+  it('without sources runs the bundle (no tsx needed)', async () => {
+    const dir = layout('bundle-only');
+    writeMarkerBundle(dir, new Date(Date.now() - 60_000));
     const result = await run([path.join(dir, 'bin/etcd-guard.mjs'), '--help']);
-    expect(result.stdout).toBe(`${STALE_MARKER}\n`);
+    expect(result.stdout).toBe(`${BUNDLE_MARKER}\n`);
     expect(result.code).toBe(0);
   });
 
@@ -70,19 +87,15 @@ describe('bin/etcd-guard.mjs picks what to run from the layout on disk', () => {
     const dir = layout('empty');
     const result = await run([path.join(dir, 'bin/etcd-guard.mjs'), '--help']);
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/dist\/functions\/cli\.js.*npm run build/);
+    expect(result.stderr).toMatch(/dist\/cli\/etcd-guard\.mjs.*npm run build/);
   });
 });
 
-describe('the image layout: tsc -p tsconfig.build.json output under plain node', () => {
+describe('the image layout: the esbuild bundle under plain node', () => {
   it('resolves every import and runs a real evaluation: an unreachable member is Unhealthy, exit 1', async () => {
     const dir = layout('image');
-    const compile = await run(
-      [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', path.join(dir, 'dist')],
-      120_000,
-    );
-    expect(compile.stdout, 'tsc output').toBe('');
-    expect(compile.code).toBe(0);
+    const build = await run([path.join(ROOT, 'scripts/build.mjs'), '--outdir', path.join(dir, 'dist')], 120_000);
+    expect(build.code, build.stderr).toBe(0);
     // The Dockerfile's ENTRYPOINT flag included: the process must start with it.
     const result = await run([
       '--max-semi-space-size=2',
@@ -101,5 +114,6 @@ describe('the image layout: tsc -p tsconfig.build.json output under plain node',
     const evaluation = JSON.parse(result.stdout) as { verdict?: unknown; passed?: unknown };
     expect(evaluation.verdict).toBe('Unhealthy');
     expect(evaluation.passed).toBe(false);
+    expect(result.stderr).toBe('');
   }, 150_000);
 });
