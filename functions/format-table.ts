@@ -1,6 +1,7 @@
 // Human output in the style of `etcdctl -w table`: boxes drawn with + - |, one table for the
 // members and one for the checks, then the reasons.
 import type { Evaluation } from './core/evaluation.js';
+import { formatBytes } from './shared/bytes.js';
 
 /** Renders rows under headers; cells are single-line (newlines become spaces). */
 export function formatTable(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
@@ -13,11 +14,7 @@ export function formatTable(headers: readonly string[], rows: ReadonlyArray<read
 }
 
 function bytes(value: number | null): string {
-  if (value === null) return '-';
-  if (value >= 1024 * 1024 * 1024) return `${(value / (1024 * 1024 * 1024)).toFixed(1)} GB`;
-  if (value >= 1024 * 1024) return `${(value / (1024 * 1024)).toFixed(1)} MB`;
-  if (value >= 1024) return `${(value / 1024).toFixed(0)} kB`;
-  return `${value} B`;
+  return value === null ? '-' : formatBytes(value);
 }
 
 function orDash(value: string | number | null | undefined): string {
