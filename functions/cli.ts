@@ -12,6 +12,7 @@ import {
 } from './config.js';
 import type { Evaluation } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
+import { parseShardSpec, type ShardSpec } from './core/shard.js';
 import type { ScheduledResult } from './scheduled.js';
 import { formatEvaluationTable } from './format-table.js';
 import { parseDurationMs } from './shared/duration.js';
@@ -37,13 +38,17 @@ export const USAGE = `Usage:
                       [--target NAME] [--output table|json] [--store none|file:DIR|configmap[:NAMESPACE]]
                       [--quota-backend-bytes N]
   etcd-guard evaluate --config FILE [--store none|file:DIR|configmap[:NAMESPACE]] [--output table|json]
-                      [--every 30s]
+                      [--every 30s] [--shard INDEX/COUNT | --shard-count N] [--budget 45s]
   etcd-guard webhook  --config FILE [--listen HOST:PORT] [--tls-cert F --tls-key F | --insecure-http]
 
 evaluate --config evaluates every target of a guard config file (the CronJob's form) and writes
 each to the config's store (or --store); --output json then prints a JSON array of evaluations.
 It exits 0 when every target was evaluated and stored, whatever the verdicts, 1 when one was not.
 --every repeats the round at that interval until SIGTERM/SIGINT (the local stand-in for a schedule).
+--shard INDEX/COUNT evaluates only this shard's targets (rendezvous hashing of the target name, so
+changing COUNT moves few targets); --shard-count N takes INDEX from JOB_COMPLETION_INDEX (an
+Indexed Job). --budget (default: the config's runBudget, 45s) bounds the whole round: targets not
+finished by then are reported on stderr and the command exits 1.
 
 --timeout bounds the whole command, start-up included.
 evaluate exits 0 when the evaluation passed (Healthy or Degraded), 1 when it did not,
@@ -62,8 +67,14 @@ const EVALUATE_OPTIONS = {
   'quota-backend-bytes': { type: 'string' },
   config: { type: 'string' },
   every: { type: 'string' },
+  shard: { type: 'string' },
+  'shard-count': { type: 'string' },
+  budget: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
+
+/** Flags of the scheduled form only (a whole config round). */
+const CONFIG_ONLY_FLAGS = ['every', 'shard', 'shard-count', 'budget'] as const;
 
 /** Flags that describe one target on the command line and so make no sense with --config. */
 const SINGLE_TARGET_FLAGS = ['endpoints', 'cacert', 'cert', 'key', 'timeout', 'target', 'quota-backend-bytes'] as const;
@@ -171,6 +182,9 @@ interface EvaluateConfigCommand {
   /** undefined: the config's own store; null: --store none. */
   store: StoreConfig | null | undefined;
   everyMs: number | null;
+  shard: ShardSpec | undefined;
+  /** undefined: the config's runBudget. */
+  budgetMs: number | undefined;
 }
 
 function parseOutput(value: string | undefined): 'table' | 'json' {
@@ -180,21 +194,48 @@ function parseOutput(value: string | undefined): 'table' | 'json' {
   return output;
 }
 
+type EvaluateFlags = ReturnType<typeof parseFlags<typeof EVALUATE_OPTIONS>>;
+
+/** --shard INDEX/COUNT, or --shard-count N with INDEX from an Indexed Job's JOB_COMPLETION_INDEX. */
+function parseShard(flags: EvaluateFlags, env: Record<string, string | undefined>): ShardSpec | undefined {
+  if (flags.shard !== undefined && flags['shard-count'] !== undefined)
+    throw new UsageError('--shard and --shard-count cannot be combined (--shard-count takes INDEX from JOB_COMPLETION_INDEX)');
+  if (flags.shard !== undefined) {
+    const parsed = parseShardSpec(flags.shard);
+    if (!parsed.ok) throw new UsageError(`--shard: ${parsed.message}`);
+    return parsed.shard;
+  }
+  const count = flags['shard-count'];
+  if (count === undefined) return undefined;
+  const index = env.JOB_COMPLETION_INDEX;
+  if (index === undefined || index.trim() === '')
+    throw new UsageError('--shard-count needs JOB_COMPLETION_INDEX (set by an Indexed Job); elsewhere use --shard INDEX/COUNT');
+  const parsed = parseShardSpec(`${index}/${count}`);
+  if (!parsed.ok) throw new UsageError(`--shard-count with JOB_COMPLETION_INDEX: ${parsed.message}`);
+  return parsed.shard;
+}
+
+function parseDurationFlag(flag: string, value: string | undefined, minMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = parseDurationMs(value);
+  if (ms === null || ms < minMs)
+    throw new UsageError(`${flag}: want a duration of at least ${minMs / 1000}s, e.g. 30s (got ${JSON.stringify(value)})`);
+  return ms;
+}
+
 function parseConfigCommand(
-  flags: ReturnType<typeof parseFlags<typeof EVALUATE_OPTIONS>>,
+  flags: EvaluateFlags,
   configFile: string,
+  env: Record<string, string | undefined>,
 ): EvaluateConfigCommand {
   const clash = SINGLE_TARGET_FLAGS.find((flag) => flags[flag] !== undefined);
   if (clash !== undefined)
     throw new UsageError(`--${clash} cannot be combined with --config (the config file names the targets)`);
   const output = parseOutput(flags.output);
   const store = flags.store === undefined ? undefined : parseStore(flags.store);
-  let everyMs: number | null = null;
-  if (flags.every !== undefined) {
-    everyMs = parseDurationMs(flags.every);
-    if (everyMs === null || everyMs < 1000)
-      throw new UsageError(`--every: want a duration of at least 1s, e.g. 30s (got ${JSON.stringify(flags.every)})`);
-  }
+  const everyMs = parseDurationFlag('--every', flags.every, 1000) ?? null;
+  const budgetMs = parseDurationFlag('--budget', flags.budget, 1000);
+  const shard = parseShard(flags, env);
   let config: GuardConfig;
   try {
     config = loadGuardConfigFile(configFile);
@@ -202,14 +243,18 @@ function parseConfigCommand(
     if (error instanceof ConfigError) throw new UsageError(error.message);
     throw error;
   }
-  return { kind: 'config', config, output, store, everyMs };
+  return { kind: 'config', config, output, store, everyMs, shard, budgetMs };
 }
 
-function parseEvaluateCommand(args: string[]): EvaluateCommand | EvaluateConfigCommand | 'help' {
+function parseEvaluateCommand(
+  args: string[],
+  env: Record<string, string | undefined>,
+): EvaluateCommand | EvaluateConfigCommand | 'help' {
   const flags = parseFlags(args, EVALUATE_OPTIONS);
   if (flags.help) return 'help';
-  if (flags.config !== undefined) return parseConfigCommand(flags, flags.config);
-  if (flags.every !== undefined) throw new UsageError('--every needs --config (it repeats a whole config round)');
+  if (flags.config !== undefined) return parseConfigCommand(flags, flags.config, env);
+  const configOnly = CONFIG_ONLY_FLAGS.find((flag) => flags[flag] !== undefined);
+  if (configOnly !== undefined) throw new UsageError(`--${configOnly} needs --config (it applies to a whole config round)`);
   if (flags.endpoints === undefined || flags.endpoints.trim() === '')
     throw new UsageError('--endpoints is required (e.g. --endpoints https://127.0.0.1:2379)');
   const output = parseOutput(flags.output);
@@ -258,7 +303,7 @@ async function storeEvaluation(store: StoreConfig, evaluation: Evaluation, io: C
 }
 
 async function runEvaluate(args: string[], env: Record<string, string | undefined>, io: CliIo): Promise<number> {
-  const command = parseEvaluateCommand(args);
+  const command = parseEvaluateCommand(args, env);
   if (command === 'help') {
     io.stdout(USAGE);
     return EXIT_PASSED;
@@ -310,6 +355,8 @@ async function runEvaluateConfig(
   const latest = new Map<string, Evaluation>();
   const deps = {
     ...wired,
+    ...(command.shard === undefined ? {} : { shard: command.shard }),
+    ...(command.budgetMs === undefined ? {} : { budgetMs: command.budgetMs }),
     store: command.store === undefined ? wired.store : command.store === null ? DISCARD_STORE : createStore(command.store),
     logger: createLogger({ env, name: 'etcd-guard-evaluate', destination: pino.destination(2) }),
     evaluate: async (target: TargetConfig) => {
@@ -323,6 +370,11 @@ async function runEvaluateConfig(
     latest.clear();
     if (command.output === 'json') io.stdout(`${JSON.stringify(evaluations, null, 2)}\n`);
     else for (const evaluation of evaluations) io.stdout(`${formatEvaluationTable(evaluation)}\n`);
+    const unfinished = results.filter((result) => !result.ok && result.stage === 'budget').map((result) => result.target);
+    if (unfinished.length > 0)
+      io.stderr(
+        `etcd-guard evaluate: ${unfinished.length} target(s) not finished within the run budget: ${unfinished.join(', ')}\n`,
+      );
     // The scheduled form judges its own work, not etcd: an Unhealthy verdict that was evaluated and
     // stored is a success (a CronJob must not fail every minute while etcd is sick); a target that
     // could not be evaluated or stored is not. With --store none nothing is written on purpose.

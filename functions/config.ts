@@ -150,6 +150,11 @@ export const guardConfigSchema = z
     inlineRefresh: z.boolean().default(true),
     /** How many targets the scheduled function evaluates at once. */
     concurrency: z.number().int().min(1).max(256).default(16),
+    /**
+     * Overall time budget of one scheduled run: targets not finished by then are reported as such.
+     * 45 s fits inside the Lambda's 55 s timeout and the CronJob's 50 s activeDeadlineSeconds.
+     */
+    runBudget: durationSchema.default('45s'),
     targets: z
       .array(targetSchema)
       .default([])

@@ -3,11 +3,15 @@
 // never stops the others and never throws: an evaluate error (even a target's unreadable TLS file),
 // a hang past the outer deadline or a store error becomes that target's result and an error line.
 // Loading the config is the entrypoints' business; that is where a bad config fails the run.
+// A run may be one shard of several (functions/core/shard.ts) and has an overall time budget:
+// when it runs out, the run returns, and every target not finished by then is a result of its
+// own ("not finished within the budget") and an error line, never silently dropped.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from './shared/logger.js';
 import { createStore } from './adapters/store-factory.js';
 import type { GuardConfig, TargetConfig } from './config.js';
 import type { Evaluation, Verdict } from './core/evaluation.js';
+import { selectShard, type ShardSpec } from './core/shard.js';
 import type { EvaluationStore } from './core/store.js';
 import { evaluateTarget } from './evaluate-target.js';
 import { withTimeout } from './core/deadline.js';
@@ -26,6 +30,10 @@ export interface ScheduledDeps {
   logger: ScheduledLogger;
   /** Targets evaluated at once; defaults to config.concurrency. */
   concurrency?: number;
+  /** Evaluate only this shard's targets; all of them when absent. */
+  shard?: ShardSpec;
+  /** Overall time budget of one run; defaults to config.runBudget. */
+  budgetMs?: number;
 }
 
 export type ScheduledResult =
@@ -43,8 +51,11 @@ export type ScheduledResult =
   | {
       target: string;
       ok: false;
-      /** Where it went wrong: no evaluation at all, or an evaluation that could not be stored. */
-      stage: 'evaluate' | 'store';
+      /**
+       * Where it went wrong: no evaluation at all, an evaluation that could not be stored, or the
+       * run's time budget ran out before the target was finished (or started).
+       */
+      stage: 'evaluate' | 'store' | 'budget';
       error: string;
       verdict: Verdict | null;
       passed: boolean | null;
@@ -137,10 +148,52 @@ async function evaluateOne(deps: ScheduledDeps, target: TargetConfig): Promise<S
   }
 }
 
-/** Evaluates and stores every configured target; one result (and one log line) per target. */
-export function runScheduledEvaluation(deps: ScheduledDeps): Promise<ScheduledResult[]> {
+function budgetResult(deps: ScheduledDeps, target: TargetConfig, started: boolean, budgetMs: number): ScheduledResult {
+  const result: ScheduledResult = {
+    target: target.name,
+    ok: false,
+    stage: 'budget',
+    error:
+      `not ${started ? 'finished' : 'started'} within the run's time budget of ${budgetMs} ms ` +
+      `(${started ? 'its evaluation was still running' : 'other targets used the time'}); ` +
+      'raise runBudget or concurrency, or split the run with --shard',
+    verdict: null,
+    passed: null,
+    durationMs: started ? budgetMs : 0,
+    written: false,
+    reasons: null,
+  };
+  deps.logger.error(result, 'scheduled evaluation not finished within the run budget');
+  return result;
+}
+
+/**
+ * Evaluates and stores every target of this shard within the run's budget; one result (and one
+ * log line) per target, in config order. Returns when all are done or when the budget runs out;
+ * a target still running then goes on in the background, bounded by its own deadline.
+ */
+export async function runScheduledEvaluation(deps: ScheduledDeps): Promise<ScheduledResult[]> {
   const concurrency = deps.concurrency ?? deps.config.concurrency;
-  return mapWithConcurrency(deps.config.targets, concurrency, (target) => evaluateOne(deps, target));
+  const budgetMs = deps.budgetMs ?? deps.config.runBudget;
+  const targets = deps.shard === undefined ? deps.config.targets : selectShard(deps.config.targets, deps.shard);
+  const deadline = performance.now() + budgetMs;
+  const results = new Map<string, ScheduledResult>();
+  const started = new Set<string>();
+  const all = mapWithConcurrency(targets, concurrency, async (target) => {
+    if (performance.now() >= deadline) return;
+    started.add(target.name);
+    results.set(target.name, await evaluateOne(deps, target));
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const outOfTime = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, budgetMs);
+  });
+  try {
+    await Promise.race([all, outOfTime]);
+  } finally {
+    clearTimeout(timer);
+  }
+  return targets.map((target) => results.get(target.name) ?? budgetResult(deps, target, started.has(target.name), budgetMs));
 }
 
 export interface ScheduledLoopOptions extends ScheduledDeps {

@@ -27,6 +27,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   inlineRefresh:
     "On a missing or stale evaluation, evaluate during the admission request when the apiserver's remaining timeout leaves at least 1 s.",
   concurrency: 'How many targets the scheduled evaluation probes at once.',
+  runBudget:
+    'Overall time budget of one scheduled run (CLI `--budget`). Targets not finished by then are reported, logged and make the run exit 1; each is still bounded by its own `timeout`. The default fits the Lambda (55 s) and the CronJob (`activeDeadlineSeconds: 50`).',
   targets: 'The etcd clusters to judge, as written. Names must be unique. May be empty when `discovery` finds the targets.',
   'targets[].name': 'DNS label of at most 48 characters; the cached ConfigMap is `etcd-guard-<name>`.',
   'targets[].endpoints': 'Client URL of every member, `https://HOST:PORT`.',
