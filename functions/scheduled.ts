@@ -14,7 +14,7 @@ import type { Evaluation, Verdict } from './core/evaluation.js';
 import { selectShard, type ShardSpec } from './core/shard.js';
 import type { EvaluationStore } from './core/store.js';
 import { evaluateTarget } from './evaluate-target.js';
-import { withTimeout } from './core/deadline.js';
+import { Deadline, DeadlineExceededError, withDeadline, withTimeout } from './core/deadline.js';
 import { STORE_TIMEOUT_MS, evaluationTimeoutMs } from './on-demand.js';
 
 /** The two pino methods the scheduled run uses; a pino logger satisfies it. */
@@ -176,23 +176,18 @@ export async function runScheduledEvaluation(deps: ScheduledDeps): Promise<Sched
   const concurrency = deps.concurrency ?? deps.config.concurrency;
   const budgetMs = deps.budgetMs ?? deps.config.runBudget;
   const targets = deps.shard === undefined ? deps.config.targets : selectShard(deps.config.targets, deps.shard);
-  const deadline = performance.now() + budgetMs;
+  const deadline = Deadline.after(budgetMs);
   const results = new Map<string, ScheduledResult>();
   const started = new Set<string>();
   const all = mapWithConcurrency(targets, concurrency, async (target) => {
-    if (performance.now() >= deadline) return;
+    if (deadline.expired()) return;
     started.add(target.name);
     results.set(target.name, await evaluateOne(deps, target));
   });
-  let timer: NodeJS.Timeout | undefined;
-  const outOfTime = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, budgetMs);
+  // evaluateOne never throws, so the only rejection is the budget running out.
+  await withDeadline(all, deadline, () => new DeadlineExceededError('the scheduled run', budgetMs)).catch((error: unknown) => {
+    if (!(error instanceof DeadlineExceededError)) throw error;
   });
-  try {
-    await Promise.race([all, outOfTime]);
-  } finally {
-    clearTimeout(timer);
-  }
   return targets.map((target) => results.get(target.name) ?? budgetResult(deps, target, started.has(target.name), budgetMs));
 }
 
