@@ -2,8 +2,8 @@
 // schema in functions/config.ts, so the documentation cannot drift from what the code accepts.
 //
 //   npx tsx scripts/config-reference.ts                  print the table
-//   npx tsx scripts/config-reference.ts --check README.md exit 1 when README.md's section differs
-//   npx tsx scripts/config-reference.ts --write README.md rewrite README.md's section
+//   npx tsx scripts/config-reference.ts --check docs/configuration.md exit 1 when its section differs
+//   npx tsx scripts/config-reference.ts --write docs/configuration.md rewrite its section
 //
 // The section sits between <!-- config-reference:start --> and <!-- config-reference:end -->.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -31,12 +31,13 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     'Overall time budget of one scheduled run (CLI `--budget`). Targets not finished by then are reported, logged and make the run exit 1; each is still bounded by its own `timeout`. The default fits the Lambda (55 s) and the CronJob (`activeDeadlineSeconds: 50`).',
   targets: 'The etcd clusters to judge, as written. Names must be unique. May be empty when `discovery` finds the targets.',
   'targets[].name': 'DNS label of at most 48 characters; the cached ConfigMap is `etcd-guard-<name>`.',
-  'targets[].endpoints': 'Client URL of every member, `https://HOST:PORT`.',
+  'targets[].endpoints': 'Client URL of every member, `http(s)://HOST:PORT`.',
   'targets[].tls': 'Client TLS files for the members; relative paths resolve against the config file.',
   'targets[].tls.caFile': "CA bundle that signed the members' serving certs.",
   'targets[].tls.certFile': 'Client certificate; needs `keyFile`.',
   'targets[].tls.keyFile': 'Client private key; needs `certFile`. Never logged or returned.',
-  'targets[].timeout': 'Hard deadline for one evaluation of this target; a hung member costs at most this.',
+  'targets[].timeout':
+    'Budget for talking to etcd in one evaluation of this target, counted from its first etcd call, never from process start; a hung member costs at most this. At least 100ms.',
   'targets[].quotaBackendBytes': "The members' `--quota-backend-bytes`; a DB above 80 % of it is a warning.",
   'targets[].match': 'Which guarded objects belong to this target. Every given field must match; `{}` matches all.',
   'targets[].match.namespaces': 'Namespaces of the guarded objects.',

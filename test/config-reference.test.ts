@@ -1,4 +1,4 @@
-// The generated configuration reference: README.md is current, --check and --write behave, and
+// The generated configuration reference: docs/configuration.md is current, --check and --write behave, and
 // every schema key is described.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -9,15 +9,15 @@ import { makeTempDir, removeTempDirs, ROOT, run, TSX } from './harness/manifests
 afterAll(removeTempDirs);
 
 describe('configuration reference', () => {
-  it('README.md is current: `tsx scripts/config-reference.ts --check README.md` exits 0', async () => {
-    const result = await run(TSX, ['scripts/config-reference.ts', '--check', 'README.md']);
+  it('docs/configuration.md is current: `tsx scripts/config-reference.ts --check docs/configuration.md` exits 0', async () => {
+    const result = await run(TSX, ['scripts/config-reference.ts', '--check', 'docs/configuration.md']);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
   });
 
   it('--check exits 1 on a stale copy, naming the file and the fix, and 2 without the markers', async () => {
     const dir = makeTempDir();
-    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const readme = readFileSync(path.join(ROOT, 'docs/configuration.md'), 'utf8');
     const stale = path.join(dir, 'stale.md');
     writeFileSync(stale, readme.replace('| `maxAgeSeconds` |', '| `maxAgeSecondz` |'));
     expect(readFileSync(stale, 'utf8')).not.toBe(readme);
