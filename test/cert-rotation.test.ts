@@ -1,6 +1,6 @@
 // The webhook's serving certificate is replaced on disk (as cert-manager does) and new TLS
 // connections see the new one without the server being restarted; a bad pair is refused.
-import { X509Certificate } from 'node:crypto';
+import { generateKeyPairSync, X509Certificate } from 'node:crypto';
 import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -18,6 +18,12 @@ let servedKey: string;
 let reloading: ReloadingHttpsServer;
 let port: number;
 const reloadOutcomes: Array<{ ok: boolean; error?: string }> = [];
+
+let rsaKeyFile: string;
+
+function rsaKeyPem(): string {
+  return generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+}
 
 function fingerprintOf(pemFile: string): Promise<string> {
   return readFile(pemFile).then((pem) => new X509Certificate(pem).fingerprint256);
@@ -54,6 +60,8 @@ beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-cert-rotation-'));
   const [dirA, dirB] = await Promise.all([mkdtemp(path.join(workDir, 'a-')), mkdtemp(path.join(workDir, 'b-'))]);
   [certsA, certsB] = await Promise.all([generateTestCerts(dirA), generateTestCerts(dirB)]);
+  rsaKeyFile = path.join(workDir, 'rsa.key');
+  await writeFile(rsaKeyFile, rsaKeyPem());
   servedCert = path.join(workDir, 'tls.crt');
   servedKey = path.join(workDir, 'tls.key');
   await copyFile(certsA.serverCertFile, servedCert);
@@ -78,6 +86,15 @@ afterAll(async () => {
 describe('serving certificate rotation', () => {
   it('serves certificate A at start', async () => {
     expect(await servedFingerprint()).toBe(await fingerprintOf(certsA.serverCertFile));
+  });
+
+  it('keeps certificate A when the key file holds a key of another type (RSA key, EC certificate)', async () => {
+    await writeFile(servedKey, rsaKeyPem());
+    const installed = await reloading.reload();
+    expect(installed).toBe(false);
+    expect(reloadOutcomes.at(-1)?.error).toMatch(/does not belong to certificate .*ec public key, the key file a rsa key/);
+    expect(await servedFingerprint()).toBe(await fingerprintOf(certsA.serverCertFile));
+    await copyFile(certsA.serverKeyFile, servedKey);
   });
 
   it('keeps certificate A when the files hold a certificate with a key that does not match', async () => {
@@ -160,6 +177,11 @@ describe('loadTlsPair', () => {
       'a key that belongs to another certificate',
       () => ({ cert: certsA.serverCertFile, key: certsB.serverKeyFile }),
       /not a usable pair/,
+    ],
+    [
+      'a key of another type (RSA key, EC certificate)',
+      () => ({ cert: certsA.serverCertFile, key: rsaKeyFile }),
+      /TLS key .*rsa\.key does not belong to certificate/,
     ],
     [
       'a certificate file that is not PEM',

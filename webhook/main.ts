@@ -2,6 +2,7 @@
 // express app into an HTTPS (or, when asked, plain HTTP) server, and shuts it down gracefully.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { ConfigError, loadGuardConfigFile, type GuardConfig, type TargetConfig } from '../functions/config.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
@@ -36,7 +37,24 @@ export interface WebhookServerOptions {
   tlsStatIntervalMs?: number;
   /** Passed to OnDemandEvaluations: how long a settled run is reused. */
   onDemandMinIntervalMs?: number;
+  /** Open connections beyond this are dropped on accept; default MAX_CONNECTIONS. */
+  maxConnections?: number;
 }
+
+/**
+ * Bounds on what one client can hold. The apiserver sends a ClientHello at once, its headers right
+ * after, and its own timeout is at most 30 s; a socket that does less is an attack or a fault and
+ * is cut. Checked every second, so a bound is exceeded by at most a second.
+ */
+export const CONNECTION_BOUNDS = {
+  handshakeTimeout: 5_000,
+  headersTimeout: 10_000,
+  requestTimeout: 30_000,
+  keepAliveTimeout: 5_000,
+  connectionsCheckingInterval: 1_000,
+} as const;
+/** Far below the fd limit of a pod (1024 soft in many images), far above what apiservers open. */
+export const MAX_CONNECTIONS = 512;
 
 export interface RunningWebhookServer {
   /** e.g. https://127.0.0.1:8443 */
@@ -97,16 +115,14 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       keyFile: options.tls.keyFile,
       handler: app,
       logger,
+      serverOptions: CONNECTION_BOUNDS,
       ...(options.tlsStatIntervalMs === undefined ? {} : { statIntervalMs: options.tlsStatIntervalMs }),
     });
     server = reloading.server;
   } else {
-    server = http.createServer(app);
+    server = http.createServer(CONNECTION_BOUNDS, app);
   }
-  // Slow or silent clients must not hold sockets forever; the apiserver's own timeout is ≤ 30 s.
-  server.requestTimeout = 30_000;
-  server.headersTimeout = 15_000;
-  server.keepAliveTimeout = 30_000;
+  server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
 
   await new Promise<void>((resolve, reject) => {
     const onError = (error: Error) => reject(error);
@@ -118,9 +134,10 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   });
   server.on('error', (error) => logger.error({ err: error.message }, 'server error'));
   server.on('clientError', (error, socket) => {
-    // Malformed HTTP or a failed TLS handshake: answer if we still can, never crash.
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
-    else socket.destroy();
+    // A TLS socket gets no plaintext answer: before its handshake the write would queue behind a
+    // ClientHello that may never come and the socket would never be freed. Plain HTTP gets its 400.
+    if (socket instanceof TLSSocket || !socket.writable) socket.destroy();
+    else socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n', () => socket.destroy());
     logger.debug({ err: error.message }, 'client error');
   });
   cache.start();

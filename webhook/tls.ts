@@ -3,6 +3,7 @@
 // files' directories reacts quickly; a periodic stat check backs it up because watches can be
 // silent (symlink swaps of Secret volumes, some filesystems, overlayfs). A bad pair — unreadable,
 // garbage, or a key that does not match the cert — keeps the old context and logs an error.
+import { createPrivateKey, createPublicKey, X509Certificate } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import https from 'node:https';
@@ -22,6 +23,8 @@ export interface ReloadingHttpsServerOptions {
   debounceMs?: number;
   /** Watch the directories for changes (default true); the periodic stat check runs either way. */
   watchFiles?: boolean;
+  /** Passed to https.createServer beside the key pair (timeouts, connection checks). */
+  serverOptions?: https.ServerOptions;
   /** Called after each reload attempt (tests wait on this instead of sleeping). */
   onReload?: (outcome: { ok: true } | { ok: false; error: string }) => void;
 }
@@ -59,14 +62,56 @@ async function readPair(certFile: string, keyFile: string): Promise<KeyPair> {
   return { cert, key };
 }
 
+/**
+ * TLS 1.2 only with forward-secret (ECDHE) AEAD suites; TLS 1.3 suites are all forward secret.
+ * Applied at start and at every reload (setSecureContext replaces the whole context).
+ */
+export const TLS_SERVER_OPTIONS = {
+  minVersion: 'TLSv1.2',
+  ciphers: [
+    'TLS_AES_128_GCM_SHA256',
+    'TLS_AES_256_GCM_SHA384',
+    'TLS_CHACHA20_POLY1305_SHA256',
+    'ECDHE-ECDSA-AES128-GCM-SHA256',
+    'ECDHE-RSA-AES128-GCM-SHA256',
+    'ECDHE-ECDSA-AES256-GCM-SHA384',
+    'ECDHE-RSA-AES256-GCM-SHA384',
+    'ECDHE-ECDSA-CHACHA20-POLY1305',
+    'ECDHE-RSA-CHACHA20-POLY1305',
+  ].join(':'),
+  honorCipherOrder: true,
+} as const satisfies tls.SecureContextOptions;
+
+/** Throws unless the key file's private key is the one the certificate's public key belongs to. */
+function checkKeyMatchesCertificate(pair: KeyPair, certFile: string, keyFile: string): void {
+  // OpenSSL checks this only when both keys have the same type: an RSA certificate with an EC key
+  // was accepted, and every handshake failed afterwards.
+  const certificateKey = new X509Certificate(pair.cert).publicKey;
+  const publicOfPrivate = createPublicKey(createPrivateKey(pair.key));
+  if (!certificateKey.equals(publicOfPrivate)) {
+    throw new TlsFilesError(
+      `TLS key ${keyFile} does not belong to certificate ${certFile} (the certificate holds a ` +
+        `${certificateKey.asymmetricKeyType ?? 'unknown'} public key, the key file a ${publicOfPrivate.asymmetricKeyType ?? 'unknown'} key that is not its pair)`,
+    );
+  }
+}
+
 function validatePair(pair: KeyPair, certFile: string, keyFile: string): tls.SecureContext {
+  let context: tls.SecureContext;
   try {
-    // Throws on garbage PEM and on a key that does not belong to the certificate.
-    return tls.createSecureContext({ cert: pair.cert, key: pair.key });
+    // Throws on garbage PEM and on a key of the certificate's type that is not its pair.
+    context = tls.createSecureContext({ ...TLS_SERVER_OPTIONS, cert: pair.cert, key: pair.key });
   } catch (error) {
     // The OpenSSL message names the problem, never the key bytes.
     throw new TlsFilesError(`TLS certificate ${certFile} and key ${keyFile} are not a usable pair: ${(error as Error).message}`);
   }
+  try {
+    checkKeyMatchesCertificate(pair, certFile, keyFile);
+  } catch (error) {
+    if (error instanceof TlsFilesError) throw error;
+    throw new TlsFilesError(`TLS certificate ${certFile} and key ${keyFile} are not a usable pair: ${(error as Error).message}`);
+  }
+  return context;
 }
 
 /** Reads and validates the pair once; throws TlsFilesError naming the file or the problem. */
@@ -89,7 +134,10 @@ async function fileSignature(file: string): Promise<string> {
 export async function createReloadingHttpsServer(options: ReloadingHttpsServerOptions): Promise<ReloadingHttpsServer> {
   const { certFile, keyFile, logger } = options;
   let current = await loadTlsPair(certFile, keyFile);
-  const server = https.createServer({ cert: current.cert, key: current.key }, options.handler);
+  const server = https.createServer(
+    { ...options.serverOptions, ...TLS_SERVER_OPTIONS, cert: current.cert, key: current.key },
+    options.handler,
+  );
 
   let signature = `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
   let reloading: Promise<boolean> | null = null;
@@ -104,7 +152,7 @@ export async function createReloadingHttpsServer(options: ReloadingHttpsServerOp
         return false;
       }
       validatePair(pair, certFile, keyFile);
-      server.setSecureContext({ cert: pair.cert, key: pair.key });
+      server.setSecureContext({ ...TLS_SERVER_OPTIONS, cert: pair.cert, key: pair.key });
       current = pair;
       logger?.info({ certFile, keyFile }, 'TLS certificate reloaded');
       options.onReload?.({ ok: true });
