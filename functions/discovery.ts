@@ -13,8 +13,14 @@ export const DISCOVERY_TIMEOUT_MS = 10_000;
 export interface ResolvedTargets {
   targets: Target[];
   problems: DiscoveryProblem[];
-  /** Providers that could not list this round, e.g. `capi: forbidden: cannot list ...`. */
-  failures: string[];
+  /** Providers that could not list this round (their targets are unknown, not gone). */
+  failures: DiscoveryFailure[];
+}
+
+export interface DiscoveryFailure {
+  source: 'capi' | 'druid' | 'discovery';
+  /** e.g. `forbidden: cannot list kubeadmcontrolplanes...`; names the operation, never secret content. */
+  message: string;
 }
 
 export interface ResolveOptions {
@@ -33,19 +39,22 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
   if (discovery === undefined) return { targets: staticTargets(config), problems: [], failures: [] };
   const adapter = await import('./adapters/kube-discovery.js');
   const deadline = Deadline.after(options.timeoutMs ?? DISCOVERY_TIMEOUT_MS);
-  const failures: string[] = [];
+  const failures: DiscoveryFailure[] = [];
   let api: CustomObjectsApi;
   try {
     api = options.api ?? adapter.createCustomObjectsApi(discovery.kubeconfigFile);
   } catch (error) {
-    return { targets: staticTargets(config), problems: [], failures: [`discovery: ${(error as Error).message}`] };
+    return { targets: staticTargets(config), problems: [], failures: [{ source: 'discovery', message: (error as Error).message }] };
   }
-  const defaults = { timeout: discovery.timeout };
-  const run = async (name: string, list: () => Promise<unknown[]>, toTargets: (items: unknown[]) => ProviderResult) => {
+  const defaults = {
+    timeout: discovery.timeout,
+    ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
+  };
+  const run = async (source: 'capi' | 'druid', list: () => Promise<unknown[]>, toTargets: (items: unknown[]) => ProviderResult) => {
     try {
       return toTargets(await list());
     } catch (error) {
-      failures.push(`${name}: ${(error as Error).message}`);
+      failures.push({ source, message: (error as Error).message });
       return { targets: [], problems: [] };
     }
   };

@@ -24,6 +24,8 @@ export interface EvaluateTargetOptions {
   now?: () => Date;
   /** Lists the control-plane Nodes when target.inventory is set; the Kubernetes adapter by default. */
   listControlPlaneNodes?: (inventory: InventoryConfig, timeoutMs: number) => Promise<ControlPlaneNode[]>;
+  /** Another inventory than target.inventory's Nodes (a Cluster's control-plane Machines); wins when given. */
+  controlPlaneInventory?: (timeoutMs: number) => Promise<ControlPlaneNode[]>;
 }
 
 /** The first member list any endpoint returns; all errors joined when none does. */
@@ -48,13 +50,12 @@ function discoverMembers(
 }
 
 async function listInventory(
-  inventory: InventoryConfig,
   deadline: Deadline,
-  lister: NonNullable<EvaluateTargetOptions['listControlPlaneNodes']>,
+  list: (timeoutMs: number) => Promise<ControlPlaneNode[]>,
 ): Promise<ControlPlaneInventory> {
   const budgetMs = Math.max(1, Math.round(deadline.remainingMs()));
   return withDeadline(
-    lister(inventory, budgetMs),
+    list(budgetMs),
     deadline,
     () => new Error(`listing control-plane nodes timed out after ${budgetMs} ms`),
   ).catch((error: unknown): ControlPlaneInventory => ({ error: error instanceof Error ? error.message : String(error) }));
@@ -160,9 +161,12 @@ export async function evaluateThroughAccess(
   // starts here, not at process start: start-up never eats the budget for talking to etcd.
   const deadline = Deadline.after(target.timeout);
   let inventoryRun: Promise<ControlPlaneInventory> | undefined;
-  if (target.inventory !== undefined) {
+  const inventory = target.inventory;
+  if (options.controlPlaneInventory !== undefined) {
+    inventoryRun = listInventory(deadline, options.controlPlaneInventory);
+  } else if (inventory !== undefined) {
     const lister = options.listControlPlaneNodes ?? (await import('./adapters/kube-nodes.js')).listControlPlaneNodes;
-    inventoryRun = listInventory(target.inventory, deadline, (inventory, timeoutMs) => lister(inventory, timeoutMs));
+    inventoryRun = listInventory(deadline, (timeoutMs) => lister(inventory, timeoutMs));
   }
   const access = await openBefore(openAccess, deadline);
   let reached: { memberList: Outcome<DiscoveredMember[]>; probes: EndpointProbe[] };

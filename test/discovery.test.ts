@@ -231,8 +231,9 @@ describe('discovery against the stand-in apiserver', () => {
     const config = configWith({ capi: {}, druid: {} }, [{ name: 'local', endpoints: ['https://127.0.0.1:2379'] }]);
     const resolved = await resolveTargets(config);
     expect(resolved.failures).toHaveLength(1);
-    expect(resolved.failures[0]).toMatch(
-      /^capi: forbidden: cannot list kubeadmcontrolplanes\.controlplane\.cluster\.x-k8s\.io\/v1beta2: .*cannot list resource "kubeadmcontrolplanes"/,
+    expect(resolved.failures[0]?.source).toBe('capi');
+    expect(resolved.failures[0]?.message).toMatch(
+      /^forbidden: cannot list kubeadmcontrolplanes\.controlplane\.cluster\.x-k8s\.io\/v1beta2: .*cannot list resource "kubeadmcontrolplanes"/,
     );
     expect(resolved.targets.map((target) => target.source)).toEqual(['static', 'druid']);
   });
@@ -242,8 +243,9 @@ describe('discovery against the stand-in apiserver', () => {
     const started = performance.now();
     const resolved = await resolveTargets(configWith({ druid: {} }), { timeoutMs: 300 });
     expect(performance.now() - started).toBeLessThan(300 + 250);
-    expect(resolved.failures[0]).toMatch(
-      /^druid: timed out: list etcds\.druid\.gardener\.cloud\/v1alpha1 got no answer within 300ms/,
+    expect(resolved.failures[0]?.source).toBe('druid');
+    expect(resolved.failures[0]?.message).toMatch(
+      /^timed out: list etcds\.druid\.gardener\.cloud\/v1alpha1 got no answer within 300ms/,
     );
   });
 

@@ -15,6 +15,8 @@ const DRUID_DEFAULT_CLIENT_PORT = 2379;
 
 export interface DiscoveryDefaults {
   timeout: number;
+  /** The management cluster's kubeconfig, for the Secrets and Machines an evaluation reads. */
+  kubeconfigFile?: string;
 }
 
 export interface ProviderResult {
@@ -105,7 +107,7 @@ export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefault
       name: discoveredTargetName('capi', object.namespace, clusterName),
       source: 'capi',
       guards: object,
-      reach: { kind: 'capi', namespace: object.namespace, clusterName },
+      reach: { kind: 'capi', namespace: object.namespace, clusterName, ...management(defaults) },
       machines: { namespace: object.namespace, clusterName },
       endpoints: [],
       timeout: defaults.timeout,
@@ -115,6 +117,9 @@ export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefault
   }
   return result;
 }
+
+const management = (defaults: DiscoveryDefaults) =>
+  defaults.kubeconfigFile === undefined ? {} : { kubeconfigFile: defaults.kubeconfigFile };
 
 function druidTls(etcd: unknown): Target['reach'] | { problem: string } {
   const namespace = text(at(etcd, 'metadata', 'namespace')) ?? '';
@@ -150,11 +155,12 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
       problem('spec.replicas is not a member count from 1 to 99 (hibernated or invalid): nothing to evaluate');
       continue;
     }
-    const reach = druidTls(etcd);
-    if ('problem' in reach) {
-      problem(reach.problem);
+    const tls = druidTls(etcd);
+    if ('problem' in tls) {
+      problem(tls.problem);
       continue;
     }
+    const reach = { ...tls, ...management(defaults) };
     const portValue = at(etcd, 'spec', 'etcd', 'clientPort');
     const port = typeof portValue === 'number' && Number.isInteger(portValue) ? portValue : DRUID_DEFAULT_CLIENT_PORT;
     const scheme = reach.kind === 'druid' && reach.tls !== null ? 'https' : 'http';

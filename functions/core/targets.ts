@@ -35,9 +35,9 @@ export type TargetReach =
   /** The config's endpoints and TLS files. */
   | { kind: 'static' }
   /** Like KCP: `<cluster>-kubeconfig`, `<cluster>-etcd`, pod port-forward to each member. */
-  | { kind: 'capi'; namespace: string; clusterName: string }
+  | { kind: 'capi'; namespace: string; clusterName: string; kubeconfigFile?: string }
   /** The members' client URLs (pod DNS) with TLS from the Etcd's Secrets. */
-  | { kind: 'druid'; namespace: string; tls: DruidTlsSecrets | null };
+  | { kind: 'druid'; namespace: string; tls: DruidTlsSecrets | null; kubeconfigFile?: string };
 
 /** Where the control-plane inventory comes from when it is not a static target's Node list. */
 export interface MachineInventory {

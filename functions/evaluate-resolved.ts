@@ -1,0 +1,70 @@
+// Evaluates any resolved target by how it is reached: a static target through its endpoints and
+// TLS files, a druid Etcd through its advertised client URLs with TLS from its Secrets, a Cluster
+// API cluster the way KCP reaches it. A Cluster API target's control-plane Machines are listed
+// once per evaluation: their nodes say which etcd pods to reach, and they are the inventory that
+// every member must match.
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import type { TargetConfig } from './config.js';
+import { Deadline } from './core/deadline.js';
+import type { ControlPlaneNode } from './core/evaluate.js';
+import type { Evaluation } from './core/evaluation.js';
+import type { Target } from './core/targets.js';
+import { EtcdAccessError, type EtcdAccess } from './etcd-access.js';
+import { evaluateTarget, evaluateThroughAccess, type EvaluateTargetOptions } from './evaluate-target.js';
+
+type CapiReach = Extract<Target['reach'], { kind: 'capi' }>;
+
+/** Opens the access to a Cluster API cluster's etcd through its control-plane nodes. */
+export type CapiAccessOpener = (reach: CapiReach, nodeNames: readonly string[], deadline: Deadline) => Promise<EtcdAccess>;
+
+export interface EvaluateResolvedOptions extends EvaluateTargetOptions {
+  /** Management cluster clients; built from the target's kubeconfig (else in-cluster) by default. */
+  coreApi?: CoreV1Api;
+  customObjectsApi?: CustomObjectsApi;
+  openCapiAccess?: CapiAccessOpener;
+}
+
+/** Until the port-forward access is built in, a Cluster API target says so instead of guessing. */
+const capiAccessUnavailable: CapiAccessOpener = (reach) =>
+  Promise.reject(
+    new EtcdAccessError(
+      `reaching the etcd of Cluster API cluster ${reach.namespace}/${reach.clusterName} is not built into this version`,
+    ),
+  );
+
+export async function evaluateResolvedTarget(
+  target: Target | TargetConfig,
+  options: EvaluateResolvedOptions = {},
+): Promise<Evaluation> {
+  const reach = 'reach' in target ? target.reach : ({ kind: 'static' } as const);
+  if (reach.kind === 'static') return evaluateTarget(target, options);
+  const kube = await import('./adapters/kube.js');
+  if (reach.kind === 'druid') {
+    const { openDruidEtcdAccess } = await import('./adapters/druid-etcd-access.js');
+    const api = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
+    return evaluateThroughAccess(
+      target,
+      (deadline) => openDruidEtcdAccess(api, { endpoints: target.endpoints, reach }, deadline),
+      options,
+    );
+  }
+  const discovery = await import('./adapters/kube-discovery.js');
+  const api = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
+  const machines: Promise<ControlPlaneNode[]> = discovery.listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
+  machines.catch(() => undefined);
+  const openCapiAccess = options.openCapiAccess ?? capiAccessUnavailable;
+  return evaluateThroughAccess(
+    target,
+    async (deadline) => {
+      const nodes = await machines.catch((error: unknown) => {
+        throw new EtcdAccessError(`cannot list the control-plane Machines: ${(error as Error).message}`);
+      });
+      return openCapiAccess(
+        reach,
+        nodes.map((node) => node.name),
+        deadline,
+      );
+    },
+    { ...options, controlPlaneInventory: () => machines },
+  );
+}
