@@ -44,13 +44,21 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
   try {
     api = options.api ?? adapter.createCustomObjectsApi(discovery.kubeconfigFile);
   } catch (error) {
-    return { targets: staticTargets(config), problems: [], failures: [{ source: 'discovery', message: (error as Error).message }] };
+    return {
+      targets: staticTargets(config),
+      problems: [],
+      failures: [{ source: 'discovery', message: (error as Error).message }],
+    };
   }
   const defaults = {
     timeout: discovery.timeout,
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
-  const run = async (source: 'capi' | 'druid', list: () => Promise<unknown[]>, toTargets: (items: unknown[]) => ProviderResult) => {
+  const run = async (
+    source: 'capi' | 'druid',
+    list: () => Promise<unknown[]>,
+    toTargets: (items: unknown[]) => ProviderResult,
+  ) => {
     try {
       return toTargets(await list());
     } catch (error) {
