@@ -146,14 +146,19 @@ describe('absurd replica counts', () => {
     try {
       // Warm the connection and the code path with the unmodified request, then measure.
       await httpsRequest(`${server.url}/validate`, { method: 'POST', agent, ca, body: fixture, timeoutMs: 5_000 });
-      const started = performance.now();
-      const answer = await httpsRequest(`${server.url}/validate`, { method: 'POST', agent, ca, body, timeoutMs: 5_000 });
-      const elapsedMs = performance.now() - started;
-      const response = (answer.json as { response: { allowed: boolean; status?: { message: string } } }).response;
-      expect(response.allowed).toBe(false);
-      expect(response.status?.message).toContain('object spec.replicas 9007199254740992 is more than the 100 replicas');
-      console.log(`2^53+1 replicas: denied in ${elapsedMs.toFixed(1)} ms`);
-      expect(elapsedMs).toBeLessThan(50);
+      // The fastest of five: the test workers share two cores with other work, and a spinning
+      // projection would make every one of them slow, not just one.
+      const timings: number[] = [];
+      for (let attempt = 0; attempt < 5; attempt += 1) {
+        const started = performance.now();
+        const answer = await httpsRequest(`${server.url}/validate`, { method: 'POST', agent, ca, body, timeoutMs: 5_000 });
+        timings.push(performance.now() - started);
+        const response = (answer.json as { response: { allowed: boolean; status?: { message: string } } }).response;
+        expect(response.allowed).toBe(false);
+        expect(response.status?.message).toContain('object spec.replicas 9007199254740992 is more than the 100 replicas');
+      }
+      console.log(`2^53+1 replicas: denied in ${timings.map((ms) => ms.toFixed(1)).join(', ')} ms`);
+      expect(Math.min(...timings)).toBeLessThan(50);
     } finally {
       agent.destroy();
     }
