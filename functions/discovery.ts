@@ -1,7 +1,7 @@
 // Resolves the config's targets: the static ones as written, plus what each configured discovery
 // provider finds in the management cluster now. One listing per provider, all under one deadline;
 // a provider that cannot list is reported and leaves the others' targets intact.
-import type { CustomObjectsApi } from '@kubernetes/client-node';
+import type { CustomObjectsApi } from './adapters/kube-discovery.js';
 import type { GuardConfig } from './config.js';
 import { Deadline } from './core/deadline.js';
 import { capiTargets, druidTargets, type ProviderResult } from './core/discovery.js';

@@ -9,6 +9,9 @@ import type { ControlPlaneNode } from '../core/evaluate.js';
 import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
 import { inventoryAddresses } from './kube-nodes.js';
 
+// Callers outside the adapters name the client by this re-export, never by importing client-node.
+export type { CustomObjectsApi };
+
 const PAGE_SIZE = 500;
 const MACHINE_GROUP = 'cluster.x-k8s.io';
 /** Newest first: a management cluster before Cluster API v1.11 serves only v1beta1 (404 on v1beta2). */
