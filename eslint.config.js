@@ -3,6 +3,85 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+// Import direction: the three rings (pure core, adapters, thin entrypoints) and one home for what
+// both deployables share. Flat config gives a file the options of the LAST block that matches it,
+// so each block below lists every restriction that applies to its files.
+const restrictions = {
+  // functions/ (the serverless functions and the CLI's evaluation) never depends on the webhook.
+  webhook: {
+    imports: [
+      {
+        regex: '^(\\.\\./)+webhook/',
+        message: 'functions/ must not import webhook/: move what both need to functions/shared/.',
+      },
+    ],
+    dynamic: [
+      {
+        selector: 'ImportExpression[source.value=/^(\\.\\.\\/)+webhook\\//]',
+        message: 'functions/ must not import webhook/ (only the CLI, which starts it, may load it lazily).',
+      },
+    ],
+  },
+  // Only the adapters talk to etcd and Kubernetes; everything else gets their results or errors.
+  vendorClients: {
+    imports: [
+      {
+        regex: '^(etcd3|@kubernetes/client-node)(/|$)',
+        message: 'only functions/adapters/ imports etcd3 and @kubernetes/client-node: add or use an adapter.',
+      },
+    ],
+    dynamic: [
+      {
+        selector: 'ImportExpression[source.value=/^(etcd3|@kubernetes\\/client-node)(\\/|$)/]',
+        message: 'only functions/adapters/ imports etcd3 and @kubernetes/client-node: add or use an adapter.',
+      },
+    ],
+  },
+  // Deadlines have one home; a helper re-exported from elsewhere would hide a second timer.
+  deadlineHome: {
+    imports: [
+      {
+        regex: '^(?!(\\.{1,2}/)+(functions/)?(core/)?deadline\\.js$)',
+        importNames: ['Deadline', 'DeadlineExceededError', 'withDeadline', 'withTimeout', 'monotonicNowMs'],
+        message: 'import deadline helpers from functions/core/deadline.ts, their one home.',
+      },
+    ],
+    dynamic: [],
+  },
+  // Pure core and shared helpers: no HTTP server, no file system, no adapters (inputs come in as values).
+  pure: {
+    imports: [
+      {
+        regex: '^(express|node:fs|fs)(/|$)',
+        message: 'core and shared code stays pure: no express or file system; an entrypoint or adapter passes values in.',
+      },
+      {
+        regex: '(^|/)adapters/',
+        message: 'core and shared code must not import adapters: take what they produce as a parameter.',
+      },
+    ],
+    dynamic: [
+      {
+        selector: 'ImportExpression[source.value=/^(express|node:fs|fs)(\\/|$)|(^|\\/)adapters\\//]',
+        message: 'core and shared code stays pure: no express, file system or adapters.',
+      },
+    ],
+  },
+};
+
+/** One config block restricting `files` (minus `ignores`) by the named groups. */
+function ring(files, groups, ignores = []) {
+  const chosen = groups.map((name) => restrictions[name]);
+  return {
+    files,
+    ignores,
+    rules: {
+      'no-restricted-imports': ['error', { patterns: chosen.flatMap((group) => group.imports) }],
+      'no-restricted-syntax': ['error', ...chosen.flatMap((group) => group.dynamic)],
+    },
+  };
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', '.serverless/**', '.esbuild/**', 'coverage/**'] },
   js.configs.recommended,
@@ -19,6 +98,13 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  ring(['functions/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome']),
+  // The CLI is the one binary of both deployables: it may load webhook/main.ts when asked to serve.
+  ring(['functions/cli.ts'], ['vendorClients', 'deadlineHome']),
+  ring(['functions/adapters/**/*.ts'], ['webhook', 'deadlineHome']),
+  ring(['webhook/**/*.ts'], ['vendorClients', 'deadlineHome']),
+  ring(['functions/core/**/*.ts', 'functions/shared/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome', 'pure']),
+  ring(['webhook/core/**/*.ts'], ['vendorClients', 'deadlineHome', 'pure']),
   {
     files: ['**/*.mjs', '**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
