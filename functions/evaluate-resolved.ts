@@ -3,7 +3,8 @@
 // API cluster the way KCP reaches it. A Cluster API target's control-plane Machines are listed
 // once per evaluation: their nodes say which etcd pods to reach, and they are the inventory that
 // every member must match.
-import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import type { CustomObjectsApi } from './adapters/kube-discovery.js';
+import type { CoreV1Api } from './adapters/kube.js';
 import type { TargetConfig } from './config.js';
 import { Deadline } from './core/deadline.js';
 import type { ControlPlaneNode } from './core/evaluate.js';

@@ -8,6 +8,9 @@ import { CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type Obse
 import { withDeadline, type Deadline } from '../core/deadline.js';
 import { StoreError, type StoreErrorKind } from '../core/store.js';
 
+// Callers outside the adapters name the client by this re-export, never by importing client-node.
+export type { CoreV1Api };
+
 /** What a Kubernetes call does, for error messages: `update configmaps "x" in namespace "y"`. */
 export interface KubeOperation {
   verb: 'get' | 'list' | 'create' | 'update' | 'delete' | 'watch';
