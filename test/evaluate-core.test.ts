@@ -348,6 +348,16 @@ describe('evaluateCluster', () => {
     });
   });
 
+  it('reports fault tolerance 0, never negative, when quorum is lost, and says quorum lost', () => {
+    const refused = (host: string) => ({ status: { error: `https://${host}:2379: connection refused` } });
+    const evaluation = judged(
+      build(withMember(2, refused('10.0.0.3')).map((spec, index) => (index === 1 ? { ...spec, ...refused('10.0.0.2') } : spec))),
+    );
+    expect(evaluation.cluster).toMatchObject({ healthyVoting: 1, quorum: 2, faultTolerance: 0 });
+    expect(evaluation.checks.find((entry) => entry.name === 'quorum')).toMatchObject({ status: 'fail' });
+    expect(evaluation.reasons.join('\n')).toContain('quorum lost');
+  });
+
   it('does not count a learner as voting nor fail it for refusing linearizable reads', () => {
     const evaluation = judged(build([...three, { id: '4', name: 'etcd-d', learner: true }]));
     expect(evaluation.cluster).toMatchObject({ votingMembers: 3, learners: 1, healthyVoting: 3, quorum: 2 });

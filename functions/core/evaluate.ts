@@ -563,7 +563,8 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
       learners: view.learners.length,
       healthyVoting: view.healthyVoting.length,
       quorum: view.quorum,
-      faultTolerance: view.healthyVoting.length - view.quorum,
+      // Never negative: 0 once quorum is lost, which the quorum check reports as such.
+      faultTolerance: Math.max(0, view.healthyVoting.length - view.quorum),
     },
     members: view.members.map((member) => memberReport(member, view)),
     checks,

@@ -42,7 +42,8 @@ export const clusterSummarySchema = z.object({
   learners: z.number().int().nonnegative(),
   healthyVoting: z.number().int().nonnegative(),
   quorum: z.number().int().nonnegative(),
-  faultTolerance: z.number().int(),
+  /** Voting members that may still fail before quorum is lost; 0 when it already is. */
+  faultTolerance: z.number().int().nonnegative(),
 });
 export type ClusterSummary = z.infer<typeof clusterSummarySchema>;
 
