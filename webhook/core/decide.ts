@@ -98,7 +98,11 @@ function allow(input: DecisionInput, reason: string, warnings: readonly string[]
   const response: AdmissionResponse = { uid: input.request.uid, allowed: true };
   const unique = [...new Set(warnings.map(shortWarning).filter((warning) => warning !== ''))];
   if (unique.length > MAX_WARNINGS)
-    unique.splice(MAX_WARNINGS - 1, unique.length, `(+${unique.length - MAX_WARNINGS + 1} more warnings)`);
+    unique.splice(
+      MAX_WARNINGS - 1,
+      unique.length,
+      `(+${unique.length - MAX_WARNINGS + 1} more warnings: ${whereToSeeAll(input.classification.target?.name)})`,
+    );
   if (unique.length > 0) response.warnings = unique;
   return { response, result: 'allowed', reason };
 }
@@ -107,13 +111,19 @@ function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 3)}...` : text;
 }
 
-function topReasons(reasons: readonly string[]): string {
+/** Where a reader of a shortened list finds every reason: nothing is cut without saying so. */
+function whereToSeeAll(target: string | undefined): string {
+  const name = target ?? '<target>';
+  return `all in the evaluation, GET /evaluations/${name} or ConfigMap etcd-guard-${name}`;
+}
+
+function topReasons(reasons: readonly string[], target: string): string {
   const unique = [
     ...new Set(reasons.map((reason) => clip(oneLine(reason), MAX_REASON_LENGTH)).filter((reason) => reason !== '')),
   ];
   const shown = unique.slice(0, MAX_REASONS_IN_MESSAGE).join('; ');
   const more = unique.length - MAX_REASONS_IN_MESSAGE;
-  return more > 0 ? `${shown} (+${more} more)` : shown;
+  return more > 0 ? `${shown} (+${more} more: ${whereToSeeAll(target)})` : shown;
 }
 
 type Judgement = { allowed: true; reason: string; warnings: string[] } | { allowed: false; reason: string; message: string };
@@ -154,7 +164,7 @@ function deniedMessage(input: DecisionInput, evaluation: Evaluation, ageMs: numb
   const { classification } = input;
   return (
     `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
-    `target ${classification.target.name} verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago: ${topReasons(reasons)}`
+    `target ${classification.target.name} verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago: ${topReasons(reasons, classification.target.name)}`
   );
 }
 
