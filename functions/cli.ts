@@ -14,7 +14,9 @@ import type { Evaluation } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
 import { parseShardSpec, type ShardSpec } from './core/shard.js';
 import type { ScheduledResult } from './scheduled.js';
-import { formatEvaluationTable } from './format-table.js';
+import packageJson from '../package.json' with { type: 'json' };
+import { COMMAND_OPTIONS, COMMANDS, parseArgsOptions, renderCommandHelp, renderUsage } from './cli-flags.js';
+import { formatEvaluationTable, formatEvaluationWide } from './format-table.js';
 import { parseDurationMs } from './shared/duration.js';
 import { UsageError } from './shared/errors.js';
 import { formatZodIssues } from './shared/zod-issues.js';
@@ -33,45 +35,10 @@ const defaultIo: CliIo = {
   stderr: (text) => process.stderr.write(text),
 };
 
-export const USAGE = `Usage:
-  etcd-guard evaluate --endpoints URL[,URL...] [--cacert F --cert F --key F] [--timeout 2s]
-                      [--target NAME] [--output table|json] [--store none|file:DIR|configmap[:NAMESPACE]]
-                      [--quota-backend-bytes N]
-  etcd-guard evaluate --config FILE [--store none|file:DIR|configmap[:NAMESPACE]] [--output table|json]
-                      [--every 30s] [--shard INDEX/COUNT | --shard-count N] [--budget 45s]
-  etcd-guard webhook  --config FILE [--listen HOST:PORT] [--tls-cert F --tls-key F | --insecure-http]
+export const USAGE = renderUsage();
 
-evaluate --config evaluates every target of a guard config file (the CronJob's form) and writes
-each to the config's store (or --store); --output json then prints a JSON array of evaluations.
-It exits 0 when every target was evaluated and stored, whatever the verdicts, 1 when one was not.
---every repeats the round at that interval until SIGTERM/SIGINT (the local stand-in for a schedule).
---shard INDEX/COUNT evaluates only this shard's targets (rendezvous hashing of the target name, so
-changing COUNT moves few targets); --shard-count N takes INDEX from JOB_COMPLETION_INDEX (an
-Indexed Job). --budget (default: the config's runBudget, 45s) bounds the whole round: targets not
-finished by then are reported on stderr and the command exits 1.
-
---timeout bounds the whole command, start-up included.
-evaluate exits 0 when the evaluation passed (Healthy or Degraded), 1 when it did not,
-2 on a usage or configuration error. --output json prints exactly one Evaluation document.
-`;
-
-const EVALUATE_OPTIONS = {
-  endpoints: { type: 'string' },
-  cacert: { type: 'string' },
-  cert: { type: 'string' },
-  key: { type: 'string' },
-  timeout: { type: 'string' },
-  target: { type: 'string' },
-  output: { type: 'string' },
-  store: { type: 'string' },
-  'quota-backend-bytes': { type: 'string' },
-  config: { type: 'string' },
-  every: { type: 'string' },
-  shard: { type: 'string' },
-  'shard-count': { type: 'string' },
-  budget: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const satisfies ParseArgsConfig['options'];
+const EVALUATE_OPTIONS = parseArgsOptions(COMMANDS.evaluate.flags);
+const WEBHOOK_OPTIONS = parseArgsOptions(COMMANDS.webhook.flags);
 
 /** Flags of the scheduled form only (a whole config round). */
 const CONFIG_ONLY_FLAGS = ['every', 'shard', 'shard-count', 'budget'] as const;
@@ -79,20 +46,7 @@ const CONFIG_ONLY_FLAGS = ['every', 'shard', 'shard-count', 'budget'] as const;
 /** Flags that describe one target on the command line and so make no sense with --config. */
 const SINGLE_TARGET_FLAGS = ['endpoints', 'cacert', 'cert', 'key', 'timeout', 'target', 'quota-backend-bytes'] as const;
 
-const WEBHOOK_OPTIONS = {
-  config: { type: 'string' },
-  listen: { type: 'string' },
-  'tls-cert': { type: 'string' },
-  'tls-key': { type: 'string' },
-  'insecure-http': { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const satisfies ParseArgsConfig['options'];
-
-/**
- * Every command's flags, read by the parser and by the manifests test (which checks the
- * Deployment's and CronJob's args against it), so the two cannot drift apart.
- */
-export const COMMAND_OPTIONS = { evaluate: EVALUATE_OPTIONS, webhook: WEBHOOK_OPTIONS } as const;
+export { COMMAND_OPTIONS };
 
 /** util.parseArgs, with its errors reworded to name the flag ("unknown flag --x"). */
 function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T) {
@@ -171,14 +125,14 @@ function parseQuota(value: string | undefined): number | undefined {
 interface EvaluateCommand {
   kind: 'single';
   target: TargetConfig;
-  output: 'table' | 'json';
+  output: OutputFormat;
   store: StoreConfig | null;
 }
 
 interface EvaluateConfigCommand {
   kind: 'config';
   config: GuardConfig;
-  output: 'table' | 'json';
+  output: OutputFormat;
   /** undefined: the config's own store; null: --store none. */
   store: StoreConfig | null | undefined;
   everyMs: number | null;
@@ -187,11 +141,19 @@ interface EvaluateConfigCommand {
   budgetMs: number | undefined;
 }
 
-function parseOutput(value: string | undefined): 'table' | 'json' {
+type OutputFormat = 'table' | 'wide' | 'json';
+
+function parseOutput(value: string | undefined): OutputFormat {
   const output = value ?? 'table';
-  if (output !== 'table' && output !== 'json')
-    throw new UsageError(`--output: want table or json (got ${JSON.stringify(output)})`);
+  if (output !== 'table' && output !== 'wide' && output !== 'json')
+    throw new UsageError(`--output: want table, wide or json (got ${JSON.stringify(output)})`);
   return output;
+}
+
+/** One evaluation as --output asks for it. */
+function render(evaluation: Evaluation, output: OutputFormat): string {
+  if (output === 'json') return `${JSON.stringify(evaluation, null, 2)}\n`;
+  return `${output === 'wide' ? formatEvaluationWide(evaluation) : formatEvaluationTable(evaluation)}\n`;
 }
 
 type EvaluateFlags = ReturnType<typeof parseFlags<typeof EVALUATE_OPTIONS>>;
@@ -305,7 +267,7 @@ async function storeEvaluation(store: StoreConfig, evaluation: Evaluation, io: C
 async function runEvaluate(args: string[], env: Record<string, string | undefined>, io: CliIo): Promise<number> {
   const command = parseEvaluateCommand(args, env);
   if (command === 'help') {
-    io.stdout(USAGE);
+    io.stdout(renderCommandHelp('evaluate'));
     return EXIT_PASSED;
   }
   if (command.kind === 'config') return runEvaluateConfig(command, env, io);
@@ -320,7 +282,7 @@ async function runEvaluate(args: string[], env: Record<string, string | undefine
     if (error instanceof ConfigError) throw new UsageError(renameFields(error.issues).join('; '));
     throw error;
   }
-  io.stdout(command.output === 'json' ? `${JSON.stringify(evaluation, null, 2)}\n` : `${formatEvaluationTable(evaluation)}\n`);
+  io.stdout(render(evaluation, command.output));
   if (command.store !== null && !(await storeEvaluation(command.store, evaluation, io))) return EXIT_NOT_PASSED;
   return evaluation.passed ? EXIT_PASSED : EXIT_NOT_PASSED;
 }
@@ -369,7 +331,7 @@ async function runEvaluateConfig(
     const evaluations = config.targets.flatMap((target) => latest.get(target.name) ?? []);
     latest.clear();
     if (command.output === 'json') io.stdout(`${JSON.stringify(evaluations, null, 2)}\n`);
-    else for (const evaluation of evaluations) io.stdout(`${formatEvaluationTable(evaluation)}\n`);
+    else for (const evaluation of evaluations) io.stdout(render(evaluation, command.output));
     const unfinished = results.filter((result) => !result.ok && result.stage === 'budget').map((result) => result.target);
     if (unfinished.length > 0)
       io.stderr(
@@ -403,7 +365,7 @@ async function runEvaluateConfig(
 async function runWebhook(args: string[], env: Record<string, string | undefined>, io: CliIo): Promise<number> {
   const flags = parseFlags(args, WEBHOOK_OPTIONS);
   if (flags.help) {
-    io.stdout(USAGE);
+    io.stdout(renderCommandHelp('webhook'));
     return EXIT_PASSED;
   }
   // runWebhookCommand checks the webhook's flags (config, listen address, TLS pairing) itself, the
@@ -435,6 +397,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
       case 'help':
         io.stdout(USAGE);
         return EXIT_PASSED;
+      case '--version':
+      case 'version':
+        io.stdout(`etcd-guard ${packageJson.version}\n`);
+        return EXIT_PASSED;
       case undefined:
         throw new UsageError('missing command: evaluate or webhook');
       default:
@@ -443,7 +409,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
   } catch (error) {
     if (error instanceof UsageError) {
       io.stderr(`etcd-guard ${command ?? ''}: ${error.message}\n`.replace('etcd-guard : ', 'etcd-guard: '));
-      if (!/^(unknown command|missing command)/.test(error.message)) io.stderr('run with --help for usage\n');
+      if (!/^(unknown command|missing command)/.test(error.message)) io.stderr(`run etcd-guard ${command} --help for usage\n`);
       else io.stderr(USAGE);
       return EXIT_USAGE;
     }

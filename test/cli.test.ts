@@ -1,16 +1,22 @@
 // The CLI as users run it: `node bin/etcd-guard.mjs …` in a child process against a real etcd
 // cluster; exit codes 0/1/2, JSON that the shared schema accepts, flags named in errors, and the
 // hard time bound with a hung member.
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { COMMANDS, renderCommandHelp, type CommandName } from '../functions/cli-flags.js';
 import { main } from '../functions/cli.js';
 import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluation.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { runProcess, type ProcessRun } from './harness/process.js';
 
 const BIN = path.resolve(import.meta.dirname, '../bin/etcd-guard.mjs');
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 
 /** Runs the bin as users do; SIGKILLed if it overruns. */
 function runCli(args: string[], timeoutMs = 30_000): Promise<ProcessRun> {
@@ -35,7 +41,7 @@ describe('etcd-guard usage errors (no etcd needed)', () => {
     },
     {
       args: ['evaluate', '--endpoints', 'https://127.0.0.1:2379', '--output', 'yaml'],
-      names: '--output: want table or json (got "yaml")',
+      names: '--output: want table, wide or json (got "yaml")',
     },
     { args: ['evaluate', '--endpoints', 'not-a-url'], names: '--endpoints: invalid endpoint "not-a-url"' },
     { args: ['evaluate'], names: '--endpoints is required' },
@@ -70,6 +76,38 @@ describe('etcd-guard usage errors (no etcd needed)', () => {
     expect(code).toBe(2);
     expect(stderr).toContain(names);
     expect(stdout).toBe('');
+  });
+
+  it.each(Object.keys(COMMANDS) as CommandName[])(
+    '`%s --help` lists every flag of the flag table with its default, and examples',
+    async (command) => {
+      let stdout = '';
+      const code = await main([command, '--help'], {}, { stdout: (text) => (stdout += text), stderr: () => undefined });
+      expect(code).toBe(0);
+      for (const [flag, spec] of Object.entries(COMMANDS[command].flags)) {
+        expect(stdout).toMatch(new RegExp(`--${flag}\\b.*\\(default: ${escapeRegExp(spec.defaultText)}\\)`));
+      }
+      expect(stdout).toMatch(new RegExp(`Examples:\\n  etcd-guard ${command} `));
+      expect(stdout).toBe(renderCommandHelp(command));
+    },
+  );
+
+  it("docs/cli.md carries every command's --help as it is now", () => {
+    const doc = readFileSync(path.resolve(import.meta.dirname, '../docs/cli.md'), 'utf8');
+    for (const command of Object.keys(COMMANDS) as CommandName[]) {
+      expect(doc, `paste \`node bin/etcd-guard.mjs ${command} --help\` into docs/cli.md`).toContain(
+        `\`\`\`text\n${renderCommandHelp(command)}\`\`\``,
+      );
+    }
+  });
+
+  it('prints its version for --version', async () => {
+    const run = await runCli(['--version']);
+    const { version } = JSON.parse(readFileSync(path.resolve(import.meta.dirname, '../package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(run.stdout).toBe(`etcd-guard ${version}\n`);
+    expect(run.code).toBe(0);
   });
 
   it('exits 2 naming an unknown flag when run as a process', async () => {
