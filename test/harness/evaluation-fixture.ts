@@ -65,7 +65,7 @@ export function makeEvaluation(overrides: Partial<Evaluation> = {}): Evaluation 
       learners: members.length - voting.length,
       healthyVoting,
       quorum,
-      faultTolerance: healthyVoting - quorum,
+      faultTolerance: Math.max(0, healthyVoting - quorum),
     },
     ...overrides,
     members,
