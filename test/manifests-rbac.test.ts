@@ -1,6 +1,7 @@
 // RBAC: no wildcards, configmaps by name only, no secrets, and every workload able to read and
 // write the ConfigMap of every configured target.
 import { describe, expect, it } from 'vitest';
+import { GUARD_RULES } from '../webhook/core/rules.js';
 import {
   at,
   guardConfig,
@@ -75,11 +76,23 @@ describe('RBAC', () => {
     }
   });
 
-  it('has exactly one cluster-scoped permission: list on nodes', () => {
+  it('grants cluster-wide only list on nodes, and the webhook get on what it guards (the /scale parent read)', () => {
     const clusterRoles = ofKind('ClusterRole');
-    for (const clusterRole of clusterRoles) {
-      expect(clusterRole.rules, name(clusterRole)).toEqual([{ apiGroups: [''], resources: ['nodes'], verbs: ['list'] }]);
-    }
+    const clusterGrants = (serviceAccount: string): string[] =>
+      ofKind('ClusterRoleBinding')
+        .filter((binding) => objs(binding.subjects).some((subject) => subject.name === serviceAccount))
+        .map((binding) => clusterRoles.find((role) => name(role) === at(binding, 'roleRef', 'name')))
+        .flatMap((role) => objs(role?.rules))
+        .flatMap((rule) =>
+          strings(rule.apiGroups).flatMap((group) =>
+            strings(rule.resources).flatMap((resource) => strings(rule.verbs).map((verb) => `${group}/${resource}:${verb}`)),
+          ),
+        )
+        .sort();
+    expect(clusterGrants('etcd-guard-evaluator')).toEqual(['/nodes:list']);
+    expect(clusterGrants('etcd-guard-webhook')).toEqual(
+      ['/nodes:list', ...GUARD_RULES.map((rule) => `${rule.group}/${rule.resource}:get`)].sort(),
+    );
     for (const binding of ofKind('ClusterRoleBinding')) {
       expect(at(binding, 'roleRef', 'kind')).toBe('ClusterRole');
       expect(clusterRoles.map(name)).toContain(at(binding, 'roleRef', 'name'));

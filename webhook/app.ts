@@ -10,7 +10,7 @@ import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.j
 import { MAX_CLOCK_SKEW_MS } from '../functions/core/store.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
 import type { EvaluationCache } from './cache.js';
-import { classifyRequest } from './core/classify.js';
+import { classifyRequest, LABELS_UNKNOWN, parentObjectOf } from './core/classify.js';
 import type {
   AdmissionRequest,
   AdmissionResponse,
@@ -19,6 +19,8 @@ import type {
   Classification,
   Decision,
   DecisionInput,
+  ParentLabels,
+  ParentObjectRef,
 } from './core/contract.js';
 import { decide } from './core/decide.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from './core/review.js';
@@ -34,7 +36,7 @@ export const BODY_LIMIT_BYTES = 3 * 1024 * 1024;
 /** The core functions the app calls; injectable so tests can make one of them throw. */
 export interface WebhookCore {
   parseAdmissionReview(body: unknown): { ok: true; review: AdmissionReviewRequest } | { ok: false; message: string };
-  classifyRequest(request: AdmissionRequest, config: GuardConfig): Classification;
+  classifyRequest(request: AdmissionRequest, config: GuardConfig, parent?: ParentLabels): Classification;
   decide(input: DecisionInput): Decision;
   buildAdmissionReviewResponse(response: AdmissionResponse): AdmissionReviewResponse;
 }
@@ -55,6 +57,11 @@ export interface WebhookAppDeps {
   logger: Logger;
   now?: () => Date;
   core?: Partial<WebhookCore>;
+  /**
+   * Reads the labels of the object a /scale request scales (bounded by its own deadline, never
+   * throws). Without it such a request is denied when a target matches by labels.
+   */
+  parentLabels?: (ref: ParentObjectRef) => Promise<ParentLabels>;
 }
 
 /** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
@@ -154,6 +161,13 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     }
   }
 
+  /** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
+  async function classify(request: AdmissionRequest): Promise<Classification> {
+    const first = core.classifyRequest(request, config);
+    if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || deps.parentLabels === undefined) return first;
+    return core.classifyRequest(request, config, await deps.parentLabels(parentObjectOf(request)));
+  }
+
   async function validate(req: Request, res: Response): Promise<void> {
     const startedAt = performance.now();
     const budgetMs = apiserverTimeoutMs(req.query.timeout);
@@ -168,7 +182,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       }
       const request = parsed.review.request;
       uid = request.uid;
-      const classification = core.classifyRequest(request, config);
+      const classification = await classify(request);
       let decision: Decision;
       let target: string | undefined;
       let ageSeconds: number | undefined;

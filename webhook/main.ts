@@ -9,6 +9,10 @@ import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations, resolveBearerToken } from '../functions/on-demand.js';
 import { createWebhookApp } from './app.js';
+import { Deadline } from '../functions/core/deadline.js';
+import type { ParentObjectRef } from './core/contract.js';
+import { requiredLabels } from './core/match-target.js';
+import { createParentLabelReader, type ParentObjectGetter } from './parent-labels.js';
 import { EvaluationCache } from './cache.js';
 import { UsageError } from '../functions/shared/errors.js';
 import { createLogger, type Logger } from '../functions/shared/logger.js';
@@ -39,6 +43,11 @@ export interface WebhookServerOptions {
   onDemandMinIntervalMs?: number;
   /** Open connections beyond this are dropped on accept; default MAX_CONNECTIONS. */
   maxConnections?: number;
+  /** Kubeconfig for reading the parent of a /scale request; else KUBECONFIG, in-cluster, ~/.kube/config. */
+  kubeconfigFile?: string;
+  /** Deadline of that read and how long its answer is reused (webhook/parent-labels.ts defaults). */
+  parentReadTimeoutMs?: number;
+  parentCacheTtlMs?: number;
 }
 
 /**
@@ -71,6 +80,28 @@ export interface RunningWebhookServer {
 async function evaluateWithEtcd(target: TargetConfig): Promise<Evaluation> {
   const { evaluateTarget } = await import('../functions/evaluate-target.js');
   return evaluateTarget(target);
+}
+
+/**
+ * GETs the object a /scale request scales. The Kubernetes client is loaded on first use (or by
+ * warm()), so a webhook whose targets never match by labels never pays for it; a failed load is
+ * retried. The GET's deadline starts once the client is loaded: loading reads local files only.
+ */
+function lazyObjectGetter(kubeconfigFile: string | undefined): { get: ParentObjectGetter; warm: () => void } {
+  let getter: Promise<(ref: ParentObjectRef, deadline: Deadline) => Promise<unknown>> | undefined;
+  const load = () => {
+    const loading = (getter ??= import('../functions/adapters/kube.js').then((kube) =>
+      kube.createObjectGetter(kube.loadKubeConfig(kubeconfigFile)),
+    ));
+    loading.catch(() => {
+      if (getter === loading) getter = undefined;
+    });
+    return loading;
+  };
+  return {
+    get: async (ref, timeoutMs) => (await load())(ref, Deadline.after(timeoutMs)),
+    warm: () => void load().catch(() => undefined),
+  };
 }
 
 function urlHost(host: string): string {
@@ -106,7 +137,23 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     ...(options.now ? { now: options.now } : {}),
     ...(options.onDemandMinIntervalMs === undefined ? {} : { minIntervalMs: options.onDemandMinIntervalMs }),
   });
-  const app = createWebhookApp({ config, cache, onDemand, metrics, logger, ...(options.now ? { now: options.now } : {}) });
+  const parentGetter = lazyObjectGetter(options.kubeconfigFile);
+  // A target that matches by labels will need the parent read on the first /scale: load now.
+  if (config.targets.some((target) => Object.keys(requiredLabels(target.match ?? {})).length > 0)) parentGetter.warm();
+  const parentLabels = createParentLabelReader({
+    get: parentGetter.get,
+    ...(options.parentReadTimeoutMs === undefined ? {} : { timeoutMs: options.parentReadTimeoutMs }),
+    ...(options.parentCacheTtlMs === undefined ? {} : { cacheTtlMs: options.parentCacheTtlMs }),
+  });
+  const app = createWebhookApp({
+    config,
+    cache,
+    onDemand,
+    metrics,
+    logger,
+    parentLabels,
+    ...(options.now ? { now: options.now } : {}),
+  });
 
   let server: http.Server;
   if (options.tls) {

@@ -4,7 +4,14 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { CoreV1Api, KubeConfig, Observable, type ConfigurationOptions, type ObservableMiddleware } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  Observable,
+  type ConfigurationOptions,
+  type ObservableMiddleware,
+} from '@kubernetes/client-node';
 import { withDeadline, type Deadline } from '../core/deadline.js';
 import { StoreError, type StoreErrorKind } from '../core/store.js';
 
@@ -230,4 +237,31 @@ export async function callKube<T>(
     if (controller.signal.aborted) throw timeoutError();
     throw translateKubeError(error, operation);
   }
+}
+
+/** A namespaced object by group, version, plural resource, namespace and name. */
+export interface NamespacedObjectRef {
+  group: string;
+  version: string;
+  resource: string;
+  namespace: string;
+  name: string;
+}
+
+/**
+ * GETs any namespaced object of a named API group (a KubeadmControlPlane, an etcd-druid Etcd, an
+ * apps/v1 StatefulSet) before `deadline`; rejects with a KubeApiError naming the object.
+ */
+export function createObjectGetter(kubeConfig: KubeConfig): (ref: NamespacedObjectRef, deadline: Deadline) => Promise<unknown> {
+  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  return (ref, deadline) =>
+    callKube(
+      { verb: 'get', resource: `${ref.resource}.${ref.group}`, name: ref.name, namespace: ref.namespace },
+      deadline,
+      (options) =>
+        api.getNamespacedCustomObject(
+          { group: ref.group, version: ref.version, namespace: ref.namespace, plural: ref.resource, name: ref.name },
+          options,
+        ) as Promise<unknown>,
+    );
 }

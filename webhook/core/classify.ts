@@ -3,13 +3,23 @@
 // - Not a guarded resource, a subresource other than /scale (e.g. /status), CREATE, DELETE,
 //   CONNECT, or an UPDATE that changes no guarded field → allow without reading the cache.
 // - A StatefulSet is guarded only when some target's match names it (namespaces AND names).
-// - Guarded change but no target matches (or, for /scale, a label-selecting target cannot be
-//   ruled in or out) → deny; failing closed beats judging against the wrong etcd cluster.
+// - Guarded change but no target matches → deny; failing closed beats judging against the wrong
+//   etcd cluster.
+// - /scale and a target that matches by labels or clusterName: a Scale carries no labels, so the
+//   first pass says LABELS_UNKNOWN; the server reads the parent object's labels and classifies
+//   again with them. When that read failed (or no reader is wired) the request is denied saying why.
 // - Replicas only → scale-up / scale-down. Any other guarded field → rollout. Replicas AND another
 //   guarded field in one request → a rollout carrying previousReplicas, which the projection
 //   judges by BOTH the rollout and the scale rules (the stricter reading).
 import type { GuardConfig, TargetConfig } from '../../functions/config.js';
-import type { AdmissionRequest, Classification, GuardedObjectRef, MembershipChange } from './contract.js';
+import type {
+  AdmissionRequest,
+  Classification,
+  GuardedObjectRef,
+  MembershipChange,
+  ParentLabels,
+  ParentObjectRef,
+} from './contract.js';
 import { detectGuardedChange, valueAtPointer } from './detect-change.js';
 import { matchTarget, targetsNaming, type TargetMatchResult } from './match-target.js';
 import {
@@ -82,13 +92,24 @@ function readReplicas(object: unknown, pointer: string, fallback: number, which:
   return { ok: false, message: `${field} is not a non-negative integer (got ${shown.slice(0, 40)})` };
 }
 
-function noTargetMessage(ref: GuardedObjectRef, result: Exclude<TargetMatchResult, { kind: 'matched' }>): string {
+/**
+ * The deny reason of a /scale request whose target depends on labels the Scale does not carry:
+ * the server answers it by reading the parent object and classifying again.
+ */
+export const LABELS_UNKNOWN = 'labels-unknown';
+
+function noTargetMessage(
+  ref: GuardedObjectRef,
+  result: Exclude<TargetMatchResult, { kind: 'matched' }>,
+  parent: ParentLabels | undefined,
+): string {
   if (result.kind === 'labels-unknown') {
-    return (
-      `etcd-guard cannot tell whether ${describeObject(ref)} belongs to target ${result.target.name}: ` +
-      `a /scale request carries no labels and that target's match selects by label; ` +
-      `name the object in match.namespaces and match.names`
-    );
+    const why =
+      parent?.ok === false
+        ? `a /scale request carries no labels and reading the ${ref.kind} failed: ${parent.message}`
+        : `a /scale request carries no labels and that target's match selects by label; ` +
+          `name the object in match.namespaces and match.names`;
+    return `etcd-guard cannot tell whether ${describeObject(ref)} belongs to target ${result.target.name}: ${why}`;
   }
   return `no etcd-guard target matches ${describeObject(ref)}; add a target whose match selects it`;
 }
@@ -124,7 +145,22 @@ function membershipChange(
   return { ok: true, change: { kind: 'scale-down', from: before.replicas, to: after.replicas } };
 }
 
-export function classifyRequest(request: AdmissionRequest, config: GuardConfig): Classification {
+/** The object a /scale request scales, for the server's label read. */
+export function parentObjectOf(request: AdmissionRequest): ParentObjectRef {
+  return {
+    group: request.resource.group,
+    version: request.resource.version,
+    resource: request.resource.resource,
+    namespace: stringField(request.namespace) ?? '',
+    name: stringField(request.name) ?? '',
+  };
+}
+
+/**
+ * `parent`: for a /scale request, the scaled object's labels as the server read them (absent on
+ * the first pass; see LABELS_UNKNOWN). Ignored for any other request, whose object carries its own.
+ */
+export function classifyRequest(request: AdmissionRequest, config: GuardConfig, parent?: ParentLabels): Classification {
   if (request.operation !== 'UPDATE') {
     return { kind: 'allow', reason: request.operation.toLowerCase() };
   }
@@ -161,9 +197,9 @@ export function classifyRequest(request: AdmissionRequest, config: GuardConfig):
   const byNewLabels = matchTarget(candidates, {
     namespace: ref.namespace,
     name: ref.name,
-    labels: viaScale ? null : labelsOf(request.object),
+    labels: viaScale ? (parent?.ok === true ? parent.labels : null) : labelsOf(request.object),
   });
-  if (byNewLabels.kind !== 'matched') return { kind: 'deny', reason: 'no-target', message: noTargetMessage(ref, byNewLabels) };
+  if (byNewLabels.kind !== 'matched') return noTarget(ref, byNewLabels, parent);
   if (before !== null && (before.kind !== 'matched' || before.target.name !== byNewLabels.target.name)) {
     // Judging against either target could be the wrong etcd cluster's evaluation: fail closed.
     const from = before.kind === 'matched' ? `target ${before.target.name}` : 'no target';
@@ -183,6 +219,15 @@ export function classifyRequest(request: AdmissionRequest, config: GuardConfig):
   // e.g. replicas written out explicitly with its default value: nothing moves.
   if (change.change === null) return { kind: 'allow', reason: 'no-guarded-change' };
   return { kind: 'needs-evaluation', target: byNewLabels.target, change: change.change, object: ref };
+}
+
+function noTarget(
+  ref: GuardedObjectRef,
+  result: Exclude<TargetMatchResult, { kind: 'matched' }>,
+  parent: ParentLabels | undefined,
+): Classification {
+  const reason = result.kind !== 'labels-unknown' ? 'no-target' : parent === undefined ? LABELS_UNKNOWN : 'parent-unreadable';
+  return { kind: 'deny', reason, message: noTargetMessage(ref, result, parent) };
 }
 
 /**

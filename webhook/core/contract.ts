@@ -71,6 +71,21 @@ export interface TargetMove {
   to: string | null;
 }
 
+/**
+ * The labels of the object a /scale request scales, read from the API server by the webhook (an
+ * autoscaling/v1 Scale carries none), or why they could not be read.
+ */
+export type ParentLabels = { ok: true; labels: Readonly<Record<string, string>> } | { ok: false; message: string };
+
+/** Where the object a /scale request scales lives: GET /apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}. */
+export interface ParentObjectRef {
+  group: string;
+  version: string;
+  resource: string;
+  namespace: string;
+  name: string;
+}
+
 /** What the core makes of a request before any evaluation is read. */
 export type Classification =
   /** Allow at once, without reading the cache. */
