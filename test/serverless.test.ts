@@ -1,6 +1,7 @@
 // Runs the real Serverless Framework (print, invoke local) on serverless.yml: the esbuild bundle,
 // the banner and the handlers are exercised as Lambda would load them, against a real etcd.
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,7 +21,16 @@ const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const TOKEN = 'serverless-test-token-51c2';
 const SERVERLESS_DEADLINE_MS = 90_000;
 
+/**
+ * serverless-esbuild zips through a scratch dir in the OS temp dir that it does not always remove
+ * (it leaked `/tmp/etcd-guard-<pid>-<ms>-<hex>/` per run); every run here gets a TMPDIR of its own,
+ * removed after the file's tests, so the suite leaves nothing in /tmp.
+ */
+const serverlessTmp = mkdtempSync(path.join(os.tmpdir(), 'etcd-guard-serverless-tmp-'));
+afterAll(() => rmSync(serverlessTmp, { recursive: true, force: true }));
+
 const SERVERLESS_ENV: Record<string, string> = {
+  TMPDIR: serverlessTmp,
   SLS_TELEMETRY_DISABLED: '1',
   SLS_NOTIFICATIONS_MODE: 'off',
   SLS_DEPRECATION_DISABLE: '*',

@@ -3,6 +3,7 @@
 // ~7 s on this machine) and, as a safety net, when the test process exits.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { mkdtemp, mkdir, open, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -79,20 +80,37 @@ interface RunningProcess {
 }
 
 const liveChildren = new Set<ChildProcess>();
+/** Temp dirs of clusters not yet destroyed, removed by the safety net too. */
+const liveDirs = new Set<string>();
 let safetyNetInstalled = false;
 
+function killEverything(): void {
+  for (const child of liveChildren) {
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      // Already gone; nothing to clean.
+    }
+  }
+  for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true });
+  liveDirs.clear();
+}
+
+/**
+ * Kills every etcd member this process started when it exits, and also when it is ended by
+ * SIGINT or SIGTERM (Node's default for those exits without an 'exit' event, which would leave
+ * the members running): the signal is then raised again so the process ends as it would have.
+ */
 function installSafetyNet(): void {
   if (safetyNetInstalled) return;
   safetyNetInstalled = true;
-  process.on('exit', () => {
-    for (const child of liveChildren) {
-      try {
-        child.kill('SIGKILL');
-      } catch {
-        // Already gone; nothing to clean.
-      }
-    }
-  });
+  process.on('exit', killEverything);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      killEverything();
+      process.kill(process.pid, signal);
+    });
+  }
 }
 
 function execFileResult(file: string, args: string[], timeoutMs: number, stdin?: string | Buffer): Promise<EtcdctlResult> {
@@ -125,6 +143,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
   const size = options.size ?? 3;
   const prefix = options.name ?? 'etcd';
   const dir = await mkdtemp(path.join(os.tmpdir(), `etcd-guard-${prefix}-`));
+  liveDirs.add(dir);
   const certs = await generateTestCerts(dir);
   const token = `${prefix}-${randomBytes(4).toString('hex')}`;
   const ports = await freePorts(size * 2);
@@ -331,6 +350,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
       });
       await Promise.all(exits);
       await rm(dir, { recursive: true, force: true });
+      liveDirs.delete(dir);
     },
   };
 
