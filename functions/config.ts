@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseDurationMs } from './shared/duration.js';
 import { isDnsLabel } from './shared/names.js';
+import { hasUrlUserinfo } from './shared/redact.js';
 import { formatZodIssues } from './shared/zod-issues.js';
 
 export const durationSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
@@ -32,17 +33,31 @@ const etcdTimeoutSchema = durationSchema.refine(
   }),
 );
 
-const endpointSchema = z.string().refine(
-  (value) => {
-    try {
-      const url = new URL(value);
-      return (url.protocol === 'https:' || url.protocol === 'http:') && url.hostname !== '' && url.port !== '';
-    } catch {
-      return false;
-    }
-  },
-  (value) => ({ message: `invalid endpoint ${JSON.stringify(value)} (want http(s)://HOST:PORT)` }),
-);
+const endpointSchema = z.string().superRefine((value, context) => {
+  if (hasUrlUserinfo(value)) {
+    // The message must not echo the value: it holds a password.
+    context.addIssue({
+      code: z.ZodIssueCode.custom,
+      message:
+        'credentials in an endpoint URL are not allowed (user:password@ removed from this message); ' +
+        'reach etcd with client certificates (tls)',
+    });
+    return;
+  }
+  let valid = false;
+  try {
+    const url = new URL(value);
+    valid = (url.protocol === 'https:' || url.protocol === 'http:') && url.hostname !== '' && url.port !== '';
+  } catch {
+    valid = false;
+  }
+  if (!valid) {
+    context.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: `invalid endpoint ${JSON.stringify(value)} (want http(s)://HOST:PORT)`,
+    });
+  }
+});
 
 export const tlsFilesSchema = z
   .object({
@@ -232,13 +247,23 @@ function resolvePaths(config: GuardConfig, baseDir: string): GuardConfig {
   };
 }
 
+/**
+ * Where and what kind of YAML error, never the text around it: the file may not be what it
+ * claims (a link to a secret), so its content is described, not quoted.
+ */
+function describeYamlError(error: unknown): string {
+  const { code, linePos } = error as { code?: unknown; linePos?: Array<{ line: number; col: number }> };
+  const where = linePos?.[0] ? ` at line ${linePos[0].line}, column ${linePos[0].col}` : '';
+  return `${typeof code === 'string' ? code : 'syntax error'}${where}`;
+}
+
 /** Parses config text as YAML (a superset of JSON). */
 export function parseGuardConfigText(text: string, source: string, baseDir?: string): GuardConfig {
   let raw: unknown;
   try {
     raw = parseYaml(text);
   } catch (error) {
-    throw new ConfigError(source, [`not valid YAML or JSON: ${(error as Error).message.split('\n')[0]}`]);
+    throw new ConfigError(source, [`not valid YAML or JSON (${describeYamlError(error)})`]);
   }
   return parseGuardConfig(raw, source, baseDir);
 }

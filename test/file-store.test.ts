@@ -1,7 +1,9 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { createStore } from '../functions/adapters/store-factory.js';
@@ -126,6 +128,38 @@ describe('FileStore', () => {
     expect(error.kind).toBe('corrupt');
     expect(error.message).toContain(file);
     expect(error.message).toContain(expectInMessage);
+  });
+
+  it.each([
+    {
+      name: 'a FIFO',
+      make: (file: string) => execFileSync('mkfifo', [file]),
+      expectInMessage: 'is not a regular file',
+    },
+    {
+      name: 'a symlink to /dev/zero',
+      make: (file: string) => symlinkSync('/dev/zero', file),
+      expectInMessage: 'is not a regular file',
+    },
+    {
+      name: 'a 50 MB file',
+      make: (file: string) => writeFileSync(file, Buffer.alloc(50 * 1024 * 1024, 0x20)),
+      expectInMessage: 'over the 1048576 bytes (1 MiB)',
+    },
+  ])('refuses $name in place of DIR/<target>.json at once, and a write replaces it', async ({ make, expectInMessage }) => {
+    const store = new FileStore(dir);
+    await store.write(makeEvaluationAt(1));
+    const file = path.join(dir, 'prod.json');
+    rmSync(file);
+    make(file);
+    const started = performance.now();
+    const error = await captureStoreError(store.read('prod'));
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(error.kind).toBe('corrupt');
+    expect(error.message).toContain(`${file} `);
+    expect(error.message).toContain(expectInMessage);
+    expect(await store.write(makeEvaluationAt(2))).toEqual({ written: true });
+    expect((await store.read('prod'))?.evaluatedAt).toBe(makeEvaluationAt(2).evaluatedAt);
   });
 
   it('a write replaces a corrupt file', async () => {

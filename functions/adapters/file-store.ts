@@ -8,7 +8,8 @@
 // That window is a few milliseconds and the next scheduled evaluation repairs it; stores that
 // several writers share should be ConfigMaps, whose writes are conditional on resourceVersion.
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Evaluation } from '../core/evaluation.js';
 import { isDnsLabel } from '../shared/names.js';
@@ -29,6 +30,50 @@ function errnoCode(error: unknown): string | undefined {
 
 function kindForErrno(code: string | undefined): StoreErrorKind {
   return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'forbidden' : 'unavailable';
+}
+
+/** The ConfigMap store's limit, and far more than an evaluation of a 9-member cluster needs. */
+export const MAX_STORED_EVALUATION_BYTES = 1024 * 1024;
+
+/**
+ * The text of `file`, null when it does not exist, or a 'corrupt' StoreError when it is not a
+ * regular file or is larger than MAX_STORED_EVALUATION_BYTES (writes then replace it). Opened
+ * non-blocking and checked with fstat on the open descriptor, so a FIFO cannot block a libuv thread
+ * and a link to /dev/zero or a huge file cannot fill memory. Symlinks are followed, so a directory
+ * mounted from a ConfigMap volume (..data links) still works; what they point at is checked.
+ */
+async function readRegularFile(file: string): Promise<string | null | StoreError> {
+  let handle: FileHandle;
+  try {
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return null;
+    throw error;
+  }
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) return new StoreError('corrupt', `${file} is not a regular file; not using it`);
+    if (info.size > MAX_STORED_EVALUATION_BYTES) return tooLarge(file, info.size);
+    // The size can change between fstat and read: read at most one byte past the limit.
+    const buffer = Buffer.alloc(MAX_STORED_EVALUATION_BYTES + 1);
+    let length = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+      if (length > MAX_STORED_EVALUATION_BYTES) return tooLarge(file, length);
+    }
+    return buffer.subarray(0, length).toString('utf8');
+  } finally {
+    await handle.close();
+  }
+}
+
+function tooLarge(file: string, bytes: number): StoreError {
+  return new StoreError(
+    'corrupt',
+    `${file} holds ${bytes} bytes or more, over the ${MAX_STORED_EVALUATION_BYTES} bytes (1 MiB) a stored evaluation may have; not using it`,
+  );
 }
 
 /**
@@ -102,14 +147,14 @@ export class FileStore implements EvaluationStore {
 
   /** The evaluation in `file`, null when absent, or a StoreError (corrupt / unreadable). */
   private async readFileEvaluation(file: string, target: string): Promise<Evaluation | null | StoreError> {
-    let text: string;
+    let text: string | null | StoreError;
     try {
-      text = await readFile(file, 'utf8');
+      text = await readRegularFile(file);
     } catch (error) {
       const code = errnoCode(error);
-      if (code === 'ENOENT') return null;
       return new StoreError(kindForErrno(code), `cannot read ${file}: ${code ?? (error as Error).message}`, { cause: error });
     }
+    if (text === null || text instanceof StoreError) return text;
     return parseStoredEvaluation(text, target, { source: file, holder: file });
   }
 

@@ -118,11 +118,15 @@ export function parseEvaluationJson(text: string, source: string): Evaluation {
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    throw new EvaluationParseError(source, [`not JSON (${(error as Error).message})`]);
+    // JSON.parse quotes the text around the error; the file may be a link to a secret, so only say where.
+    const position = /position (\d+)/.exec((error as Error).message)?.[1];
+    throw new EvaluationParseError(source, [
+      `not JSON (${position !== undefined ? `syntax error at character ${position}` : /end of JSON/.test((error as Error).message) ? 'cut short' : 'malformed'}, ${text.length} characters)`,
+    ]);
   }
   const result = evaluationSchema.safeParse(raw);
   if (!result.success) {
-    throw new EvaluationParseError(source, formatZodIssues(result.error));
+    throw new EvaluationParseError(source, formatZodIssues(result.error, { untrusted: true, maxIssues: 5 }));
   }
   return result.data;
 }
