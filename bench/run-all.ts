@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startEtcdCluster, type EtcdTestCluster } from '../test/harness/etcd-cluster.js';
 import { runAdmissionBench } from './admission.js';
-import { runEvaluationBench, runHungBench } from './evaluation.js';
+import { runEvaluationBench, runHungBench, runStartupBench } from './evaluation.js';
 import { runFleetBench } from './fleet.js';
 import { markdownTable, messageOf, REPO_DIR, targetMet, type ResultRow } from './lib.js';
 
@@ -54,6 +54,13 @@ async function main(): Promise<number> {
     runAdmissionBench({ latencySeconds: quick ? 3 : 10, throughputSeconds: quick ? 4 : 10, warmupSeconds: quick ? 1 : 3, log }),
   );
 
+  let startupMs: number | null = null;
+  await section('startup', rows, failures, async () => {
+    const startup = await runStartupBench(quick ? 3 : 10, log);
+    startupMs = startup.helpMs;
+    return startup.rows;
+  });
+
   let cluster: EtcdTestCluster | undefined;
   const stop = () => {
     // The harness SIGKILLs its members on exit too; this makes Ctrl-C leave nothing behind.
@@ -66,11 +73,11 @@ async function main(): Promise<number> {
     cluster = await startEtcdCluster({ name: 'bench' });
     const running = cluster;
     await section('evaluation', rows, failures, () =>
-      runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns: quick ? 2 : 5, log }),
+      runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns: quick ? 3 : 10, log }),
     );
     await section('fleet', rows, failures, () => runFleetBench(running, { sizes: [10, 100, 300], concurrency: 16, log }));
     // Last: it pauses a member; the cluster is destroyed right after.
-    await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, log }));
+    await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, startupMs, log }));
   } catch (error) {
     failures.push(`etcd cluster: ${messageOf(error)}`);
   } finally {
