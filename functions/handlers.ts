@@ -48,11 +48,19 @@ export interface HandlerFactoryOptions {
   buildDeps?: (config: GuardConfig, env: Env) => ScheduledDeps;
 }
 
-/** Runs `load` on first use and keeps its value; a failure is not kept, so a fixed env can recover. */
-function once<T>(load: () => T): () => T {
+/**
+ * Runs `load` on first use and keeps its value; a failure is logged (naming the config issues)
+ * and not kept, so a fixed env can recover on the next invocation.
+ */
+function once<T>(env: Env, load: () => T): () => T {
   let loaded: { value: T } | null = null;
   return () => {
-    if (loaded === null) loaded = { value: load() };
+    try {
+      if (loaded === null) loaded = { value: load() };
+    } catch (error) {
+      logConfigError(env, error);
+      throw error;
+    }
     return loaded.value;
   };
 }
@@ -75,17 +83,8 @@ function logConfigError(env: Env, error: unknown): void {
 
 export function createEvaluateHandler(options: HandlerFactoryOptions): (event?: ScheduleEvent) => Promise<ScheduledSummary> {
   const build = options.buildDeps ?? buildScheduledDeps;
-  const deps = once(() => build(options.loadConfig(), options.env));
-  return async () => {
-    let scheduledDeps: ScheduledDeps;
-    try {
-      scheduledDeps = deps();
-    } catch (error) {
-      logConfigError(options.env, error);
-      throw error;
-    }
-    return summarize(await runScheduledEvaluation(scheduledDeps));
-  };
+  const deps = once(options.env, () => build(options.loadConfig(), options.env));
+  return async () => summarize(await runScheduledEvaluation(deps()));
 }
 
 function headerValue(headers: HttpApiEvent['headers'], name: string): string | undefined {
@@ -105,19 +104,13 @@ function jsonResult(status: number, body: unknown, headers: Record<string, strin
 
 export function createEvaluateHttpHandler(options: HandlerFactoryOptions): (event: HttpApiEvent) => Promise<HttpApiResult> {
   const build = options.buildDeps ?? buildScheduledDeps;
-  const onDemand = once(() => {
+  const onDemand = once(options.env, () => {
     const config = options.loadConfig();
     const { store, evaluate } = build(config, options.env);
     return new OnDemandEvaluations({ config, store, evaluate, token: resolveBearerToken(config, options.env) });
   });
   return async (event) => {
-    let evaluations: OnDemandEvaluations;
-    try {
-      evaluations = onDemand();
-    } catch (error) {
-      logConfigError(options.env, error);
-      throw error;
-    }
+    const evaluations = onDemand();
     const method = event?.requestContext?.http?.method;
     const target = event?.pathParameters?.target;
     if (typeof method !== 'string' || method === '') {
