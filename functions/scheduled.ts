@@ -100,19 +100,7 @@ async function evaluateOne(deps: ScheduledDeps, target: TargetConfig): Promise<S
       `evaluation of target ${JSON.stringify(target.name)}`,
     );
   } catch (error) {
-    const result: ScheduledResult = {
-      target: target.name,
-      ok: false,
-      stage: 'evaluate',
-      error: messageOf(error),
-      verdict: null,
-      passed: null,
-      durationMs: elapsed(),
-      written: false,
-      reasons: null,
-    };
-    deps.logger.error(result, 'scheduled evaluation failed');
-    return result;
+    return failedResult(deps, target, { stage: 'evaluate', error: messageOf(error), durationMs: elapsed() });
   }
   try {
     const outcome = await withTimeout(
@@ -132,39 +120,49 @@ async function evaluateOne(deps: ScheduledDeps, target: TargetConfig): Promise<S
     deps.logger.info(result, 'scheduled evaluation');
     return result;
   } catch (error) {
-    const result: ScheduledResult = {
-      target: target.name,
-      ok: false,
-      stage: 'store',
-      error: messageOf(error),
-      verdict: evaluation.verdict,
-      passed: evaluation.passed,
-      durationMs: elapsed(),
-      written: false,
-      reasons: evaluation.reasons.length,
-    };
-    deps.logger.error(result, 'scheduled evaluation not stored');
-    return result;
+    return failedResult(deps, target, { stage: 'store', error: messageOf(error), durationMs: elapsed(), evaluation });
   }
 }
 
-function budgetResult(deps: ScheduledDeps, target: TargetConfig, started: boolean, budgetMs: number): ScheduledResult {
+type FailedStage = Extract<ScheduledResult, { ok: false }>['stage'];
+
+const FAILURE_LOG_MESSAGES: Record<FailedStage, string> = {
+  evaluate: 'scheduled evaluation failed',
+  store: 'scheduled evaluation not stored',
+  budget: 'scheduled evaluation not finished within the run budget',
+};
+
+/** The result, and its error log line, of a target that was not both evaluated and stored. */
+function failedResult(
+  deps: ScheduledDeps,
+  target: TargetConfig,
+  failure: { stage: FailedStage; error: string; durationMs: number; evaluation?: Evaluation },
+): ScheduledResult {
+  const { evaluation } = failure;
   const result: ScheduledResult = {
     target: target.name,
     ok: false,
+    stage: failure.stage,
+    error: failure.error,
+    verdict: evaluation?.verdict ?? null,
+    passed: evaluation?.passed ?? null,
+    durationMs: failure.durationMs,
+    written: false,
+    reasons: evaluation?.reasons.length ?? null,
+  };
+  deps.logger.error(result, FAILURE_LOG_MESSAGES[failure.stage]);
+  return result;
+}
+
+function budgetResult(deps: ScheduledDeps, target: TargetConfig, started: boolean, budgetMs: number): ScheduledResult {
+  return failedResult(deps, target, {
     stage: 'budget',
     error:
       `not ${started ? 'finished' : 'started'} within the run's time budget of ${budgetMs} ms ` +
       `(${started ? 'its evaluation was still running' : 'other targets used the time'}); ` +
       'raise runBudget or concurrency, or split the run with --shard',
-    verdict: null,
-    passed: null,
     durationMs: started ? budgetMs : 0,
-    written: false,
-    reasons: null,
-  };
-  deps.logger.error(result, 'scheduled evaluation not finished within the run budget');
-  return result;
+  });
 }
 
 /**
