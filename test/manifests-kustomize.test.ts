@@ -18,6 +18,9 @@ import {
   only,
   overlay,
   OVERLAY_DIR,
+  OVERLAYS_DIR,
+  COMPONENTS_DIR,
+  readKustomization,
   ownManifests,
   readDocuments,
   ROOT,
@@ -29,17 +32,21 @@ import {
 } from './harness/manifests.js';
 
 describe('kustomizations', () => {
-  it.each([
-    ['base', base],
-    ['cert-manager overlay', overlay],
-  ])('%s lists every file in its directory, and every listed file exists', (_label, kustomization) => {
-    const listed = new Set([...kustomization.resources, ...kustomization.patches].filter((entry) => !entry.startsWith('..')));
+  const everyKustomization = [
+    ['base', base] as const,
+    ...readdirSync(OVERLAYS_DIR).map((dir) => [`overlay ${dir}`, readKustomization(path.join(OVERLAYS_DIR, dir))] as const),
+    ...readdirSync(COMPONENTS_DIR).map((dir) => [`component ${dir}`, readKustomization(path.join(COMPONENTS_DIR, dir))] as const),
+  ];
+
+  it.each(everyKustomization)('%s lists every file in its directory, and every listed file exists', (_label, kustomization) => {
+    const entries = [...kustomization.resources, ...kustomization.patches, ...kustomization.components];
+    const listed = new Set(entries.filter((entry) => !entry.startsWith('..')));
     const present = readdirSync(kustomization.dir).filter((file) => file !== 'kustomization.yaml');
     expect(
       present.filter((file) => !listed.has(file)),
       'files not listed in kustomization.yaml',
     ).toEqual([]);
-    for (const entry of [...kustomization.resources, ...kustomization.patches]) {
+    for (const entry of entries) {
       expect(existsSync(path.join(kustomization.dir, entry)), `${entry} exists`).toBe(true);
     }
   });

@@ -2,7 +2,6 @@
 // accepts, mounted config and TLS files, probes, replicas, the Service and the schedule.
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { COMMAND_OPTIONS } from '../functions/cli.js';
 import {
   at,
   configMap,
@@ -16,40 +15,11 @@ import {
   type Obj,
   objs,
   only,
+  parseCliArgs,
   service,
   strings,
   workloads,
 } from './harness/manifests.js';
-
-/** The CLI's own flag table (functions/cli.ts) as `--flag` → takes a value; undefined: no such command. */
-function cliFlags(command: string): Map<string, boolean> | undefined {
-  if (command !== 'evaluate' && command !== 'webhook') return undefined;
-  const options: Record<string, { type: 'string' | 'boolean' }> = COMMAND_OPTIONS[command];
-  return new Map(Object.entries(options).map(([option, { type }]) => [`--${option}`, type === 'string']));
-}
-
-/** Parses container args like the CLI would: a command, then flags (`--flag value` or `--flag=value`). */
-function parseCliArgs(args: string[]): { command: string; flags: Map<string, string | true> } {
-  const [command, ...rest] = args;
-  const known = cliFlags(command ?? '');
-  if (known === undefined) throw new Error(`unknown command ${JSON.stringify(command)}`);
-  const flags = new Map<string, string | true>();
-  for (let index = 0; index < rest.length; index += 1) {
-    const argument = rest[index] ?? '';
-    const [flag = '', inlineValue] = argument.split(/=(.*)/s, 2);
-    const takesValue = known.get(flag);
-    if (takesValue === undefined) throw new Error(`${command}: unknown flag ${JSON.stringify(argument)}`);
-    if (flags.has(flag)) throw new Error(`${command}: ${flag} given twice`);
-    if (!takesValue) {
-      flags.set(flag, true);
-      continue;
-    }
-    const value = inlineValue ?? rest[(index += 1)];
-    if (value === undefined || value.startsWith('--')) throw new Error(`${command}: ${flag} needs a value`);
-    flags.set(flag, value);
-  }
-  return { command: command ?? '', flags };
-}
 
 /** Where each file of the pod's volumes appears in the container: mount path + item path. */
 function mountedFiles(podSpec: Obj, container: Obj): Map<string, { configMap?: string; secret?: string; key: string }> {

@@ -7,12 +7,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { COMMAND_OPTIONS } from '../../functions/cli.js';
 import { parseGuardConfigText, type GuardConfig } from '../../functions/config.js';
 import { runProcess, type ProcessRun } from './process.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const BASE_DIR = path.join(ROOT, 'manifests/base');
 export const OVERLAY_DIR = path.join(ROOT, 'manifests/overlays/cert-manager');
+export const OVERLAYS_DIR = path.join(ROOT, 'manifests/overlays');
+export const COMPONENTS_DIR = path.join(ROOT, 'manifests/components');
 export const CERT_SCRIPT = path.join(ROOT, 'scripts/make-webhook-cert.sh');
 export const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
 
@@ -74,6 +77,7 @@ export interface Kustomization {
   dir: string;
   resources: string[];
   patches: string[];
+  components: string[];
 }
 
 export function readKustomization(dir: string): Kustomization {
@@ -82,6 +86,7 @@ export function readKustomization(dir: string): Kustomization {
     dir,
     resources: strings(at(doc, 'resources')),
     patches: objs(at(doc, 'patches')).flatMap((patch) => (typeof patch.path === 'string' ? [patch.path] : [])),
+    components: strings(at(doc, 'components')),
   };
 }
 
@@ -181,4 +186,34 @@ export function containerOf(podSpec: Obj): Obj {
   const containers = objs(podSpec.containers);
   expect(containers).toHaveLength(1);
   return containers[0] as Obj;
+}
+
+/** The CLI's own flag table (functions/cli.ts) as `--flag` → takes a value; undefined: no such command. */
+function cliFlags(command: string): Map<string, boolean> | undefined {
+  if (command !== 'evaluate' && command !== 'webhook') return undefined;
+  const options: Record<string, { type: 'string' | 'boolean' }> = COMMAND_OPTIONS[command];
+  return new Map(Object.entries(options).map(([option, { type }]) => [`--${option}`, type === 'string']));
+}
+
+/** Parses container args like the CLI would: a command, then flags (`--flag value` or `--flag=value`). */
+export function parseCliArgs(args: string[]): { command: string; flags: Map<string, string | true> } {
+  const [command, ...rest] = args;
+  const known = cliFlags(command ?? '');
+  if (known === undefined) throw new Error(`unknown command ${JSON.stringify(command)}`);
+  const flags = new Map<string, string | true>();
+  for (let index = 0; index < rest.length; index += 1) {
+    const argument = rest[index] ?? '';
+    const [flag = '', inlineValue] = argument.split(/=(.*)/s, 2);
+    const takesValue = known.get(flag);
+    if (takesValue === undefined) throw new Error(`${command}: unknown flag ${JSON.stringify(argument)}`);
+    if (flags.has(flag)) throw new Error(`${command}: ${flag} given twice`);
+    if (!takesValue) {
+      flags.set(flag, true);
+      continue;
+    }
+    const value = inlineValue ?? rest[(index += 1)];
+    if (value === undefined || value.startsWith('--')) throw new Error(`${command}: ${flag} needs a value`);
+    flags.set(flag, value);
+  }
+  return { command: command ?? '', flags };
 }

@@ -1,0 +1,146 @@
+// The fleet overlays (capi, druid), checked on what `kubectl kustomize` builds from them: every
+// overlay builds; the embedded config parses with the schema and discovers; the CronJob is an
+// Indexed Job whose shard count matches its completions; RBAC reads the provider's objects
+// cluster-wide but Secrets only with `get`, only in the namespaces discovery looks in, and the
+// evaluation ConfigMaps only in the guard's namespace.
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { parseGuardConfigText, type GuardConfig } from '../functions/config.js';
+import {
+  at,
+  commandExists,
+  containerOf,
+  guardNamespace,
+  name,
+  type Obj,
+  objs,
+  OVERLAYS_DIR,
+  parseCliArgs,
+  run,
+  strings,
+} from './harness/manifests.js';
+
+const hasKubectl = commandExists('kubectl');
+const built = new Map<string, Obj[]>();
+
+async function build(overlay: string): Promise<Obj[]> {
+  const result = await run('kubectl', ['kustomize', path.join(OVERLAYS_DIR, overlay)]);
+  expect(result.stderr, `kubectl kustomize ${overlay}`).toBe('');
+  expect(result.code).toBe(0);
+  return parseAllDocuments(result.stdout, { version: '1.1' }).map((document) => document.toJS() as Obj);
+}
+
+beforeAll(async () => {
+  if (!hasKubectl) return;
+  for (const overlay of readdirSync(OVERLAYS_DIR)) built.set(overlay, await build(overlay));
+}, 120_000);
+
+function docsOf(overlay: string, kind: string): Obj[] {
+  return (built.get(overlay) ?? []).filter((doc) => doc.kind === kind);
+}
+
+function single(overlay: string, kind: string, docName: string): Obj {
+  const found = docsOf(overlay, kind).filter((doc) => name(doc) === docName);
+  expect(found, `${overlay}: ${kind}/${docName}`).toHaveLength(1);
+  return found[0] as Obj;
+}
+
+function configOf(overlay: string): GuardConfig {
+  const configMap = single(overlay, 'ConfigMap', 'etcd-guard-config');
+  return parseGuardConfigText(String(at(configMap, 'data', 'config.yaml')), `${overlay}/etcd-guard-config`);
+}
+
+/** Every `group/resource:verb` a service account gets, and where (a namespace, or * for cluster-wide). */
+function grants(overlay: string, serviceAccount: string): string[] {
+  const roles = [...docsOf(overlay, 'Role'), ...docsOf(overlay, 'ClusterRole')];
+  const bindings = [...docsOf(overlay, 'RoleBinding'), ...docsOf(overlay, 'ClusterRoleBinding')].filter((binding) =>
+    objs(binding.subjects).some((subject) => subject.name === serviceAccount && subject.namespace === guardNamespace),
+  );
+  return bindings.flatMap((binding) => {
+    const where = binding.kind === 'ClusterRoleBinding' ? '*' : String(at(binding, 'metadata', 'namespace'));
+    const role = roles.find(
+      (candidate) => candidate.kind === at(binding, 'roleRef', 'kind') && name(candidate) === at(binding, 'roleRef', 'name'),
+    );
+    expect(role, `${overlay}: ${name(binding)} binds an existing role`).toBeDefined();
+    return objs(role?.rules).flatMap((rule) => {
+      expect(rule.resourceNames, `${overlay}: ${name(role ?? {})} names no objects`).toBeUndefined();
+      return strings(rule.apiGroups).flatMap((group) =>
+        strings(rule.resources).flatMap((resource) => strings(rule.verbs).map((verb) => `${where} ${group}/${resource}:${verb}`)),
+      );
+    });
+  });
+}
+
+const FLEETS = [
+  {
+    overlay: 'capi',
+    provider: 'capi' as const,
+    reads: ['cluster.x-k8s.io/clusters', 'cluster.x-k8s.io/machines', 'controlplane.cluster.x-k8s.io/kubeadmcontrolplanes'],
+  },
+  { overlay: 'druid', provider: 'druid' as const, reads: ['druid.gardener.cloud/etcds'] },
+];
+
+describe.skipIf(!hasKubectl)('every overlay', () => {
+  it('builds with kubectl kustomize, and there are the three overlays', () => {
+    expect([...built.keys()].sort()).toEqual(['capi', 'cert-manager', 'druid']);
+    for (const [overlay, docs] of built) expect(docs.length, overlay).toBeGreaterThan(10);
+  });
+});
+
+describe.skipIf(!hasKubectl).each(FLEETS)('the $overlay overlay', ({ overlay, provider, reads }) => {
+  it('carries a config the schema accepts: no static target, discovery of its provider, stored in the guard namespace', () => {
+    const config = configOf(overlay);
+    expect(config.targets).toEqual([]);
+    expect(config.discovery?.[provider]).toBeDefined();
+    expect(config.store).toEqual({ kind: 'configmap', namespace: guardNamespace });
+  });
+
+  it('runs the CronJob as an Indexed Job: completions = parallelism = --shard-count, args the CLI accepts', () => {
+    const cronJob = single(overlay, 'CronJob', 'etcd-guard-evaluate');
+    const jobSpec = at(cronJob, 'spec', 'jobTemplate', 'spec');
+    expect(at(jobSpec, 'completionMode')).toBe('Indexed');
+    const { command, flags } = parseCliArgs(strings(containerOf((at(jobSpec, 'template', 'spec') ?? {}) as Obj).args));
+    expect(command).toBe('evaluate');
+    expect(flags.has('--shard')).toBe(false);
+    const shardCount = Number(flags.get('--shard-count'));
+    expect(shardCount).toBeGreaterThan(1);
+    expect(at(jobSpec, 'completions')).toBe(shardCount);
+    expect(at(jobSpec, 'parallelism')).toBe(shardCount);
+    expect(at(cronJob, 'spec', 'concurrencyPolicy')).toBe('Forbid');
+  });
+
+  it("marks the static targets' client Secret optional in both workloads (discovered targets bring their own)", () => {
+    const podSpecs = [
+      at(single(overlay, 'Deployment', 'etcd-guard-webhook'), 'spec', 'template', 'spec'),
+      at(single(overlay, 'CronJob', 'etcd-guard-evaluate'), 'spec', 'jobTemplate', 'spec', 'template', 'spec'),
+    ];
+    for (const podSpec of podSpecs) {
+      const sources = objs(at(podSpec, 'volumes')).flatMap((volume) => objs(at(volume, 'projected', 'sources')));
+      const secret = sources.find((source) => at(source, 'secret', 'name') === 'etcd-guard-etcd-client');
+      expect(at(secret, 'secret', 'optional')).toBe(true);
+    }
+  });
+
+  it.each(['etcd-guard-evaluator', 'etcd-guard-webhook'])(
+    '%s may list the provider objects everywhere, get Secrets only where discovery looks, and ConfigMaps only at home',
+    (serviceAccount) => {
+      const granted = grants(overlay, serviceAccount);
+      for (const resource of reads) {
+        expect(granted).toContain(`* ${resource}:list`);
+        expect(granted).toContain(`* ${resource}:get`);
+      }
+      const secretGrants = granted.filter((grant) => grant.includes(' /secrets:'));
+      const namespaces = configOf(overlay).discovery?.[provider]?.namespaces ?? [];
+      expect(namespaces.length).toBeGreaterThan(0);
+      expect([...secretGrants].sort()).toEqual(namespaces.map((namespace) => `${namespace} /secrets:get`).sort());
+      const configMapGrants = granted.filter((grant) => grant.includes(' /configmaps:'));
+      expect(configMapGrants.length).toBeGreaterThan(0);
+      for (const grant of configMapGrants)
+        expect(grant).toMatch(new RegExp(`^${guardNamespace} /configmaps:(get|create|update|patch)$`));
+      expect(configMapGrants).toContain(`${guardNamespace} /configmaps:get`);
+      expect(granted.filter((grant) => grant.includes('*:') || grant.split(' ')[1]?.includes('*'))).toEqual([]);
+    },
+  );
+});
