@@ -237,7 +237,7 @@ const rows: Row[] = [
     verdict: 'Degraded',
     check: 'member-count',
     status: 'warn',
-    names: 'even number of voting members (4)',
+    names: 'even number of voting members (4): tolerates 1 failure, no more than 3 members would',
   },
   {
     behaviour: 'a listed member with no client URL (not started) is unreachable',

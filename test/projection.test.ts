@@ -239,7 +239,7 @@ describe('projectChange, named cases', () => {
       state: healthy(3),
       change: { kind: 'scale-up', from: 3, to: 4 },
       allowed: true,
-      warning: /even etcd size 4/,
+      warning: /even etcd size 4 tolerates 1 failure, no more than 3 members would/,
     },
   ];
   it.each(cases)('$name', ({ state, change, allowed, reason, warning }) => {
@@ -247,5 +247,165 @@ describe('projectChange, named cases', () => {
     expect(result.allowed).toBe(allowed);
     if (reason) expect(result.reasons.join(' | ')).toMatch(reason);
     if (warning) expect(result.warnings.join(' | ')).toMatch(warning);
+  });
+});
+
+// The extended model: which members leave (the controller's determined choice, or any choice when
+// it is not determined), KCP's maxSurge 0 (remove before add), and the rule that every membership
+// change must commit through the CURRENT quorum. Written from the rules, not from the projection.
+type Leaves = 'healthy' | 'unhealthy' | 'none';
+type SimStep = 'add' | Leaves;
+
+/** Every step keeps a majority; an add to 1 healthy of 1 is the documented, warned exception. */
+function stepsKeepQuorum(voting: number, healthy: number, steps: readonly SimStep[]): { safe: boolean; exception: boolean } {
+  let exception = false;
+  for (const step of steps) {
+    if (step === 'add') {
+      voting += 1;
+      if (!hasQuorum(healthy, voting)) {
+        if (voting === 2 && healthy === 1) exception = true;
+        else return { safe: false, exception };
+      }
+      healthy += 1;
+    } else if (step !== 'none') {
+      voting -= 1;
+      if (step === 'healthy') healthy -= 1;
+      if (!hasQuorum(healthy, voting)) return { safe: false, exception };
+    }
+  }
+  return { safe: true, exception };
+}
+
+/** Every removal sequence of `length` that the member counts allow (a controller free to pick any). */
+function anyChoice(length: number, healthy: number, unhealthy: number, kinds: readonly Leaves[]): Leaves[][] {
+  if (length === 0) return [[]];
+  const sequences: Leaves[][] = [];
+  for (const kind of kinds) {
+    if (kind === 'healthy' && healthy === 0) continue;
+    if (kind === 'unhealthy' && unhealthy === 0) continue;
+    const rest = anyChoice(length - 1, healthy - (kind === 'healthy' ? 1 : 0), unhealthy - (kind === 'unhealthy' ? 1 : 0), kinds);
+    for (const tail of rest) sequences.push([kind, ...tail]);
+  }
+  return sequences;
+}
+
+interface ExtendedCase {
+  name: string;
+  /** Replicas before and after, and whether the template changes (a rollout). */
+  from: (voting: number) => number;
+  delta: number;
+  rollout: boolean;
+}
+
+const EXTENDED: ExtendedCase[] = [
+  { name: 'scale up by 1', from: (v) => v, delta: 1, rollout: false },
+  { name: 'scale up by 2', from: (v) => v, delta: 2, rollout: false },
+  { name: 'scale down by 1', from: (v) => v, delta: -1, rollout: false },
+  { name: 'scale down by 2', from: (v) => v, delta: -2, rollout: false },
+  { name: 'rollout', from: (v) => v, delta: 0, rollout: true },
+  { name: 'rollout with scale up by 1', from: (v) => v, delta: 1, rollout: true },
+  { name: 'rollout with scale down by 1', from: (v) => v, delta: -1, rollout: true },
+];
+
+function changeFor(kase: ExtendedCase, voting: number): MembershipChange {
+  const from = kase.from(voting);
+  const to = from + kase.delta;
+  if (kase.rollout) {
+    return kase.delta === 0
+      ? { kind: 'rollout', replicas: from, changedPaths: ['/spec/version'] }
+      : { kind: 'rollout', replicas: to, previousReplicas: from, changedPaths: ['/spec/version'] };
+  }
+  return kase.delta > 0 ? { kind: 'scale-up', from, to } : { kind: 'scale-down', from, to };
+}
+
+/** The step sequences the controller may run for one choice of leaving members. */
+function runsFor(kase: ExtendedCase, leaving: readonly Leaves[], removeFirst: boolean): SimStep[][] {
+  const scale: SimStep[] = kase.delta > 0 ? Array.from({ length: kase.delta }, () => 'add' as const) : [...leaving];
+  if (!kase.rollout) return [scale];
+  const replace: SimStep[] = removeFirst ? ['healthy', 'add'] : ['add', 'healthy'];
+  return [
+    [...scale, ...replace],
+    [...replace, ...scale],
+  ];
+}
+
+describe('projectChange, extended: which members leave × maxSurge × current quorum', () => {
+  for (const kase of EXTENDED) {
+    it(`${kase.name}: nothing allowed loses quorum; everything safe under the determined choice is allowed`, () => {
+      const violations: string[] = [];
+      let allowedCount = 0;
+      let deniedCount = 0;
+      for (const base of allStates()) {
+        const change = changeFor(kase, base.voting);
+        const target = targetOf(change);
+        const removals = Math.max(0, -kase.delta);
+        const unhealthy = base.voting - base.healthyVoting;
+        // Determined: each possible choice of the controller; worst case: it may make any of them.
+        const determinedChoices = anyChoice(removals, base.healthyVoting, unhealthy, ['healthy', 'unhealthy', 'none']);
+        const choices: { order: Leaves[] | undefined; possible: Leaves[][] }[] = [
+          ...determinedChoices.map((order) => ({ order, possible: [order] })),
+          {
+            order: undefined,
+            possible: anyChoice(Math.min(removals, base.voting), base.healthyVoting, unhealthy, ['healthy', 'unhealthy']),
+          },
+        ];
+        for (const removeFirst of [false, true]) {
+          for (const { order, possible } of choices) {
+            const result = projectChange(base, change, {
+              removeBeforeAdd: removeFirst,
+              ...(order === undefined ? {} : { removalOrder: order }),
+            });
+            const runs = possible.flatMap((leaving) => runsFor(kase, leaving, removeFirst));
+            const outcomes = runs.map((run) => stepsKeepQuorum(base.voting, base.healthyVoting, run));
+            const preconditions =
+              base.leaderPresent &&
+              base.alarms === 0 &&
+              base.learners === 0 &&
+              target >= 1 &&
+              // The contract asks for current quorum even when the Machines that go carry no member.
+              hasQuorum(base.healthyVoting, base.voting) &&
+              (kase.delta < 0 && !kase.rollout ? true : base.healthyVoting === base.voting && base.verdict !== 'Unhealthy') &&
+              (!(kase.rollout && removeFirst) || target >= 3);
+            const safe = preconditions && outcomes.every((outcome) => outcome.safe);
+            const label = `${JSON.stringify(base)} ${JSON.stringify(change)} order=${JSON.stringify(order)} removeFirst=${removeFirst} → ${JSON.stringify(result)}`;
+            if (result.allowed) allowedCount += 1;
+            else deniedCount += 1;
+            if (result.allowed && !safe) violations.push(`allowed but unsafe: ${label}`);
+            if (order !== undefined && safe && !result.allowed)
+              violations.push(`safe under the determined choice but denied: ${label}`);
+            if (
+              result.allowed &&
+              outcomes.some((outcome) => outcome.exception) &&
+              !result.warnings.some((w) => w.includes('1-member'))
+            ) {
+              violations.push(`1-member growth allowed without a warning: ${label}`);
+            }
+          }
+        }
+      }
+      expect(violations.slice(0, 10)).toEqual([]);
+      expect(allowedCount).toBeGreaterThan(0);
+      expect(deniedCount).toBeGreaterThan(0);
+    });
+  }
+
+  it('never loops over the requested replica count', () => {
+    const healthyThree: MembershipState = {
+      voting: 3,
+      healthyVoting: 3,
+      learners: 0,
+      leaderPresent: true,
+      alarms: 0,
+      verdict: 'Healthy',
+    };
+    const started = performance.now();
+    const huge = Number.MAX_SAFE_INTEGER;
+    expect(projectChange(healthyThree, { kind: 'scale-up', from: 3, to: huge }).allowed).toBe(true);
+    expect(projectChange(healthyThree, { kind: 'scale-down', from: huge, to: 1 }).allowed).toBe(false);
+    expect(
+      projectChange(healthyThree, { kind: 'rollout', replicas: huge, previousReplicas: 3, changedPaths: ['/spec/version'] })
+        .allowed,
+    ).toBe(true);
+    expect(performance.now() - started).toBeLessThan(500);
   });
 });

@@ -459,7 +459,8 @@ const latencyCheck: CheckFunction = ({ members, thresholds }) => {
 
 const memberCountCheck: CheckFunction = ({ voting }) => {
   if (voting.length > 0 && voting.length % 2 === 0) {
-    const text = `even number of voting members (${voting.length}): tolerates no more failures than ${voting.length - 1}`;
+    const tolerated = voting.length / 2 - 1;
+    const text = `even number of voting members (${voting.length}): tolerates ${tolerated} failure${tolerated === 1 ? '' : 's'}, no more than ${voting.length - 1} members would`;
     return concluded([warn(text)]);
   }
   return concluded([], `${voting.length} voting member${voting.length === 1 ? '' : 's'}`);

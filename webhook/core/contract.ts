@@ -3,6 +3,7 @@
 // the core says one is needed, and asks the core for the decision. No I/O happens in the core.
 import type { Evaluation } from '../../functions/core/evaluation.js';
 import type { GuardConfig, TargetConfig } from '../../functions/config.js';
+import type { MachinesRead } from './removal.js';
 
 /** admission.k8s.io/v1 AdmissionRequest, the fields the guard reads. */
 export interface AdmissionRequest {
@@ -110,6 +111,8 @@ export interface DecisionInput {
   /** Latest evaluation known for the target (cached or freshly made), or null. */
   evaluation: Evaluation | null;
   now: Date;
+  /** The guarded KCP's control-plane Machines, read when they decide which member leaves. */
+  machines?: MachinesRead;
   /** Why no fresh evaluation could be had, when that is so (e.g. "inline refresh skipped: budget 0.8s"). */
   refreshNote?: string;
 }

@@ -13,6 +13,7 @@ import { MAX_CLOCK_SKEW_MS } from '../../functions/core/store.js';
 import { annotationsOf, describeObject } from './classify.js';
 import type { AdmissionResponse, Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
 import { projectOntoEvaluation } from './projection.js';
+import { projectionOptionsFor } from './removal.js';
 
 /** The API server truncates long warnings; keep each well under its limit and on one line. */
 export const MAX_WARNING_LENGTH = 119;
@@ -182,7 +183,13 @@ function judge(input: DecisionInput): Judgement {
       return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: degradedWarnings() };
     return { allowed: false, reason: 'unhealthy', message: deniedMessage(input, evaluation, ageMs, evaluation.reasons) };
   }
-  const projection = projectOntoEvaluation(evaluation, change);
+  const options = projectionOptionsFor({
+    classification: input.classification,
+    request: input.request,
+    evaluation,
+    ...(input.machines === undefined ? {} : { machines: input.machines }),
+  });
+  const projection = projectOntoEvaluation(evaluation, change, options);
   if (!projection.allowed) {
     // The evaluation's own reasons name the sick member, so they lead when etcd itself is Unhealthy;
     // otherwise (a healthy cluster asked to shrink too far) the projection's reasons say why.
@@ -193,7 +200,7 @@ function judge(input: DecisionInput): Judgement {
     return {
       allowed: false,
       reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : 'quorum',
-      message: deniedMessage(input, evaluation, ageMs, failing),
+      message: deniedMessage(input, evaluation, ageMs, failing) + (projection.hint === undefined ? '' : `; ${projection.hint}`),
     };
   }
   return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: [...projection.warnings, ...degradedWarnings()] };

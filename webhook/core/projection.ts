@@ -1,15 +1,24 @@
-// Projects a membership change onto etcd the way Cluster API's KubeadmControlPlane carries it out:
-// one member at a time, and a new member counts as unhealthy until it has started. Pure.
+// Projects a membership change onto etcd the way the controller carries it out: one member at a
+// time, and a new member counts as unhealthy until it has started (Cluster API's KCP scale.go and
+// etcd's membership rules). Pure, and O(voting) whatever numbers the request carries: the step
+// loops stop as soon as the outcome of every later step is known.
 //
+// - Any membership change needs the CURRENT cluster to have quorum: a conf change must commit.
 // - scale up by k, and rollout (a template/version change surges one new member before removing
 //   an old one, i.e. a scale up by 1): all voting members healthy, no learner, no alarm, a leader,
 //   and the evaluation passed (Degraded allows; the caller turns its reasons into warnings).
 //   Exception: a 1-member cluster may grow (it cannot without a moment below quorum); a warning says so.
-// - scale down by k: a leader, no alarm, no learner, and for every step j = 1..k
-//   healthy − j ≥ quorum(voting − j), assuming each removed member is a HEALTHY one (the worst
-//   case, since the controller may pick any); never below 1 replica. The verdict may be Unhealthy
-//   — that is how an operator removes a dead member — and then a warning names the unhealthy members.
-// - a rollout that also changes replicas gets both sets of rules.
+// - scale down by k: a leader, no alarm, no learner, and for every step j = 1..k the members left
+//   keep quorum, where the member that leaves at step j is the one the controller removes when that
+//   is determined (`removalOrder`, see removal.ts), else a HEALTHY one (the worst case). Never below
+//   1 replica. The verdict may be Unhealthy — that is how an operator removes a dead member — and
+//   then a warning names the unhealthy members.
+// - KCP with maxSurge 0 (`removeBeforeAdd`) removes an old member before adding its replacement:
+//   denied below 3 replicas (KCP's own rule) and projected remove-then-add.
+// - KCP with external etcd (`externalEtcd`): replicas are API servers, not etcd members; no
+//   membership projection, no size warnings; the target's evaluation must pass for anything but a
+//   scale down.
+// - a rollout that also changes replicas gets both sets of rules, in either order.
 // - even target sizes and target sizes below 3 are allowed with a warning.
 import { quorumOf, type Evaluation, type Verdict } from '../../functions/core/evaluation.js';
 import type { MembershipChange } from './contract.js';
@@ -24,14 +33,36 @@ export interface MembershipState {
   verdict: Verdict;
 }
 
+/** What one removal takes out of etcd: a healthy voting member, an unhealthy one, or no member at all. */
+export type RemovedMember = 'healthy' | 'unhealthy' | 'none';
+
+/** How the controller carries a change out, as far as the object and the cluster tell. */
+export interface ProjectionOptions {
+  /**
+   * Every member the shrink removes, in the controller's order (null where its choice is not
+   * determined: the worst case, a healthy member). Absent: every removal is the worst case.
+   */
+  removalOrder?: readonly (RemovedMember | null)[];
+  /** Why the choice is not determined and how to make it so; added to a denial that the worst case caused. */
+  undeterminedHint?: string;
+  /** KCP rollout strategy maxSurge 0: an old member leaves before its replacement joins. */
+  removeBeforeAdd?: boolean;
+  /** KCP with external etcd: replica changes are not etcd membership changes. */
+  externalEtcd?: boolean;
+}
+
 export interface ProjectionResult {
   allowed: boolean;
   warnings: string[];
   /** Why it was refused (empty when allowed), most important first. */
   reasons: string[];
+  /** How to make the controller's choice determined, when a worst-case assumption caused the denial. */
+  hint?: string;
 }
 
 export const ONE_MEMBER_GROWTH_WARNING = 'a 1-member etcd has no quorum until its new member starts';
+/** KCP's own admission rule for `rollout.strategy.rollingUpdate.maxSurge: 0`. */
+export const REMOVE_FIRST_MIN_REPLICAS = 3;
 
 function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? '' : 's'}`;
@@ -42,84 +73,167 @@ export function targetSizeOf(change: MembershipChange): number {
   return change.kind === 'rollout' ? change.replicas : change.to;
 }
 
-/** Growth steps: member j joins unstarted, so healthy + j − 1 of voting + j must hold quorum. */
-function checkGrowth(state: MembershipState, steps: number, reasons: string[], warnings: string[]): void {
-  if (state.verdict === 'Unhealthy') reasons.push('etcd verdict is Unhealthy; adding a member needs a passing evaluation');
-  if (state.voting < 1) reasons.push('etcd has no voting members');
-  if (state.healthyVoting < state.voting) {
-    reasons.push(`only ${state.healthyVoting} of ${state.voting} voting members healthy; adding a member needs all healthy`);
-  }
-  for (let step = 1; step <= steps; step += 1) {
-    const voting = state.voting + step;
-    const healthy = state.healthyVoting + step - 1;
-    if (healthy >= quorumOf(voting)) continue;
-    if (step === 1 && state.voting === 1 && state.healthyVoting === 1) {
-      warnings.push(ONE_MEMBER_GROWTH_WARNING);
-      continue;
+interface Counts {
+  voting: number;
+  healthy: number;
+}
+
+/** One step of the controller's plan: a member joins (unstarted), or one leaves (null: not determined). */
+type Step = 'add' | RemovedMember | null;
+
+interface Walk {
+  /** The first step that left the cluster below quorum, described; null when every step held. */
+  failure: string | null;
+  /** The 1-member growth exception was used (allowed with a warning). */
+  singleMemberGrowth: boolean;
+  /** A worst-case removal (not the controller's determined choice) happened before the failure. */
+  worstCaseUsed: boolean;
+}
+
+/** Runs the steps from `start`; an undetermined removal takes the worst case, a healthy member. */
+function walk(start: Counts, steps: readonly Step[]): Walk {
+  const state = { ...start };
+  const result: Walk = { failure: null, singleMemberGrowth: false, worstCaseUsed: false };
+  let removed = 0;
+  let added = 0;
+  for (const step of steps) {
+    if (step === 'add') {
+      state.voting += 1;
+      added += 1;
+      const held = state.healthy >= quorumOf(state.voting);
+      // The joiner starts before the next step (KCP waits for it).
+      state.healthy += 1;
+      if (held) continue;
+      if (state.voting === 2 && state.healthy === 2) {
+        result.singleMemberGrowth = true;
+        continue;
+      }
+      result.failure = `adding member ${added} would leave ${state.healthy - 1} healthy of ${state.voting} voting, below quorum ${quorumOf(state.voting)}`;
+      return result;
     }
-    reasons.push(`adding member ${step} would leave ${healthy} healthy of ${voting} voting, below quorum ${quorumOf(voting)}`);
-    return;
+    removed += 1;
+    if (step === null) result.worstCaseUsed = true;
+    const leaving = step ?? (state.healthy > 0 ? 'healthy' : 'unhealthy');
+    if (leaving === 'none') continue;
+    state.voting -= 1;
+    if (leaving === 'healthy') state.healthy -= 1;
+    const quorum = quorumOf(Math.max(state.voting, 0));
+    if (state.voting >= 1 && state.healthy >= quorum) continue;
+    result.failure = `removing ${plural(removed, 'member')} would leave ${Math.max(state.healthy, 0)} healthy of ${Math.max(state.voting, 0)} voting, below quorum ${quorum}`;
+    return result;
   }
+  return result;
 }
 
-/** Shrink steps: member j leaves, assumed healthy, so healthy − j of voting − j must hold quorum. */
-function checkShrink(state: MembershipState, from: number, to: number, reasons: string[]): void {
-  if (to < 1) {
-    reasons.push(`cannot scale etcd below 1 replica (requested ${to})`);
-    return;
+/**
+ * The step sequences the controller may take, each O(voting) long: beyond voting + 2 adds the
+ * growth condition only gets easier (every joiner starts), and beyond `voting` worst-case removals
+ * nothing is left to remove, so longer runs cannot fail where the short one held.
+ */
+function stepPlans(state: MembershipState, change: MembershipChange, options: ProjectionOptions): Step[][] {
+  const adds = (count: number): Step[] => Array.from({ length: Math.max(0, Math.min(count, state.voting + 2)) }, () => 'add');
+  const removals = (count: number): Step[] =>
+    options.removalOrder !== undefined
+      ? [...options.removalOrder]
+      : Array.from({ length: Math.max(0, Math.min(count, state.voting)) }, () => null);
+  if (change.kind === 'scale-up') return [adds(change.to - change.from)];
+  if (change.kind === 'scale-down') {
+    // If etcd already has more voting members than the object declared (e.g. mid-rollout surge),
+    // the controller ends up removing them too: count every removal down to the target size.
+    return [removals(Math.max(change.from - change.to, state.voting - change.to))];
   }
-  // If etcd already has more voting members than the object declared (e.g. mid-rollout surge),
-  // the controller ends up removing them too: count every removal down to the target size.
-  const steps = Math.max(from - to, state.voting - to);
-  for (let step = 1; step <= steps; step += 1) {
-    const voting = state.voting - step;
-    const healthy = state.healthyVoting - step;
-    const quorum = quorumOf(Math.max(voting, 0));
-    if (voting >= 1 && healthy >= quorum) continue;
-    reasons.push(
-      `removing ${plural(step, 'member')} would leave ${Math.max(healthy, 0)} healthy of ${Math.max(voting, 0)} voting, below quorum ${quorum}`,
-    );
-    return;
-  }
+  const previous = change.previousReplicas ?? change.replicas;
+  // A rollout replaces members that are all healthy (a precondition), so its removal is a healthy one.
+  const replace: Step[] = options.removeBeforeAdd === true ? ['healthy', 'add'] : ['add', 'healthy'];
+  const scale = previous <= change.replicas ? adds(change.replicas - previous) : removals(previous - change.replicas);
+  // The controller may scale first and replace afterwards or the other way round: both must hold.
+  return [
+    [...scale, ...replace],
+    [...replace, ...scale],
+  ];
 }
 
-/** Pure projection over plain numbers (exhaustively tested). */
-export function projectChange(state: MembershipState, change: MembershipChange): ProjectionResult {
+/** Rules every change needs, whichever members move. */
+function preconditions(state: MembershipState, change: MembershipChange, options: ProjectionOptions): string[] {
   const reasons: string[] = [];
-  const warnings: string[] = [];
-
   if (!state.leaderPresent) reasons.push('etcd has no leader');
   if (state.alarms > 0) reasons.push(`etcd has ${plural(state.alarms, 'active alarm')}`);
   if (state.learners > 0) reasons.push(`etcd has ${plural(state.learners, 'learner')} not yet promoted`);
-
-  let shrinks = false;
-  if (change.kind === 'scale-up') {
-    checkGrowth(state, change.to - change.from, reasons, warnings);
-  } else if (change.kind === 'scale-down') {
-    shrinks = true;
-    checkShrink(state, change.from, change.to, reasons);
-  } else {
-    const previous = change.previousReplicas ?? change.replicas;
-    // The rollout itself is a surge of one; a simultaneous scale up adds its own growth steps.
-    checkGrowth(state, Math.max(1, change.replicas - previous), reasons, warnings);
-    if (change.replicas < previous) {
-      shrinks = true;
-      checkShrink(state, previous, change.replicas, reasons);
-      // The controller may shrink first and surge afterwards: a surge from 1 member has no quorum
-      // until the new member starts (allowed, as for any 1-member cluster, with a warning).
-      const sizeAfterShrink = state.voting - (previous - change.replicas);
-      if (sizeAfterShrink === 1 && !warnings.includes(ONE_MEMBER_GROWTH_WARNING)) warnings.push(ONE_MEMBER_GROWTH_WARNING);
+  if (state.voting < 1) reasons.push('etcd has no voting members');
+  else if (state.healthyVoting < quorumOf(state.voting)) {
+    reasons.push(
+      `etcd has no quorum (${state.healthyVoting} of ${state.voting} voting members healthy, quorum ${quorumOf(state.voting)}): no membership change can commit`,
+    );
+  }
+  if (targetSizeOf(change) < 1) reasons.push(`cannot scale etcd below 1 replica (requested ${targetSizeOf(change)})`);
+  if (change.kind !== 'scale-down') {
+    if (state.verdict === 'Unhealthy') reasons.push('etcd verdict is Unhealthy; adding a member needs a passing evaluation');
+    if (state.healthyVoting < state.voting) {
+      reasons.push(`only ${state.healthyVoting} of ${state.voting} voting members healthy; adding a member needs all healthy`);
     }
   }
+  if (change.kind === 'rollout' && options.removeBeforeAdd === true && change.replicas < REMOVE_FIRST_MIN_REPLICAS) {
+    reasons.push(
+      `a rollout with maxSurge 0 removes a member before adding one and needs at least ${REMOVE_FIRST_MIN_REPLICAS} replicas (has ${change.replicas})`,
+    );
+  }
+  return reasons;
+}
 
+/** External etcd: the replicas are API servers; etcd only has to be passing for them to join. */
+function projectExternal(state: MembershipState, change: MembershipChange): ProjectionResult {
+  if (change.kind === 'scale-down') {
+    const warnings = state.verdict === 'Unhealthy' ? ['external etcd verdict is Unhealthy'] : [];
+    return { allowed: true, warnings, reasons: [] };
+  }
+  if (state.verdict === 'Unhealthy') {
+    return {
+      allowed: false,
+      warnings: [],
+      reasons: ['external etcd verdict is Unhealthy; new control-plane machines need it passing'],
+    };
+  }
+  return { allowed: true, warnings: [], reasons: [] };
+}
+
+function sizeWarnings(size: number): string[] {
+  const warnings: string[] = [];
+  if (size >= 1 && size < 3) warnings.push(`etcd with ${plural(size, 'member')} survives no member failure`);
+  if (size >= 1 && size % 2 === 0) {
+    warnings.push(`even etcd size ${size} tolerates ${plural(size / 2 - 1, 'failure')}, no more than ${size - 1} members would`);
+  }
+  return warnings;
+}
+
+/** Pure projection over plain numbers (exhaustively tested). */
+export function projectChange(
+  state: MembershipState,
+  change: MembershipChange,
+  options: ProjectionOptions = {},
+): ProjectionResult {
+  if (options.externalEtcd === true) return projectExternal(state, change);
+  const reasons = preconditions(state, change, options);
+  const warnings: string[] = [];
+  let hint: string | undefined;
+  if (reasons.length === 0) {
+    const start = { voting: state.voting, healthy: state.healthyVoting };
+    for (const plan of stepPlans(state, change, options)) {
+      const result = walk(start, plan);
+      if (result.singleMemberGrowth && !warnings.includes(ONE_MEMBER_GROWTH_WARNING)) warnings.push(ONE_MEMBER_GROWTH_WARNING);
+      if (result.failure === null) continue;
+      reasons.push(result.failure);
+      if (result.worstCaseUsed) hint = options.undeterminedHint;
+      break;
+    }
+  }
   const allowed = reasons.length === 0;
+  const shrinks = change.kind === 'scale-down' || (change.kind === 'rollout' && change.replicas < (change.previousReplicas ?? 0));
   if (allowed && shrinks && state.verdict === 'Unhealthy') {
     warnings.push(`etcd verdict is Unhealthy (${state.healthyVoting} of ${state.voting} voting members healthy)`);
   }
-  const size = targetSizeOf(change);
-  if (size >= 1 && size < 3) warnings.push(`etcd with ${plural(size, 'member')} survives no member failure`);
-  if (size >= 1 && size % 2 === 0) warnings.push(`even etcd size ${size} tolerates no more failures than ${size - 1}`);
-  return { allowed, warnings, reasons };
+  const projection: ProjectionResult = { allowed, warnings: [...warnings, ...sizeWarnings(targetSizeOf(change))], reasons };
+  if (hint !== undefined) projection.hint = hint;
+  return projection;
 }
 
 /** The membership numbers an evaluation reports. */
@@ -135,9 +249,13 @@ export function membershipStateOf(evaluation: Evaluation): MembershipState {
 }
 
 /** Projects onto an evaluation; a scale down allowed while Unhealthy names the unhealthy members. */
-export function projectOntoEvaluation(evaluation: Evaluation, change: MembershipChange): ProjectionResult {
-  const result = projectChange(membershipStateOf(evaluation), change);
-  if (result.allowed && evaluation.verdict === 'Unhealthy') {
+export function projectOntoEvaluation(
+  evaluation: Evaluation,
+  change: MembershipChange,
+  options: ProjectionOptions = {},
+): ProjectionResult {
+  const result = projectChange(membershipStateOf(evaluation), change, options);
+  if (result.allowed && evaluation.verdict === 'Unhealthy' && options.externalEtcd !== true) {
     const unhealthy = evaluation.members
       .filter((member) => !member.healthy && !member.learner)
       .map((member) => member.name || member.id);

@@ -1,0 +1,43 @@
+// Cluster API control-plane Machines, reduced to what etcd-guard reads: which Node (and so which
+// stacked etcd member: kubeadm names the member after the Node) a Machine stands for, whether the
+// user asked KCP to remove it first, and when it was made. Pure; shared by the webhook's
+// projection and the evaluation's inventory.
+
+export const DELETE_MACHINE_ANNOTATION = 'cluster.x-k8s.io/delete-machine';
+
+export interface ControlPlaneMachine {
+  name: string;
+  /** `status.nodeRef.name`; null until the Machine has a Node. */
+  nodeName: string | null;
+  /** Carries the delete-machine annotation. */
+  deleteRequested: boolean;
+  /** Has a deletionTimestamp: already leaving, not a candidate. */
+  deleting: boolean;
+  /** RFC 3339 creation time, null when absent. */
+  createdAt: string | null;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function recordAt(value: unknown, key: string): Record<string, unknown> {
+  const child = isRecord(value) ? value[key] : undefined;
+  return isRecord(child) ? child : {};
+}
+
+/** A Machine as the apiserver returns it (either API version); null when it has no name. */
+export function machineFromObject(object: unknown): ControlPlaneMachine | null {
+  const metadata = recordAt(object, 'metadata');
+  const name = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : null;
+  if (name === null) return null;
+  const nodeName = recordAt(recordAt(object, 'status'), 'nodeRef').name;
+  const annotations = recordAt(object, 'metadata').annotations;
+  return {
+    name,
+    nodeName: typeof nodeName === 'string' && nodeName !== '' ? nodeName : null,
+    deleteRequested: isRecord(annotations) && typeof annotations[DELETE_MACHINE_ANNOTATION] === 'string',
+    deleting: typeof metadata.deletionTimestamp === 'string',
+    createdAt: typeof metadata.creationTimestamp === 'string' ? metadata.creationTimestamp : null,
+  };
+}

@@ -1,0 +1,281 @@
+// Which member leaves, through the whole pure decision: real AdmissionReview fixtures (edited the
+// way kubectl would edit them), an evaluation, and the Machines as the apiserver lists them.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { guardConfigSchema } from '../functions/config.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import { machineFromObject, type ControlPlaneMachine } from '../functions/core/machines.js';
+import { classifyRequest } from '../webhook/core/classify.js';
+import type { AdmissionRequest } from '../webhook/core/contract.js';
+import { decide } from '../webhook/core/decide.js';
+import { kcpRemovalOrder, ordinalRemovalOrder, type MachinesRead } from '../webhook/core/removal.js';
+import { parseAdmissionReview } from '../webhook/core/review.js';
+import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+
+const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
+const NOW = new Date('2026-11-30T02:00:00.000Z');
+const CONFIG = guardConfigSchema.parse({
+  maxAgeSeconds: 60,
+  targets: [
+    { name: 'etcd-sts', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['etcd'], names: ['etcd'] } },
+    { name: 'prod', endpoints: ['https://127.0.0.1:12379'], match: {} },
+  ],
+});
+
+/** The JSON shape of the fixtures this file edits (KCP and Scale objects), loosely typed for editing. */
+interface EditableSpec {
+  replicas: number;
+  rollout: { strategy: { rollingUpdate: { maxSurge: number } } };
+  kubeadmConfigSpec: { clusterConfiguration: { etcd: unknown } };
+}
+interface EditableRequest {
+  object: { spec: EditableSpec };
+  oldObject: { spec: EditableSpec };
+}
+
+function fixture(name: string, edit: (request: EditableRequest) => void = () => {}): AdmissionRequest {
+  const review = JSON.parse(readFileSync(path.join(FIXTURE_DIR, name), 'utf8')) as { request: EditableRequest };
+  edit(review.request);
+  const parsed = parseAdmissionReview(review);
+  if (!parsed.ok) throw new Error(`fixture ${name} does not parse: ${parsed.message}`);
+  return parsed.review.request;
+}
+
+/** 3 members etcd-0..2 (or `count`), those in `dead` unreachable. */
+function evaluationWith(dead: number[], count = 3): Evaluation {
+  const members = Array.from({ length: count }, (_unused, index) =>
+    makeMember(index, dead.includes(index) ? { healthy: false, error: 'unreachable: timed out after 2000 ms' } : {}),
+  );
+  const unhealthy = dead.length > 0;
+  return makeEvaluation({
+    members,
+    evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+    verdict: unhealthy ? 'Unhealthy' : 'Healthy',
+    reasons: dead.map((index) => `member etcd-${index} unreachable: timed out after 2000 ms`),
+  });
+}
+
+/** A Machine as Cluster API v1beta2 serves it, for node etcd-<index>. */
+function machine(index: number, options: { annotated?: boolean; node?: string | null } = {}): ControlPlaneMachine {
+  const node = options.node === undefined ? `etcd-${index}` : options.node;
+  const parsed = machineFromObject({
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'Machine',
+    metadata: {
+      name: `prod-control-plane-${index}x7k`,
+      namespace: 'default',
+      creationTimestamp: '2026-11-02T09:20:00Z',
+      labels: { 'cluster.x-k8s.io/cluster-name': 'prod', 'cluster.x-k8s.io/control-plane': '' },
+      ...(options.annotated ? { annotations: { 'cluster.x-k8s.io/delete-machine': '' } } : {}),
+    },
+    spec: { clusterName: 'prod', version: 'v1.34.0' },
+    status: node === null ? { phase: 'Provisioning' } : { phase: 'Running', nodeRef: { name: node } },
+  });
+  if (parsed === null) throw new Error('machine fixture has no name');
+  return parsed;
+}
+
+const machinesRead = (machines: ControlPlaneMachine[]): MachinesRead => ({ ok: true, machines });
+
+function decideOn(request: AdmissionRequest, evaluation: Evaluation, machines?: MachinesRead) {
+  const classification = classifyRequest(request, CONFIG);
+  if (classification.kind !== 'needs-evaluation') throw new Error(`not guarded: ${JSON.stringify(classification)}`);
+  return decide({
+    request,
+    config: CONFIG,
+    classification,
+    evaluation,
+    now: NOW,
+    ...(machines === undefined ? {} : { machines }),
+  }).response;
+}
+
+const kcpScaleDown = fixture('kcp-scale-down-3-to-2.json');
+const kcpScaleUp = fixture('kcp-scale-up-3-to-5.json');
+const setReplicas = (request: EditableRequest, before: number, after: number) => {
+  request.oldObject.spec.replicas = before;
+  request.object.spec.replicas = after;
+};
+const withMaxSurge = (request: EditableRequest, surge: number) => {
+  for (const object of [request.object, request.oldObject]) object.spec.rollout.strategy.rollingUpdate.maxSurge = surge;
+};
+const versionBump = (replicas: number, surge: number) =>
+  fixture('kcp-v1beta2-edit-version.json', (request) => {
+    setReplicas(request, replicas, replicas);
+    withMaxSurge(request, surge);
+  });
+const externalEtcdScale = fixture('kcp-v1beta2-edit-version.json', (request) => {
+  request.object = structuredClone(request.oldObject);
+  setReplicas(request, 3, 4);
+  for (const object of [request.object, request.oldObject]) {
+    object.spec.kubeadmConfigSpec.clusterConfiguration.etcd = {
+      external: { endpoints: ['https://etcd-0.example:2379'], caFile: '/etc/etcd/ca.crt' },
+    };
+  }
+});
+const stsScaleDown = fixture('statefulset-scale-3-to-4.json', (request) => setReplicas(request, 3, 2));
+
+interface Row {
+  behaviour: string;
+  request: AdmissionRequest;
+  evaluation: Evaluation;
+  machines?: MachinesRead;
+  allowed: boolean;
+  /** The denial message (or joined warnings) must contain each. */
+  says?: string[];
+  never?: RegExp;
+}
+
+const rows: Row[] = [
+  {
+    behaviour: 'KCP 3→2 with the dead member’s Machine annotated delete-machine is allowed (2 healthy of 2)',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([machine(0), machine(1), machine(2, { annotated: true })]),
+    allowed: true,
+    says: ['unhealthy etcd members: etcd-2'],
+  },
+  {
+    behaviour: 'KCP 3→2 with a member dead and no annotation is denied, naming the annotation on the dead Machine',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([machine(0), machine(1), machine(2)]),
+    allowed: false,
+    says: ['kubectl -n default annotate machine prod-control-plane-2x7k cluster.x-k8s.io/delete-machine=""', 'not determined'],
+  },
+  {
+    behaviour: 'KCP 3→2 when the Machines cannot be read falls back to the worst case and says so',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: { ok: false, error: 'timed out: list machines in namespace "default" got no answer within 2000ms' },
+    allowed: false,
+    says: ['could not be read (timed out', 'cluster.x-k8s.io/delete-machine=""'],
+  },
+  {
+    behaviour: 'KCP 3→2 with a healthy Machine annotated is denied (the annotated one leaves: 1 healthy of 2)',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([machine(0, { annotated: true }), machine(1), machine(2)]),
+    allowed: false,
+    says: ['below quorum 2'],
+    never: /not determined/,
+  },
+  {
+    behaviour: 'KCP 4→3 where the Machine that goes has no Node yet (its member unknown) is judged worst case',
+    request: fixture('kcp-scale-down-3-to-2.json', (request) => setReplicas(request, 4, 3)),
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([machine(0), machine(1), machine(2), machine(3, { annotated: true, node: null })]),
+    allowed: false,
+    says: ['not determined'],
+  },
+  {
+    behaviour: 'KCP 4→3 removing an annotated Machine whose Node runs no member removes none',
+    request: fixture('kcp-scale-down-3-to-2.json', (request) => setReplicas(request, 4, 3)),
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([machine(0), machine(1), machine(2), machine(3, { annotated: true, node: 'spare-node' })]),
+    allowed: true,
+  },
+  {
+    behaviour: '3 voting with 2 dead: scale down is denied even with the dead Machines annotated (no quorum to commit)',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([1, 2]),
+    machines: machinesRead([machine(0), machine(1, { annotated: true }), machine(2, { annotated: true })]),
+    allowed: false,
+    says: ['no quorum (1 of 3 voting members healthy, quorum 2)'],
+  },
+  {
+    behaviour: '3 voting with 2 dead: scale up is denied',
+    request: kcpScaleUp,
+    evaluation: evaluationWith([1, 2]),
+    allowed: false,
+    says: ['no quorum'],
+  },
+  {
+    behaviour: '3 voting with 2 dead: a rollout is denied',
+    request: versionBump(3, 1),
+    evaluation: evaluationWith([1, 2]),
+    allowed: false,
+    says: ['no quorum'],
+  },
+  {
+    behaviour: 'StatefulSet etcd-0..2 with etcd-2 dead, 3→2 is allowed (the highest ordinal goes)',
+    request: stsScaleDown,
+    evaluation: evaluationWith([2]),
+    allowed: true,
+  },
+  {
+    behaviour: 'StatefulSet etcd-0..2 with etcd-0 dead, 3→2 is denied (etcd-2, healthy, goes)',
+    request: stsScaleDown,
+    evaluation: evaluationWith([0]),
+    allowed: false,
+    says: ['below quorum 2'],
+  },
+  {
+    behaviour: 'StatefulSet whose members are not named like its pods falls back to the worst case and says so',
+    request: stsScaleDown,
+    evaluation: makeEvaluation({
+      members: [0, 1, 2].map((index) => makeMember(index, { name: `node-${index}`, healthy: index !== 2 })),
+      evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+      verdict: 'Unhealthy',
+    }),
+    allowed: false,
+    says: ['do not follow the pod names etcd-<ordinal>'],
+  },
+  {
+    behaviour: 'KCP replicas 1 with maxSurge 0: a version bump is denied (KCP needs 3 to remove first)',
+    request: versionBump(1, 0),
+    evaluation: makeEvaluation({ members: [makeMember(0)], evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString() }),
+    allowed: false,
+    says: ['maxSurge 0', 'at least 3 replicas'],
+  },
+  {
+    behaviour: 'KCP replicas 3 with maxSurge 0, all healthy: a version bump is allowed',
+    request: versionBump(3, 0),
+    evaluation: evaluationWith([]),
+    allowed: true,
+  },
+  {
+    behaviour: 'KCP with external etcd, scale 3→4, target Healthy: allowed with no even-count warning',
+    request: externalEtcdScale,
+    evaluation: evaluationWith([]),
+    allowed: true,
+    never: /even|survives/,
+  },
+  {
+    behaviour: 'KCP with external etcd: a scale up while the target is Unhealthy is denied',
+    request: externalEtcdScale,
+    evaluation: evaluationWith([0, 1]),
+    allowed: false,
+    says: ['external etcd verdict is Unhealthy'],
+  },
+];
+
+describe('which member leaves, decided end to end on real request shapes', () => {
+  it.each(rows)('$behaviour', ({ request, evaluation, machines, allowed, says, never }) => {
+    const response = decideOn(request, evaluation, machines);
+    const text = response.allowed ? (response.warnings ?? []).join(' | ') : (response.status?.message ?? '');
+    expect({ allowed: response.allowed, text }).toMatchObject({ allowed });
+    for (const part of says ?? []) expect(text).toContain(part);
+    if (never) expect(text).not.toMatch(never);
+  });
+});
+
+describe('removal orders', () => {
+  const members = [makeMember(0), makeMember(1), makeMember(2, { healthy: false })];
+  it('KCP: annotated Machines go first; when all candidates remove the same kind, the step is determined', () => {
+    const machines = [machine(0), machine(1, { annotated: true }), machine(2, { annotated: true })];
+    // Step 1 picks between a healthy and a dead annotated Machine: open, so the worst case; step 2 is the other.
+    expect(kcpRemovalOrder(members, machines, 1, 3)).toEqual({ order: [null, 'unhealthy'], determined: false });
+    expect(kcpRemovalOrder(members, [machine(0), machine(1), machine(2, { annotated: true })], 2, 3)).toEqual({
+      order: ['unhealthy'],
+      determined: true,
+    });
+  });
+  it('StatefulSet: never walks the requested ordinals, whatever the numbers', () => {
+    const started = performance.now();
+    expect(ordinalRemovalOrder(members, 'etcd', 0, 2_000_000_000, 2)).toEqual(['unhealthy']);
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+});
