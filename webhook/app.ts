@@ -5,7 +5,8 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { performance } from 'node:perf_hooks';
 import type { GuardConfig, TargetConfig } from '../functions/config.js';
 import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.js';
-import { withTimeout } from '../functions/core/deadline.js';
+import { Deadline, withTimeout } from '../functions/core/deadline.js';
+import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
 import { MAX_CLOCK_SKEW_MS } from '../functions/core/store.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
@@ -23,6 +24,7 @@ import type {
   ParentObjectRef,
 } from './core/contract.js';
 import { decide } from './core/decide.js';
+import { clusterNameOf, needsMachines, type MachinesRead } from './core/removal.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from './core/review.js';
 import type { Logger } from '../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
@@ -32,6 +34,9 @@ export const DEFAULT_APISERVER_TIMEOUT_MS = 10_000;
 /** Time an inline refresh must leave for the apiserver after the evaluation's own timeout. */
 export const INLINE_REFRESH_MARGIN_MS = 1_000;
 export const BODY_LIMIT_BYTES = 3 * 1024 * 1024;
+/** The Machines read gets at most this long, and must leave the margin below to the apiserver. */
+export const MACHINES_READ_TIMEOUT_MS = 2_000;
+const MACHINES_READ_MARGIN_MS = 500;
 
 /** The core functions the app calls; injectable so tests can make one of them throw. */
 export interface WebhookCore {
@@ -62,6 +67,8 @@ export interface WebhookAppDeps {
    * throws). Without it such a request is denied when a target matches by labels.
    */
   parentLabels?: (ref: ParentObjectRef) => Promise<ParentLabels>;
+  /** Reads a KCP's Machines (which member KCP removes); absent: the projection assumes the worst case. */
+  readMachines?: MachineReader;
 }
 
 /** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
@@ -168,6 +175,32 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     return core.classifyRequest(request, config, await deps.parentLabels(parentObjectOf(request)));
   }
 
+  /** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */
+  async function readMachinesFor(
+    classification: Extract<Classification, { kind: 'needs-evaluation' }>,
+    request: AdmissionRequest,
+    startedAt: number,
+    budgetMs: number,
+  ): Promise<MachinesRead | undefined> {
+    if (deps.readMachines === undefined || !needsMachines(classification)) return undefined;
+    const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+    if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read them' };
+    const query = {
+      namespace: classification.object.namespace,
+      controlPlaneName: classification.object.name,
+      clusterName: clusterNameOf(request.object) ?? clusterNameOf(request.oldObject),
+    };
+    try {
+      return { ok: true, machines: await deps.readMachines(query, Deadline.after(Math.round(timeoutMs))) };
+    } catch (error) {
+      logger.warn(
+        { object: `${query.namespace}/${query.controlPlaneName}`, err: errorMessage(error) },
+        'reading Machines failed',
+      );
+      return { ok: false, error: shorten(errorMessage(error)) };
+    }
+  }
+
   async function validate(req: Request, res: Response): Promise<void> {
     const startedAt = performance.now();
     const budgetMs = apiserverTimeoutMs(req.query.timeout);
@@ -202,6 +235,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
         target = classification.target.name;
         const choice = await chooseEvaluation(classification.target, startedAt, budgetMs, request.dryRun === true);
         if (choice.evaluation) ageSeconds = Math.round(evaluationAgeMs(choice.evaluation, now()) / 1000);
+        const machines = await readMachinesFor(classification, request, startedAt, budgetMs);
         decision = core.decide({
           request,
           config,
@@ -209,6 +243,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
           evaluation: choice.evaluation,
           now: now(),
           ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
+          ...(machines === undefined ? {} : { machines }),
         });
       }
       // The core owns the response, but the uid echo is the one thing the apiserver checks.

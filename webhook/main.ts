@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { ConfigError, loadGuardConfigFile, type GuardConfig, type TargetConfig } from '../functions/config.js';
 import { createStore } from '../functions/adapters/store-factory.js';
+import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations, resolveBearerToken } from '../functions/on-demand.js';
@@ -39,6 +40,8 @@ export interface WebhookServerOptions {
   pollIntervalMs?: number;
   storeReadTimeoutMs?: number;
   tlsStatIntervalMs?: number;
+  /** Reads a KCP's Machines; by default through the kubeconfig (in-cluster service account). */
+  readMachines?: MachineReader;
   /** Passed to OnDemandEvaluations: how long a settled run is reused. */
   onDemandMinIntervalMs?: number;
   /** Open connections beyond this are dropped on accept; default MAX_CONNECTIONS. */
@@ -80,6 +83,18 @@ export interface RunningWebhookServer {
 async function evaluateWithEtcd(target: TargetConfig): Promise<Evaluation> {
   const { evaluateTarget } = await import('../functions/evaluate-target.js');
   return evaluateTarget(target);
+}
+
+/** Lists a KCP's Machines; like lazyObjectGetter, the Kubernetes client loads on first use only. */
+function lazyMachineReader(kubeconfigFile: string | undefined): MachineReader {
+  let reader: Promise<MachineReader> | undefined;
+  return async (query, deadline) => {
+    const loading = (reader ??= Promise.all([
+      import('../functions/adapters/capi-machines.js'),
+      import('../functions/adapters/kube.js'),
+    ]).then(([machines, kube]) => machines.createMachineReader(() => kube.loadKubeConfig(kubeconfigFile))));
+    return (await loading)(query, deadline);
+  };
 }
 
 /**
@@ -152,6 +167,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     metrics,
     logger,
     parentLabels,
+    readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
     ...(options.now ? { now: options.now } : {}),
   });
 
