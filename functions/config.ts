@@ -33,6 +33,9 @@ const etcdTimeoutSchema = durationSchema.refine(
   }),
 );
 
+/** The largest maxAgeSeconds accepted (documented in docs/configuration.md). */
+export const MAX_AGE_SECONDS_LIMIT = 3600;
+
 const endpointSchema = z.string().superRefine((value, context) => {
   if (hasUrlUserinfo(value)) {
     // The message must not echo the value: it holds a password.
@@ -161,7 +164,8 @@ export type StoreConfig = z.infer<typeof storeConfigSchema>;
 export const guardConfigSchema = z
   .object({
     store: storeConfigSchema.default({ kind: 'file', dir: './.etcd-guard' }),
-    maxAgeSeconds: z.number().int().positive().default(120),
+    /** At most an hour: an older evaluation says nothing about etcd now, and the bound keeps timers in range. */
+    maxAgeSeconds: z.number().int().positive().max(MAX_AGE_SECONDS_LIMIT).default(120),
     inlineRefresh: z.boolean().default(true),
     /** How many targets the scheduled function evaluates at once. */
     concurrency: z.number().int().min(1).max(256).default(16),

@@ -84,7 +84,7 @@ export class OnDemandEvaluations {
   private readonly runs = new Map<string, Run>();
   /** Runs started by dryRun admission requests: evaluated, never stored. */
   private readonly unstoredRuns = new Map<string, Run>();
-  private readonly tokenDigest: Buffer | null;
+  private tokenDigest: Buffer | null;
   private readonly now: () => Date;
   private readonly minIntervalMs: number;
 
@@ -97,6 +97,11 @@ export class OnDemandEvaluations {
     if (!(this.minIntervalMs >= 0)) {
       throw new RangeError(`minIntervalMs must be a non-negative number (got ${String(options.minIntervalMs)})`);
     }
+  }
+
+  /** Replaces the bearer token (a rotated token file); null opens the endpoints. */
+  setToken(token: string | null): void {
+    this.tokenDigest = token === null ? null : digest(token);
   }
 
   /** True when the header carries the configured bearer token, or when no token is configured. */
@@ -270,6 +275,11 @@ export function resolveBearerToken(
   if (fromEnv !== undefined && fromEnv.trim() !== '') return fromEnv.trim();
   const file = config.auth.tokenFile;
   if (file === undefined) return null;
+  return readTokenFile(file, readFile);
+}
+
+/** The one token in `file`; ConfigError naming the file (never its content) when it cannot be used. */
+export function readTokenFile(file: string, readFile: (file: string) => string = (name) => readFileSync(name, 'utf8')): string {
   let text: string;
   try {
     text = readFile(file);

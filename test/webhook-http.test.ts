@@ -483,6 +483,11 @@ describe('health, readiness, metrics and /evaluations', () => {
     if (status === 200) expect((answer.json as Evaluation).target).toBe(target);
   });
 
+  it.each(['/evaluations', '/evaluations/', '/evaluations/healthy/extra'])('GET %s needs the token too', async (route) => {
+    expect((await request('GET', route)).status).toBe(401);
+    expect((await request('GET', route, undefined, { authorization: `Bearer ${TOKEN}` })).status).not.toBe(401);
+  });
+
   it('a POST /evaluations result feeds the cache the webhook decides from', async () => {
     expect(server.cache.get('missing')).not.toBeNull();
     const { response } = await validate(kcpScale('missing', 3, 5), '?timeout=1s');
@@ -646,6 +651,9 @@ describe('the apiserver budget from ?timeout=', () => {
     ['0s', 10_000],
     ['3s', 3_000],
     [['2s', '9s'], 2_000],
+    // clamped to the apiserver's 30 s maximum instead of overflowing setTimeout
+    ['720h', 30_000],
+    ['31s', 30_000],
   ])('uses %j as a budget of %s ms (the Kubernetes default when absent or unreadable)', (query, expected) => {
     expect(apiserverTimeoutMs(query)).toBe(expected);
   });

@@ -16,6 +16,7 @@ import { createLogger } from '../functions/shared/logger.js';
 import { parseListenAddress, runWebhookCommand, startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
+import { waitFor } from './harness/wait.js';
 
 let workDir: string;
 let certs: TestCerts;
@@ -279,6 +280,49 @@ describe('the webhook as a process', () => {
     } finally {
       child.kill('SIGKILL');
       hungPeer.close();
+    }
+  });
+});
+
+describe('bearer token rotation', () => {
+  it('re-reads the token file when it changes (rotation without restart)', async () => {
+    const tokenFile = path.join(workDir, 'token');
+    await writeFile(tokenFile, 'token-a\n');
+    const config = parseGuardConfig(
+      {
+        store: { kind: 'file', dir: path.join(workDir, 'rotation-store') },
+        targets: [{ name: 'local', endpoints: ['https://127.0.0.1:2379'] }],
+      },
+      'rotation config',
+    );
+    const running = await startWebhookServer({
+      config,
+      host: '127.0.0.1',
+      port: 0,
+      tls: null,
+      token: 'token-a',
+      tokenFile,
+      tokenStatIntervalMs: 50,
+      logger: silent,
+      evaluate: () => Promise.reject(new Error('never evaluates')),
+    });
+    const statusWith = (token: string) =>
+      new Promise<number>((resolve, reject) => {
+        http
+          .get(`${running.url}/evaluations/local`, { agent: false, headers: { authorization: `Bearer ${token}` } }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          })
+          .on('error', reject);
+      });
+    try {
+      expect(await statusWith('token-a')).toBe(404); // authorized; nothing stored yet
+      expect(await statusWith('token-b')).toBe(401);
+      await writeFile(tokenFile, 'token-b\n');
+      await waitFor('the rotated token to be accepted', 5_000, async () => (await statusWith('token-b')) === 404);
+      expect(await statusWith('token-a')).toBe(401);
+    } finally {
+      await running.close();
     }
   });
 });

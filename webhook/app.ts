@@ -31,6 +31,8 @@ import type { WebhookMetrics } from './metrics.js';
 
 /** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */
 export const DEFAULT_APISERVER_TIMEOUT_MS = 10_000;
+/** The longest timeout kube-apiserver allows a webhook (timeoutSeconds ≤ 30); a larger ?timeout= is clamped. */
+export const MAX_APISERVER_TIMEOUT_MS = 30_000;
 /** Time an inline refresh must leave for the apiserver after the evaluation's own timeout. */
 export const INLINE_REFRESH_MARGIN_MS = 1_000;
 export const BODY_LIMIT_BYTES = 3 * 1024 * 1024;
@@ -47,6 +49,7 @@ export interface WebhookCore {
 }
 
 export interface OnDemandService {
+  authorize(authorizationHeader?: string): boolean;
   refresh(targetName: string): Promise<Evaluation>;
   evaluateForAdmission(targetName: string, options: { persist: boolean }): Promise<Evaluation>;
   handle(request: OnDemandRequest): Promise<OnDemandResponse>;
@@ -76,7 +79,9 @@ export function apiserverTimeoutMs(query: unknown): number {
   const raw = typeof query === 'string' ? query : Array.isArray(query) && typeof query[0] === 'string' ? query[0] : undefined;
   if (raw === undefined) return DEFAULT_APISERVER_TIMEOUT_MS;
   const parsed = parseGoDurationMs(raw);
-  return parsed === null || parsed <= 0 ? DEFAULT_APISERVER_TIMEOUT_MS : parsed;
+  if (parsed === null || parsed <= 0) return DEFAULT_APISERVER_TIMEOUT_MS;
+  // "720h" would overflow setTimeout (2^31 ms) and fire at once; no apiserver waits that long anyway.
+  return Math.min(parsed, MAX_APISERVER_TIMEOUT_MS);
 }
 
 function errorMessage(error: unknown): string {
@@ -306,6 +311,16 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
 
   app.post('/validate', jsonBody, (req, res, next) => {
     validate(req, res).catch(next);
+  });
+
+  // Every /evaluations route (the overview and each target, GET and POST) needs the token.
+  app.use('/evaluations', (req, res, next) => {
+    if (onDemand.authorize(req.get('authorization'))) {
+      next();
+      return;
+    }
+    res.set({ 'www-authenticate': 'Bearer realm="etcd-guard"', 'cache-control': 'no-store' });
+    res.status(401).json({ error: 'missing or wrong bearer token' });
   });
 
   app.all('/evaluations/:target', (req, res, next) => {

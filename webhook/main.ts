@@ -1,5 +1,6 @@
 // The `etcd-guard webhook` entrypoint: wires config, store, cache, on-demand service and the
 // express app into an HTTPS (or, when asked, plain HTTP) server, and shuts it down gracefully.
+import { stat } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TLSSocket } from 'node:tls';
@@ -8,7 +9,7 @@ import { createStore } from '../functions/adapters/store-factory.js';
 import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
-import { OnDemandEvaluations, resolveBearerToken } from '../functions/on-demand.js';
+import { OnDemandEvaluations, readTokenFile, resolveBearerToken } from '../functions/on-demand.js';
 import { createWebhookApp } from './app.js';
 import { Deadline } from '../functions/core/deadline.js';
 import type { ParentObjectRef } from './core/contract.js';
@@ -32,6 +33,10 @@ export interface WebhookServerOptions {
   tls: { certFile: string; keyFile: string } | null;
   /** Bearer token for /evaluations; null leaves them open. */
   token: string | null;
+  /** The file the token came from: re-read when it changes (rotation without restart). */
+  tokenFile?: string;
+  /** Period of the token file's stat check; default 10 s, as for the TLS files. */
+  tokenStatIntervalMs?: number;
   logger?: Logger;
   store?: EvaluationStore;
   evaluate?: (target: TargetConfig) => Promise<Evaluation>;
@@ -77,6 +82,37 @@ export interface RunningWebhookServer {
   onDemand: OnDemandEvaluations;
   /** Stops accepting, lets in-flight requests finish (bounded), stops polling. Idempotent. */
   close(): Promise<void>;
+}
+
+/**
+ * Re-reads the bearer token file when its stat signature changes (a rotated Secret). A file that
+ * is not a small regular file, or holds no usable token, keeps the previous token and logs why.
+ */
+function watchTokenFile(file: string, onDemand: OnDemandEvaluations, logger: Logger, intervalMs: number): () => void {
+  let signature: string | null = null;
+  const check = async () => {
+    const info = await stat(file).catch(() => null);
+    const now = info === null ? 'missing' : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
+    if (signature === null || now === signature) {
+      signature = now;
+      return;
+    }
+    signature = now;
+    try {
+      if (info === null || !info.isFile() || info.size > 64 * 1024) throw new Error('not a regular file of at most 64 KiB');
+      onDemand.setToken(readTokenFile(file));
+      logger.info({ tokenFile: file }, 'bearer token reloaded');
+    } catch (error) {
+      logger.error(
+        { tokenFile: file, err: (error as Error).message },
+        'token file changed but cannot be used; keeping the previous token',
+      );
+    }
+  };
+  void check();
+  const timer = setInterval(() => void check(), intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 /** Loads the etcd engine (etcd3 + gRPC) on first use only, so servers given their own `evaluate` never load it. */
@@ -204,6 +240,9 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     logger.debug({ err: error.message }, 'client error');
   });
   cache.start();
+  const stopTokenWatch = options.tokenFile
+    ? watchTokenFile(options.tokenFile, onDemand, logger, options.tokenStatIntervalMs ?? 10_000)
+    : () => undefined;
 
   const address = server.address() as AddressInfo;
   const url = `${options.tls ? 'https' : 'http'}://${urlHost(options.host)}:${address.port}`;
@@ -211,6 +250,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
     closing ??= (async () => {
+      stopTokenWatch();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // close() stops accepting and drops idle keep-alive sockets (Node ≥ 19); busy ones finish first.
       server.closeIdleConnections();
@@ -319,7 +359,17 @@ export async function runWebhookCommand(
   const signal = io.shutdownSignal ? null : waitForSignal();
   let running: RunningWebhookServer;
   try {
-    running = await startWebhookServer({ config, host: listen.host, port: listen.port, tls, token, logger });
+    // A token from the environment is fixed; one from the config's file follows that file.
+    const tokenFile = env.ETCD_GUARD_TOKEN?.trim() ? undefined : config.auth.tokenFile;
+    running = await startWebhookServer({
+      config,
+      host: listen.host,
+      port: listen.port,
+      tls,
+      token,
+      logger,
+      ...(tokenFile === undefined ? {} : { tokenFile }),
+    });
   } catch (error) {
     signal?.dispose();
     if (error instanceof TlsFilesError) {

@@ -1,5 +1,6 @@
-// Nothing secret or untrusted is echoed: URL credentials are refused at config load without being
-// repeated, and errors about files describe their content (where, what kind) instead of quoting it.
+// Config and stored files as untrusted input: URL credentials are refused at config load without
+// being repeated, errors about files describe their content (where, what kind) instead of quoting
+// it, and numbers that would break timers are bounded.
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -86,5 +87,17 @@ describe('errors describe untrusted file content, never quote it', () => {
     expect(error.message).toContain(path.join(dir, 'prod.json'));
     expect(error.message).not.toContain(SECRET);
     expect(() => parseEvaluationJson(text, 'x')).toThrow(/x is not a valid etcd-guard evaluation/);
+  });
+});
+
+describe('config bounds', () => {
+  it('refuses maxAgeSeconds above an hour, naming the field and the limit', () => {
+    const config = (maxAgeSeconds: number) => () =>
+      parseGuardConfig(
+        { store: { kind: 'file', dir }, maxAgeSeconds, targets: [{ name: 'p', endpoints: ['https://h:1'] }] },
+        'g.yaml',
+      );
+    expect(config(3600)().maxAgeSeconds).toBe(3600);
+    expect(configError(config(2_592_000)).message).toMatch(/maxAgeSeconds: .*3600.* \(got 2592000\)/);
   });
 });
