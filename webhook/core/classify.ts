@@ -42,24 +42,24 @@ function metadataOf(object: unknown): Record<string, unknown> {
   return isRecord(metadata) ? metadata : {};
 }
 
-/** The object's labels as a string map (non-string values are ignored). */
-export function labelsOf(object: unknown): Record<string, string> {
-  const labels = metadataOf(object).labels;
+/** metadata.labels or metadata.annotations as a string map (non-string values are ignored). */
+function stringMapOf(object: unknown, field: 'labels' | 'annotations'): Record<string, string> {
+  const map = metadataOf(object)[field];
   const result: Record<string, string> = {};
-  if (isRecord(labels)) {
-    for (const [key, value] of Object.entries(labels)) if (typeof value === 'string') result[key] = value;
+  if (isRecord(map)) {
+    for (const [key, value] of Object.entries(map)) if (typeof value === 'string') result[key] = value;
   }
   return result;
 }
 
+/** The object's labels as a string map (non-string values are ignored). */
+export function labelsOf(object: unknown): Record<string, string> {
+  return stringMapOf(object, 'labels');
+}
+
 /** The object's annotations as a string map (non-string values are ignored). */
 export function annotationsOf(object: unknown): Record<string, string> {
-  const annotations = metadataOf(object).annotations;
-  const result: Record<string, string> = {};
-  if (isRecord(annotations)) {
-    for (const [key, value] of Object.entries(annotations)) if (typeof value === 'string') result[key] = value;
-  }
-  return result;
+  return stringMapOf(object, 'annotations');
 }
 
 function stringField(value: unknown): string | undefined {
