@@ -138,8 +138,10 @@ describe.skipIf(!hasKubectl).each(FLEETS)('the $overlay overlay', ({ overlay, pr
       const configMapGrants = granted.filter((grant) => grant.includes(' /configmaps:'));
       expect(configMapGrants.length).toBeGreaterThan(0);
       for (const grant of configMapGrants)
-        expect(grant).toMatch(new RegExp(`^${guardNamespace} /configmaps:(get|create|update|patch)$`));
+        expect(grant).toMatch(new RegExp(`^${guardNamespace} /configmaps:(get|list|create|update|patch)$`));
       expect(configMapGrants).toContain(`${guardNamespace} /configmaps:get`);
+      // Only the webhook's cache lists (one labelled LIST per poll brings in discovered targets).
+      expect(configMapGrants.includes(`${guardNamespace} /configmaps:list`)).toBe(serviceAccount === 'etcd-guard-webhook');
       expect(granted.filter((grant) => grant.includes('*:') || grant.split(' ')[1]?.includes('*'))).toEqual([]);
     },
   );

@@ -2,13 +2,18 @@
 // store, but the feed is never trusted to be live: freshness is judged from each evaluation's own
 // evaluatedAt by the decision core, so when the feed goes quiet the data just ages and the gate
 // fails closed. No I/O here beyond the injected store.
+//
+// A store that can list (the ConfigMap store: one LIST of app.kubernetes.io/name=etcd-guard in the
+// guard's namespace) is read in one call per poll, which also brings in targets nobody configured
+// (discovered ones, whose names are decided at run time). Where RBAC refuses the list (the base
+// manifests grant get by name only) the cache falls back to reading each configured target.
 import { Deadline, withDeadline } from '../functions/core/deadline.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
-import { MAX_CLOCK_SKEW_MS, supersedes, type EvaluationStore } from '../functions/core/store.js';
+import { MAX_CLOCK_SKEW_MS, StoreError, supersedes, type EvaluationStore } from '../functions/core/store.js';
 import type { Logger } from '../functions/shared/logger.js';
 
 export interface EvaluationCacheOptions {
-  store: Pick<EvaluationStore, 'read'>;
+  store: Pick<EvaluationStore, 'read' | 'readAll'>;
   targets: readonly string[];
   /** Time between polls of the store; default 3 s. */
   pollIntervalMs?: number;
@@ -26,6 +31,9 @@ export class CacheReadTimeoutError extends Error {
   }
 }
 
+/** The in-flight key of the one-call read of every target. */
+const LIST_KEY = '\u0000every target';
+
 function toError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
 }
@@ -37,6 +45,10 @@ export class EvaluationCache {
   /** Store reads that outlived their deadline and have not settled yet, per target. */
   private readonly abandonedReads = new Set<string>();
   private readonly targetNames: readonly string[];
+  /** Targets the list read brought in that are not configured (discovered ones). */
+  private readonly listedTargets = new Set<string>();
+  /** Set once the store refused the list read (RBAC): from then on, read target by target. */
+  private listRefused = false;
   private readonly pollIntervalMs: number;
   private readonly readTimeoutMs: number;
   private timer: NodeJS.Timeout | null = null;
@@ -61,7 +73,7 @@ export class EvaluationCache {
   }
 
   targets(): readonly string[] {
-    return this.targetNames;
+    return [...this.targetNames, ...[...this.listedTargets].filter((target) => !this.targetNames.includes(target))];
   }
 
   get(target: string): Evaluation | null {
@@ -114,13 +126,49 @@ export class EvaluationCache {
 
   /** Reads every target once; a target whose previous read is still running is skipped. */
   async pollOnce(): Promise<void> {
+    if (this.options.store.readAll !== undefined && !this.listRefused && (await this.pollAll())) return;
     await Promise.all(this.targetNames.map((target) => this.pollTarget(target)));
+  }
+
+  /** One read of every stored evaluation; false when the store refused it (then read by name). */
+  private pollAll(): Promise<boolean> {
+    const running = this.inFlight.get(LIST_KEY);
+    if (running) return running.then(() => true);
+    let refused = false;
+    const read = this.readWithDeadline(LIST_KEY, () => this.listAll())
+      .then(({ evaluations, problems }) => {
+        for (const evaluation of evaluations) {
+          if (!this.targetNames.includes(evaluation.target)) this.listedTargets.add(evaluation.target);
+          this.put(evaluation);
+        }
+        for (const problem of problems) this.options.logger?.warn({ err: problem }, 'cannot use a stored evaluation');
+        for (const target of this.targetNames) this.markRead(target);
+      })
+      .catch((error: unknown) => {
+        const failure = toError(error);
+        refused = failure instanceof StoreError && failure.kind === 'forbidden';
+        if (refused) this.listRefused = true;
+        this.options.logger?.warn(
+          { err: failure.message },
+          refused ? 'cannot list stored evaluations; reading each configured target by name' : 'cannot list stored evaluations',
+        );
+        if (!refused) for (const target of this.targetNames) this.options.onFeedError?.(target, failure);
+      })
+      .finally(() => this.inFlight.delete(LIST_KEY));
+    this.inFlight.set(LIST_KEY, read);
+    return read.then(() => !refused);
+  }
+
+  private listAll(): ReturnType<NonNullable<EvaluationStore['readAll']>> {
+    const readAll = this.options.store.readAll;
+    if (readAll === undefined) return Promise.reject(new Error('the store cannot list evaluations'));
+    return readAll.call(this.options.store);
   }
 
   private pollTarget(target: string): Promise<void> {
     const running = this.inFlight.get(target);
     if (running) return running;
-    const read = this.readWithDeadline(target)
+    const read = this.readWithDeadline(target, () => this.options.store.read(target))
       .then((evaluation) => {
         if (evaluation && evaluation.target !== target) {
           throw new Error(`store returned an evaluation of ${JSON.stringify(evaluation.target)} when asked for ${target}`);
@@ -138,26 +186,27 @@ export class EvaluationCache {
     return read;
   }
 
-  private readWithDeadline(target: string): Promise<Evaluation | null> {
+  private readWithDeadline<T>(key: string, read: () => Promise<T>): Promise<T> {
     // The store API has no abort signal, so a read that hangs is abandoned, not cancelled. While
-    // it hangs no new read of that target starts, so a stuck store cannot pile up reads.
-    if (this.abandonedReads.has(target)) {
-      return Promise.reject(new Error(`the previous read of ${target} is still hanging`));
+    // it hangs no new read of that key starts, so a stuck store cannot pile up reads.
+    const what = key === LIST_KEY ? 'every target' : key;
+    if (this.abandonedReads.has(key)) {
+      return Promise.reject(new Error(`the previous read of ${what} is still hanging`));
     }
-    let pending: Promise<Evaluation | null>;
+    let pending: Promise<T>;
     try {
-      pending = this.options.store.read(target);
+      pending = read();
     } catch (error) {
       return Promise.reject(toError(error));
     }
-    // Once the abandoned read settles, the target may be read again.
+    // Once the abandoned read settles, the key may be read again.
     pending.then(
-      () => this.abandonedReads.delete(target),
-      () => this.abandonedReads.delete(target),
+      () => this.abandonedReads.delete(key),
+      () => this.abandonedReads.delete(key),
     );
     return withDeadline(pending, Deadline.after(this.readTimeoutMs), () => {
-      this.abandonedReads.add(target);
-      return new CacheReadTimeoutError(target, this.readTimeoutMs);
+      this.abandonedReads.add(key);
+      return new CacheReadTimeoutError(what, this.readTimeoutMs);
     });
   }
 

@@ -11,6 +11,7 @@ import {
   StoreError,
   supersedes,
   type EvaluationStore,
+  type StoredEvaluations,
   type WriteOutcome,
 } from '../core/store.js';
 import { callKube, createCoreV1Api, KubeApiError, type KubeOperation } from './kube.js';
@@ -26,6 +27,9 @@ export const ANNOTATION_EVALUATED_AT = 'etcd-guard.io/evaluated-at';
 export const CONFIGMAP_LIMIT_BYTES = 1_048_576;
 /** What we allow ourselves: the limit minus headroom for the key and anything else in `data`. */
 export const MAX_DOCUMENT_BYTES = CONFIGMAP_LIMIT_BYTES - 8 * 1024;
+
+/** Items per page of the labelled LIST behind readAll. */
+const LIST_PAGE_SIZE = 250;
 
 /** Kubernetes' limit on an object name (a DNS subdomain). */
 const MAX_OBJECT_NAME_LENGTH = 253;
@@ -86,6 +90,42 @@ export class ConfigMapStore implements EvaluationStore {
     const stored = this.parseStored(configMap, name, target);
     if (stored instanceof StoreError) throw stored;
     return stored;
+  }
+
+  /**
+   * Every evaluation ConfigMap of the namespace in one labelled LIST (app.kubernetes.io/name=
+   * etcd-guard), all pages under one deadline. A ConfigMap counts only when its name is the one its
+   * etcd-guard.io/target label implies (etcd-guard-config and anything relabelled are skipped).
+   * Needs `list` on configmaps in the namespace; RBAC cannot narrow that by name or label.
+   */
+  async readAll(): Promise<StoredEvaluations> {
+    const api = this.client();
+    const deadline = Deadline.after(this.callTimeoutMs);
+    const result: StoredEvaluations = { evaluations: [], problems: [] };
+    let continueToken: string | undefined;
+    do {
+      const page = await callKube(this.operation('list'), deadline, (options) =>
+        api.listNamespacedConfigMap(
+          {
+            namespace: this.namespace,
+            labelSelector: `${LABEL_APP_NAME}=etcd-guard`,
+            limit: LIST_PAGE_SIZE,
+            _continue: continueToken,
+          },
+          options,
+        ),
+      );
+      for (const configMap of page.items) {
+        const target = configMap.metadata?.labels?.[LABEL_TARGET];
+        const name = configMap.metadata?.name ?? '';
+        if (target === undefined || !isDnsLabel(target) || name !== configMapNameFor(target)) continue;
+        const stored = this.parseStored(configMap, name, target);
+        if (stored instanceof StoreError) result.problems.push(stored.message);
+        else result.evaluations.push(stored);
+      }
+      continueToken = page.metadata?._continue || undefined;
+    } while (continueToken !== undefined);
+    return result;
   }
 
   async write(evaluation: Evaluation): Promise<WriteOutcome> {

@@ -1,7 +1,7 @@
 // Picks the EvaluationStore a StoreConfig describes. Entrypoints import only this.
 import type { StoreConfig } from '../config.js';
 import type { Evaluation } from '../core/evaluation.js';
-import { StoreError, type EvaluationStore, type WriteOutcome } from '../core/store.js';
+import { StoreError, type EvaluationStore, type StoredEvaluations, type WriteOutcome } from '../core/store.js';
 import type { ConfigMapStoreOptions } from './configmap-store.js';
 import { FileStore } from './file-store.js';
 import { isDnsLabel } from '../shared/names.js';
@@ -75,5 +75,11 @@ class LazyConfigMapStore implements EvaluationStore {
 
   async write(evaluation: Evaluation): Promise<WriteOutcome> {
     return (await this.store()).write(evaluation);
+  }
+
+  async readAll(): Promise<StoredEvaluations> {
+    const store = await this.store();
+    if (store.readAll === undefined) throw new StoreError('invalid', `${this.describe()} cannot list evaluations`);
+    return store.readAll();
   }
 }

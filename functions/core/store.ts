@@ -15,6 +15,17 @@ export interface EvaluationStore {
   write(evaluation: Evaluation): Promise<WriteOutcome>;
   /** Human-readable location, e.g. "file:/var/lib/etcd-guard" or "configmap:etcd-guard". */
   describe(): string;
+  /**
+   * Every stored evaluation in one read, whatever the target names (discovered targets have names
+   * nobody configured). Optional: a store without it is read target by target. Throws StoreError.
+   */
+  readAll?(): Promise<StoredEvaluations>;
+}
+
+export interface StoredEvaluations {
+  evaluations: Evaluation[];
+  /** Stored documents that could not be used, e.g. a corrupt evaluation.json; one line each. */
+  problems: string[];
 }
 
 export type StoreErrorKind = 'corrupt' | 'forbidden' | 'too-large' | 'conflict' | 'unavailable' | 'invalid';

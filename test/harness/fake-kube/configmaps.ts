@@ -1,10 +1,11 @@
 // ConfigMaps as the ConfigMapStore uses them: get, create and update (with resourceVersion
-// conflicts and the 1 MiB size limit), in one namespace at a time.
+// conflicts and the 1 MiB size limit), and a labelled list of one namespace (readAll).
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   clone,
   isRecord,
+  listBody,
   methodNotAllowed,
   notFound,
   readJsonBody,
@@ -14,6 +15,7 @@ import {
   type RouteHandler,
   type StatusBody,
 } from './http.js';
+import { labelsMatch, parseLabelSelector } from './labels.js';
 import type { Revision } from './revision.js';
 
 /** Kubernetes' limit on the summed size of a ConfigMap's data and binaryData (keys included). */
@@ -140,9 +142,21 @@ export class ConfigMapRoutes implements RouteHandler {
       const found = this.objects.get(`${namespace}/${entry.name ?? ''}`);
       return found ? send(response, entry, 200, found) : send(response, entry, 404, notFound('configmaps', entry.name ?? ''));
     }
+    if (entry.verb === 'list') return this.list(response, entry);
     if (entry.verb === 'create') return this.create(await readJsonBody(request), response, entry);
     if (entry.verb === 'update') return this.update(await readJsonBody(request), response, entry);
     return methodNotAllowed(response, entry);
+  }
+
+  /** The webhook cache's feed: one labelled list of the namespace (no paging: every item at once). */
+  private list(response: ServerResponse, entry: FakeRequest): void {
+    const selector = parseLabelSelector(entry.query.get('labelSelector'));
+    const prefix = `${entry.namespace ?? ''}/`;
+    const items = [...this.objects.entries()]
+      .filter(([key, object]) => key.startsWith(prefix) && labelsMatch(object.metadata.labels, selector))
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([, object]) => object);
+    send(response, entry, 200, listBody('ConfigMapList', 'v1', this.revision.current(), items));
   }
 
   private create(body: unknown, response: ServerResponse, entry: FakeRequest): void {
