@@ -7,14 +7,19 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
+import { createStore } from '../functions/adapters/store-factory.js';
+import { EvaluationCache } from '../webhook/cache.js';
 import { classifyRequest } from '../webhook/core/classify.js';
+import { decide } from '../webhook/core/decide.js';
 import { parseAdmissionReview } from '../webhook/core/review.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
+import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { httpsRequest } from './harness/https-client.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261130);
@@ -384,4 +389,285 @@ describe('POST /validate under fuzzing', () => {
       `fuzz: ${cases.length} bodies in ${elapsedMs} ms, statuses ${JSON.stringify(Object.fromEntries(statusCounts))}, allowed ${allowedCount}, denied ${deniedCount}`,
     );
   });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Guarded changes against an Unhealthy evaluation. Every generated review is, by construction, a
+// guarded change of an object that belongs to target `strict`, whose etcd has lost quorum (2 of 3
+// members down, no leader): no projection may pass, so every one must be denied. The attacks:
+// /scale bodies without spec.replicas, replica counts up to 2^63 (numbers and strings), relabel
+// pairs that would move the object to the Healthy catch-all target, a Healthy evaluation stamped
+// in the future offered after the truthful Unhealthy one, and rollouts through spec fields no
+// rule names. The bulk runs against the core, one review per event-loop turn, with the loop's
+// delay measured; a sample goes over HTTPS to a server holding the same evaluations.
+const GUARDED_CASES = Number(process.env.FUZZ_GUARDED_CASES ?? 10_000);
+const HTTPS_SAMPLE = 400;
+const FUZZ_NOW = Date.now();
+
+const unhealthyStrict = makeEvaluation({
+  target: 'strict',
+  evaluatedAt: new Date(FUZZ_NOW - 2_000).toISOString(),
+  verdict: 'Unhealthy',
+  members: [makeMember(0, { leader: false }), makeMember(1, { healthy: false }), makeMember(2, { healthy: false })],
+  reasons: ['members etcd-1 and etcd-2 unreachable; quorum lost'],
+});
+const healthyLenient = makeEvaluation({ target: 'lenient', evaluatedAt: new Date(FUZZ_NOW - 2_000).toISOString() });
+
+function guardedConfig(dir: string): GuardConfig {
+  return parseGuardConfig(
+    {
+      store: { kind: 'file', dir },
+      maxAgeSeconds: 600,
+      inlineRefresh: false,
+      targets: [
+        { name: 'strict', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['fuzz'], names: ['guarded'] } },
+        { name: 'lenient', endpoints: ['https://127.0.0.1:2379'], match: {} },
+      ],
+    },
+    'guarded fuzz config',
+  );
+}
+
+/** The same targets, but `strict` selected by label: a relabel can move the object to `lenient`. */
+function relabelConfig(dir: string): GuardConfig {
+  return parseGuardConfig(
+    {
+      store: { kind: 'file', dir },
+      maxAgeSeconds: 600,
+      inlineRefresh: false,
+      targets: [
+        { name: 'strict', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'prod' } },
+        { name: 'lenient', endpoints: ['https://127.0.0.1:2379'], match: {} },
+      ],
+    },
+    'relabel fuzz config',
+  );
+}
+
+const HUGE_NUMBERS: Json[] = [
+  2147483647,
+  2 ** 31,
+  2 ** 53 - 1,
+  2 ** 53 + 1,
+  2 ** 62,
+  2 ** 63,
+  1e300,
+  '9223372036854775807',
+  '9007199254740993',
+  '5',
+  -1,
+  -(2 ** 63),
+  2.5,
+  101,
+];
+const UNCOVERED_FIELDS = [
+  'rolloutBefore',
+  'ordinals',
+  'labels',
+  'annotations',
+  'schedulingConstraints',
+  'priorityClassName',
+  'sharedConfig',
+  'storageClass',
+  'runAsRoot',
+  'someFieldAddedNextRelease',
+];
+
+interface GuardedCase {
+  kind: 'scale-without-replicas' | 'huge-number' | 'relabel' | 'future-stamp' | 'uncovered-field';
+  body: Json;
+  relabel: boolean;
+  futureStamp: boolean;
+}
+
+function guardedCase(random: () => number): GuardedCase {
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+  const resource = pick([KCP, ETCD, STS]);
+  const replicas = 1 + Math.floor(random() * 5);
+  const which = Math.floor(random() * 5);
+  const labelled = (kind: string, labels: Record<string, string>, extra: Record<string, Json> = {}): Json => {
+    const built = object(kind, replicas, extra) as { metadata: { labels: Record<string, string> } };
+    built.metadata.labels = labels;
+    return built as unknown as Json;
+  };
+  switch (which) {
+    case 0: {
+      const scaled = scale(replicas) as { spec: Record<string, Json> };
+      const emptied = clone(scaled as unknown as Json) as { spec: Record<string, Json> };
+      emptied.spec = random() < 0.5 ? {} : { replicas: null };
+      return {
+        kind: 'scale-without-replicas',
+        body: review(resource, 'scale', 'fuzz', scaled as unknown as Json, emptied as unknown as Json),
+        relabel: false,
+        futureStamp: false,
+      };
+    }
+    case 1: {
+      const huge = pick(HUGE_NUMBERS);
+      const viaScale = random() < 0.5;
+      const before = viaScale ? scale(replicas) : object(resource.kind, replicas);
+      const after = clone(before) as { spec: Record<string, Json> };
+      after.spec.replicas = huge;
+      return {
+        kind: 'huge-number',
+        body: review(resource, viaScale ? 'scale' : undefined, 'fuzz', before, after as unknown as Json),
+        relabel: false,
+        futureStamp: false,
+      };
+    }
+    case 2: {
+      // Labelled for `strict`; the new labels drop or change the cluster name (and maybe more).
+      // (A StatefulSet is guarded only when a target names it, so labels cannot move one.)
+      const labelledResource = resource === STS ? KCP : resource;
+      const before = labelled(labelledResource.kind, { 'cluster.x-k8s.io/cluster-name': 'prod', team: 'a' });
+      const newLabels = pick<Record<string, string>>([
+        {},
+        { team: 'a' },
+        { 'cluster.x-k8s.io/cluster-name': 'other' },
+        { 'cluster.x-k8s.io/cluster-name': 'PROD' },
+      ]);
+      const after = labelled(labelledResource.kind, newLabels);
+      return {
+        kind: 'relabel',
+        body: review(labelledResource, undefined, 'fuzz', before, after),
+        relabel: true,
+        futureStamp: false,
+      };
+    }
+    case 3: {
+      const before = object(resource.kind, replicas);
+      const after = object(resource.kind, replicas + 1 + Math.floor(random() * 3));
+      return {
+        kind: 'future-stamp',
+        body: review(resource, undefined, 'fuzz', before, after),
+        relabel: false,
+        futureStamp: true,
+      };
+    }
+    default: {
+      const field = pick(UNCOVERED_FIELDS);
+      const value: Json = pick<Json>([{ certificatesExpiryDays: 21 }, { start: 1 }, { a: 'b' }, 'x', 7, true, []]);
+      const before = object(resource.kind, replicas);
+      const after = object(resource.kind, replicas, { [field]: value });
+      return {
+        kind: 'uncovered-field',
+        body: review(resource, undefined, 'fuzz', before, after),
+        relabel: false,
+        futureStamp: false,
+      };
+    }
+  }
+}
+
+describe('guarded changes against an Unhealthy evaluation under fuzzing', () => {
+  it(`denies ${GUARDED_CASES} generated guarded changes (seed ${SEED}) without crashing or blocking the event loop`, async () => {
+    const random = prng(SEED + 1);
+    const plain = guardedConfig(path.join(workDir, 'unused-store'));
+    const labelled = relabelConfig(path.join(workDir, 'unused-store'));
+    const futureHealthy = makeEvaluation({ target: 'strict', evaluatedAt: new Date(FUZZ_NOW + 100_000).toISOString() });
+    const counts = new Map<string, number>();
+    const failures: string[] = [];
+    let crashes = 0;
+    let maxCaseCpuMs = 0;
+    const loop = monitorEventLoopDelay({ resolution: 5 });
+    loop.enable();
+    const started = performance.now();
+    for (let index = 0; index < GUARDED_CASES; index += 1) {
+      // One review per event-loop turn, so the delay histogram sees each review's blocking time.
+      await new Promise((resolve) => setImmediate(resolve));
+      const fuzzCase = guardedCase(random);
+      counts.set(fuzzCase.kind, (counts.get(fuzzCase.kind) ?? 0) + 1);
+      const cpuBefore = process.cpuUsage();
+      try {
+        const parsed = parseAdmissionReview(JSON.parse(JSON.stringify(fuzzCase.body)));
+        if (!parsed.ok) throw new Error(`generated review does not parse: ${parsed.message}`);
+        const request = parsed.review.request;
+        const config = fuzzCase.relabel ? labelled : plain;
+        const classification = classifyRequest(request, config);
+        if (classification.kind === 'allow') {
+          failures.push(`#${index} ${fuzzCase.kind}: allowed without an evaluation (${classification.reason})`);
+        } else if (classification.kind === 'needs-evaluation') {
+          const cache = new EvaluationCache({
+            store: { read: () => Promise.resolve(null) },
+            targets: ['strict', 'lenient'],
+            now: () => new Date(FUZZ_NOW),
+          });
+          cache.put(unhealthyStrict);
+          cache.put(healthyLenient);
+          if (fuzzCase.futureStamp) cache.put(futureHealthy);
+          const evaluation = cache.get(classification.target.name);
+          const decision = decide({ request, config, classification, evaluation, now: new Date(FUZZ_NOW) });
+          if (decision.response.allowed) failures.push(`#${index} ${fuzzCase.kind}: ALLOWED (${decision.reason})`);
+        }
+      } catch (error) {
+        crashes += 1;
+        failures.push(`#${index} ${fuzzCase.kind}: threw ${(error as Error).message}`);
+      }
+      const cpu = process.cpuUsage(cpuBefore);
+      maxCaseCpuMs = Math.max(maxCaseCpuMs, (cpu.user + cpu.system) / 1000);
+    }
+    loop.disable();
+    const elapsedMs = Math.round(performance.now() - started);
+    const maxDelayMs = loop.max / 1e6;
+    console.log(
+      `guarded fuzz: ${GUARDED_CASES} reviews in ${elapsedMs} ms (${JSON.stringify(Object.fromEntries(counts))}), ` +
+        `allowed ${failures.filter((failure) => failure.includes('ALLOWED') || failure.includes('allowed')).length}, crashes ${crashes}, ` +
+        `event-loop delay max ${maxDelayMs.toFixed(1)} ms p99 ${(loop.percentile(99) / 1e6).toFixed(1)} ms, max CPU per review ${maxCaseCpuMs.toFixed(1)} ms`,
+    );
+    expect(failures.slice(0, 20)).toEqual([]);
+    expect(crashes).toBe(0);
+    for (const kind of ['scale-without-replicas', 'huge-number', 'relabel', 'future-stamp', 'uncovered-field']) {
+      expect(counts.get(kind) ?? 0).toBeGreaterThan(GUARDED_CASES / 10);
+    }
+    // The bound is on the product's own work: the CPU one review costs. The loop's delay is also
+    // wall-clock time lost to the other processes sharing the machine, so it is printed above.
+    expect(maxCaseCpuMs).toBeLessThan(50);
+  }, 120_000);
+
+  it(`denies a sample of ${HTTPS_SAMPLE} over HTTPS from a server holding the same evaluations`, async () => {
+    const storeDir = path.join(workDir, 'guarded-store');
+    const sampleConfig = guardedConfig(storeDir);
+    const store = createStore(sampleConfig.store);
+    await store.write(unhealthyStrict);
+    await store.write(healthyLenient);
+    const running = await startWebhookServer({
+      config: sampleConfig,
+      host: '127.0.0.1',
+      port: 0,
+      tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+      token: null,
+      logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+      evaluate: () => Promise.reject(new Error('the fuzz server must never evaluate')),
+      now: () => new Date(FUZZ_NOW),
+    });
+    const sampleAgent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+    try {
+      await running.cache.whenReady();
+      const random = prng(SEED + 2);
+      const sample = Array.from({ length: HTTPS_SAMPLE }, () => guardedCase(random)).filter(
+        (fuzzCase) => !fuzzCase.relabel && !fuzzCase.futureStamp,
+      );
+      let allowed = 0;
+      const started = performance.now();
+      for (const fuzzCase of sample) {
+        const answer = await httpsRequest(`${running.url}/validate`, {
+          method: 'POST',
+          agent: sampleAgent,
+          ca,
+          body: JSON.stringify(fuzzCase.body),
+          timeoutMs: 10_000,
+        });
+        expect(answer.status).toBe(200);
+        if ((answer.json as { response: { allowed: boolean } }).response.allowed) allowed += 1;
+      }
+      console.log(
+        `guarded fuzz over HTTPS: ${sample.length} reviews in ${Math.round(performance.now() - started)} ms, allowed ${allowed}`,
+      );
+      expect(sample.length).toBeGreaterThan(HTTPS_SAMPLE / 2);
+      expect(allowed).toBe(0);
+    } finally {
+      sampleAgent.destroy();
+      await running.close();
+    }
+  }, 120_000);
 });
