@@ -100,16 +100,21 @@ function killEverything(): void {
  * Kills every etcd member this process started when it exits, and also when it is ended by
  * SIGINT or SIGTERM (Node's default for those exits without an 'exit' event, which would leave
  * the members running): the signal is then raised again so the process ends as it would have.
+ * A process with handlers of its own for the signal (the demo cleans up and prints what it did)
+ * is left to them; the 'exit' net still covers it. This listener is put first, so it sees them.
  */
 function installSafetyNet(): void {
   if (safetyNetInstalled) return;
   safetyNetInstalled = true;
   process.on('exit', killEverything);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
+    const onSignal = () => {
+      if (process.listeners(signal).some((listener) => listener !== onSignal)) return;
+      process.off(signal, onSignal);
       killEverything();
       process.kill(process.pid, signal);
-    });
+    };
+    process.prependListener(signal, onSignal);
   }
 }
 
