@@ -162,7 +162,8 @@ describe('shell blocks in README.md and docs/', () => {
       expect(script).not.toMatch(/10\.0\.0\.\d|ghcr\.io/);
       const result = await bash(script);
       expect(result.code, `${script}\n${result.stdout}\n${result.stderr}`).toBe(0);
-      expect(result.stdout).toContain('Healthy (passed)');
+      // Passed: Healthy, or Degraded when a member answers slowly on a loaded machine (exit 0 either way).
+      expect(result.stdout).toMatch(/: (Healthy|Degraded) \(passed\)/);
     });
   });
 });
