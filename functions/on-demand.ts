@@ -7,6 +7,7 @@ import type { GuardConfig, TargetConfig } from './config.js';
 import { ConfigError } from './config.js';
 import type { Evaluation } from './core/evaluation.js';
 import type { EvaluationStore } from './core/store.js';
+import { staticTarget, type Target } from './core/targets.js';
 import { StoreError } from './core/store.js';
 import { DeadlineExceededError, withTimeout } from './core/deadline.js';
 
@@ -31,7 +32,9 @@ export const STORE_TIMEOUT_MS = 10_000;
 export interface OnDemandOptions {
   config: GuardConfig;
   store: EvaluationStore;
-  evaluate: (target: TargetConfig) => Promise<Evaluation>;
+  evaluate: (target: Target) => Promise<Evaluation>;
+  /** The targets as of now (static and discovered); the config's static targets by default. */
+  targets?: () => readonly Target[];
   /** Bearer token required on every request; null allows everyone. */
   token: string | null;
   now?: () => Date;
@@ -80,7 +83,7 @@ function digest(text: string): Buffer {
 }
 
 export class OnDemandEvaluations {
-  private readonly targets: Map<string, TargetConfig>;
+  private readonly targets: () => readonly Target[];
   private readonly runs = new Map<string, Run>();
   /** Runs started by dryRun admission requests: evaluated, never stored. */
   private readonly unstoredRuns = new Map<string, Run>();
@@ -89,7 +92,8 @@ export class OnDemandEvaluations {
   private readonly minIntervalMs: number;
 
   constructor(private readonly options: OnDemandOptions) {
-    this.targets = new Map(options.config.targets.map((target) => [target.name, target]));
+    const staticOnly = options.config.targets.map(staticTarget);
+    this.targets = options.targets ?? (() => staticOnly);
     // Only the digest is kept, so the token itself never sits in an object that might be logged.
     this.tokenDigest = options.token === null ? null : digest(options.token);
     this.now = options.now ?? (() => new Date());
@@ -102,6 +106,10 @@ export class OnDemandEvaluations {
   /** Replaces the bearer token (a rotated token file); null opens the endpoints. */
   setToken(token: string | null): void {
     this.tokenDigest = token === null ? null : digest(token);
+  }
+
+  private targetNames(): string[] {
+    return this.targets().map((target) => target.name);
   }
 
   /** True when the header carries the configured bearer token, or when no token is configured. */
@@ -157,9 +165,9 @@ export class OnDemandEvaluations {
   }
 
   private sharedRun(targetName: string, store: boolean): Run {
-    const target = this.targets.get(targetName);
+    const target = this.targets().find((candidate) => candidate.name === targetName);
     if (target === undefined) {
-      const unknown = Promise.reject(new UnknownTargetError(targetName, [...this.targets.keys()]));
+      const unknown = Promise.reject(new UnknownTargetError(targetName, this.targetNames()));
       unknown.catch(() => undefined);
       return { evaluation: unknown, promise: unknown, settledAtMs: 0 };
     }
@@ -171,7 +179,7 @@ export class OnDemandEvaluations {
     return run;
   }
 
-  private startRun(target: TargetConfig, store: boolean): Run {
+  private startRun(target: Target, store: boolean): Run {
     const evaluation = withTimeout(
       this.options.evaluate(target),
       evaluationTimeoutMs(target),
@@ -207,7 +215,7 @@ export class OnDemandEvaluations {
 
   /** The cached evaluation, or null; throws UnknownTargetError or StoreError. */
   async cached(targetName: string): Promise<Evaluation | null> {
-    if (!this.targets.has(targetName)) throw new UnknownTargetError(targetName, [...this.targets.keys()]);
+    if (!this.targetNames().includes(targetName)) throw new UnknownTargetError(targetName, this.targetNames());
     return withTimeout(
       this.options.store.read(targetName),
       STORE_TIMEOUT_MS,

@@ -10,6 +10,7 @@ import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
 import { MAX_CLOCK_SKEW_MS } from '../functions/core/store.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
+import { staticTarget, targetOverview, type Target } from '../functions/core/targets.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest, LABELS_UNKNOWN, parentObjectOf } from './core/classify.js';
 import type {
@@ -43,7 +44,12 @@ const MACHINES_READ_MARGIN_MS = 500;
 /** The core functions the app calls; injectable so tests can make one of them throw. */
 export interface WebhookCore {
   parseAdmissionReview(body: unknown): { ok: true; review: AdmissionReviewRequest } | { ok: false; message: string };
-  classifyRequest(request: AdmissionRequest, config: GuardConfig, parent?: ParentLabels): Classification;
+  classifyRequest(
+    request: AdmissionRequest,
+    config: GuardConfig,
+    parent?: ParentLabels,
+    targets?: readonly Target[],
+  ): Classification;
   decide(input: DecisionInput): Decision;
   buildAdmissionReviewResponse(response: AdmissionResponse): AdmissionReviewResponse;
 }
@@ -72,6 +78,8 @@ export interface WebhookAppDeps {
   parentLabels?: (ref: ParentObjectRef) => Promise<ParentLabels>;
   /** Reads a KCP's Machines (which member KCP removes); absent: the projection assumes the worst case. */
   readMachines?: MachineReader;
+  /** The targets as of now (static and discovered); the config's static targets by default. */
+  targets?: () => readonly Target[];
 }
 
 /** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
@@ -121,6 +129,8 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     buildAdmissionReviewResponse,
     ...deps.core,
   };
+  const staticOnly = config.targets.map(staticTarget);
+  const targets = deps.targets ?? (() => staticOnly);
   const maxAgeMs = config.maxAgeSeconds * 1000;
   metrics.observeCache(cache);
 
@@ -175,9 +185,10 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
 
   /** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
   async function classify(request: AdmissionRequest): Promise<Classification> {
-    const first = core.classifyRequest(request, config);
+    const now = targets();
+    const first = core.classifyRequest(request, config, undefined, now);
     if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || deps.parentLabels === undefined) return first;
-    return core.classifyRequest(request, config, await deps.parentLabels(parentObjectOf(request)));
+    return core.classifyRequest(request, config, await deps.parentLabels(parentObjectOf(request)), now);
   }
 
   /** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */
@@ -321,6 +332,11 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     }
     res.set({ 'www-authenticate': 'Bearer realm="etcd-guard"', 'cache-control': 'no-store' });
     res.status(401).json({ error: 'missing or wrong bearer token' });
+  });
+
+  // The fleet overview: every target with the object it guards and its cached verdict.
+  app.get('/evaluations', (_req, res) => {
+    res.status(200).json({ targets: targets().map((target) => targetOverview(target, cache.get(target.name))) });
   });
 
   app.all('/evaluations/:target', (req, res, next) => {

@@ -44,11 +44,13 @@ export class EvaluationCache {
   private readonly inFlight = new Map<string, Promise<void>>();
   /** Store reads that outlived their deadline and have not settled yet, per target. */
   private readonly abandonedReads = new Set<string>();
-  private readonly targetNames: readonly string[];
+  private targetNames: readonly string[];
   /** Targets the list read brought in that are not configured (discovered ones). */
   private readonly listedTargets = new Set<string>();
   /** Set once the store refused the list read (RBAC): from then on, read target by target. */
   private listRefused = false;
+  /** Once every first target was read, target-set changes (discovery) no longer unready the webhook. */
+  private wasReady = false;
   private readonly pollIntervalMs: number;
   private readonly readTimeoutMs: number;
   private timer: NodeJS.Timeout | null = null;
@@ -63,7 +65,24 @@ export class EvaluationCache {
 
   /** True once every target was read once, whether an evaluation was stored or not. */
   get ready(): boolean {
-    return this.targetNames.every((target) => this.readOnce.has(target));
+    this.wasReady ||= this.targetNames.every((target) => this.readOnce.has(target));
+    return this.wasReady;
+  }
+
+  /**
+   * Follows the current target set (discovery adds and drops targets). New targets are read on the
+   * next poll; a dropped target's evaluation is forgotten, so nothing keeps judging by it.
+   */
+  setTargets(targets: readonly string[]): void {
+    const next = [...new Set(targets)];
+    for (const name of this.targetNames) {
+      if (!next.includes(name)) {
+        this.latest.delete(name);
+        this.readOnce.delete(name);
+      }
+    }
+    this.targetNames = next;
+    if (!this.stopped && this.timer !== null) void this.pollOnce();
   }
 
   /** Resolves when ready (at once if already so). */

@@ -4,12 +4,14 @@ import { stat } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TLSSocket } from 'node:tls';
-import { ConfigError, loadGuardConfigFile, type GuardConfig, type TargetConfig } from '../functions/config.js';
+import { ConfigError, loadGuardConfigFile, type GuardConfig } from '../functions/config.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations, readTokenFile, resolveBearerToken } from '../functions/on-demand.js';
+import { describeGuarded, type Target } from '../functions/core/targets.js';
+import { TargetRegistry } from '../functions/target-registry.js';
 import { createWebhookApp } from './app.js';
 import { Deadline } from '../functions/core/deadline.js';
 import type { ParentObjectRef } from './core/contract.js';
@@ -39,7 +41,9 @@ export interface WebhookServerOptions {
   tokenStatIntervalMs?: number;
   logger?: Logger;
   store?: EvaluationStore;
-  evaluate?: (target: TargetConfig) => Promise<Evaluation>;
+  evaluate?: (target: Target) => Promise<Evaluation>;
+  /** The targets (static and discovered); built from the config's discovery section by default. */
+  registry?: TargetRegistry;
   metrics?: WebhookMetrics;
   now?: () => Date;
   pollIntervalMs?: number;
@@ -116,9 +120,28 @@ function watchTokenFile(file: string, onDemand: OnDemandEvaluations, logger: Log
 }
 
 /** Loads the etcd engine (etcd3 + gRPC) on first use only, so servers given their own `evaluate` never load it. */
-async function evaluateWithEtcd(target: TargetConfig): Promise<Evaluation> {
-  const { evaluateTarget } = await import('../functions/evaluate-target.js');
-  return evaluateTarget(target);
+async function evaluateWithEtcd(target: Target): Promise<Evaluation> {
+  const { evaluateResolvedTarget } = await import('../functions/evaluate-resolved.js');
+  return evaluateResolvedTarget(target);
+}
+
+/** The registry a server builds for itself: discovery rounds logged, the cache following the target set. */
+function defaultRegistry(config: GuardConfig, logger: Logger, follow: (names: string[]) => void): TargetRegistry {
+  let lastProblems = '';
+  return new TargetRegistry(config, {
+    onChange: (targets) => follow(targets.map((target) => target.name)),
+    onRound: ({ problems, failures }) => {
+      for (const failure of failures) logger.warn({ source: failure.source, err: failure.message }, 'discovery could not list');
+      const text = JSON.stringify(problems);
+      if (text !== lastProblems && problems.length > 0) {
+        logger.warn(
+          { problems: problems.map((problem) => `${describeGuarded(problem.object)}: ${problem.message}`) },
+          'discovery skipped objects',
+        );
+      }
+      lastProblems = text;
+    },
+  });
 }
 
 /** Lists a KCP's Machines; like lazyObjectGetter, the Kubernetes client loads on first use only. */
@@ -165,19 +188,27 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const logger = options.logger ?? createLogger();
   const metrics = options.metrics ?? createWebhookMetrics(options.now ? { now: options.now } : {});
   const store = options.store ?? createStore(config.store);
+  // The cache follows the target set once it exists (the first round runs before it does).
+  let followTargets: (names: string[]) => void = () => undefined;
+  const registry = options.registry ?? defaultRegistry(config, logger, (names) => followTargets(names));
+  // The first discovery round (bounded by its own deadline) runs before the server listens, so a
+  // discovered KCP is never denied as "no target" just because the webhook has not looked yet.
+  await registry.refresh();
   const cache = new EvaluationCache({
     store,
-    targets: config.targets.map((target) => target.name),
+    targets: registry.names(),
     logger,
     onFeedError: (target) => metrics.recordCacheFeedError(target),
     ...(options.now ? { now: options.now } : {}),
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
     ...(options.storeReadTimeoutMs === undefined ? {} : { readTimeoutMs: options.storeReadTimeoutMs }),
   });
+  followTargets = (names) => cache.setTargets(names);
   const onDemand = new OnDemandEvaluations({
     config,
     store,
     evaluate: options.evaluate ?? evaluateWithEtcd,
+    targets: () => registry.all(),
     token: options.token,
     onFresh: (evaluation) => cache.put(evaluation),
     onBackgroundStoreError: (target, error) =>
@@ -204,6 +235,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     logger,
     parentLabels,
     readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
+    targets: () => registry.all(),
     ...(options.now ? { now: options.now } : {}),
   });
 
@@ -243,6 +275,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const stopTokenWatch = options.tokenFile
     ? watchTokenFile(options.tokenFile, onDemand, logger, options.tokenStatIntervalMs ?? 10_000)
     : () => undefined;
+  registry.start();
 
   const address = server.address() as AddressInfo;
   const url = `${options.tls ? 'https' : 'http'}://${urlHost(options.host)}:${address.port}`;
@@ -256,7 +289,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       server.closeIdleConnections();
       const grace = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
       try {
-        await Promise.all([closed, cache.stop()]);
+        await Promise.all([closed, cache.stop(), registry.stop()]);
       } finally {
         clearTimeout(grace);
       }

@@ -129,3 +129,29 @@ export function targetGuarding(targets: readonly Target[], object: GuardedObject
       target.guards.name === object.name,
   );
 }
+
+/** One row of the fleet overview (`GET /evaluations`, `etcd-guard targets`). */
+export interface TargetOverview {
+  name: string;
+  source: TargetSource;
+  /** The object a discovered target guards; null for a static target (its `match` decides). */
+  guards: GuardedObject | null;
+  /** A static target's match; absent for discovered targets. */
+  match?: TargetConfig['match'];
+  verdict: 'Healthy' | 'Degraded' | 'Unhealthy' | null;
+  evaluatedAt: string | null;
+}
+
+export function targetOverview(
+  target: Target,
+  evaluation: { verdict: TargetOverview['verdict']; evaluatedAt: string } | null,
+): TargetOverview {
+  return {
+    name: target.name,
+    source: target.source,
+    guards: target.guards,
+    ...(target.source === 'static' ? { match: target.match } : {}),
+    verdict: evaluation?.verdict ?? null,
+    evaluatedAt: evaluation?.evaluatedAt ?? null,
+  };
+}

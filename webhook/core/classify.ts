@@ -12,6 +12,7 @@
 //   guarded field in one request → a rollout carrying previousReplicas, which the projection
 //   judges by BOTH the rollout and the scale rules (the stricter reading).
 import type { GuardConfig, TargetConfig } from '../../functions/config.js';
+import { staticTarget, targetGuarding, type Target } from '../../functions/core/targets.js';
 import type {
   AdmissionRequest,
   Classification,
@@ -159,8 +160,18 @@ export function parentObjectOf(request: AdmissionRequest): ParentObjectRef {
 /**
  * `parent`: for a /scale request, the scaled object's labels as the server read them (absent on
  * the first pass; see LABELS_UNKNOWN). Ignored for any other request, whose object carries its own.
+ *
+ * `targets` are the targets as of now (static and discovered; the config's static ones by
+ * default). A discovered KubeadmControlPlane or Etcd belongs to its own target by identity (group,
+ * kind, namespace, name), whatever its labels and also through /scale; static targets match by
+ * their `match` and are never matched by a discovered target's empty one.
  */
-export function classifyRequest(request: AdmissionRequest, config: GuardConfig, parent?: ParentLabels): Classification {
+export function classifyRequest(
+  request: AdmissionRequest,
+  config: GuardConfig,
+  parent?: ParentLabels,
+  targets: readonly Target[] = config.targets.map(staticTarget),
+): Classification {
   if (request.operation !== 'UPDATE') {
     return { kind: 'allow', reason: request.operation.toLowerCase() };
   }
@@ -180,9 +191,16 @@ export function classifyRequest(request: AdmissionRequest, config: GuardConfig, 
     viaScale,
   };
 
-  let candidates: readonly TargetConfig[] = config.targets;
+  const own = targetGuarding(targets, ref);
+  if (own !== undefined) {
+    const changed = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
+    if (changed.changedPointers.length === 0) return { kind: 'allow', reason: 'no-guarded-change' };
+    return judgeChange(rule, request, changed.changedPointers, own, ref);
+  }
+  const staticTargets = targets.filter((target) => target.guards === null);
+  let candidates: readonly TargetConfig[] = staticTargets;
   if (rule.scope === 'named-by-target') {
-    candidates = targetsNaming(config.targets, ref.namespace, ref.name);
+    candidates = targetsNaming(staticTargets, ref.namespace, ref.name);
     if (candidates.length === 0) return { kind: 'allow', reason: 'not-guarded' };
   }
 
@@ -212,13 +230,24 @@ export function classifyRequest(request: AdmissionRequest, config: GuardConfig, 
     };
   }
 
-  const change = membershipChange(rule, request, detected.changedPointers);
+  return judgeChange(rule, request, detected.changedPointers, byNewLabels.target, ref);
+}
+
+/** The membership change a guarded edit makes, to be judged against `target`'s evaluation. */
+function judgeChange(
+  rule: GuardRule,
+  request: AdmissionRequest,
+  changedPointers: readonly string[],
+  target: TargetConfig,
+  ref: GuardedObjectRef,
+): Classification {
+  const change = membershipChange(rule, request, changedPointers);
   if (!change.ok) {
     return { kind: 'deny', reason: 'invalid', message: `etcd-guard cannot judge ${describeObject(ref)}: ${change.message}` };
   }
   // e.g. replicas written out explicitly with its default value: nothing moves.
   if (change.change === null) return { kind: 'allow', reason: 'no-guarded-change' };
-  return { kind: 'needs-evaluation', target: byNewLabels.target, change: change.change, object: ref };
+  return { kind: 'needs-evaluation', target, change: change.change, object: ref };
 }
 
 function noTarget(

@@ -1,0 +1,185 @@
+// Discovered targets in the webhook: a KCP or Etcd belongs to its own target by identity (also
+// through /scale, which carries no labels), static targets keep their match, and GET /evaluations
+// lists every target with the object it guards. Evaluations are injected here; the end-to-end
+// fleet test reaches real etcd.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parseGuardConfig } from '../functions/config.js';
+import { capiTargets, druidTargets } from '../functions/core/discovery.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import { staticTarget, type Target } from '../functions/core/targets.js';
+import { classifyRequest } from '../webhook/core/classify.js';
+import type { AdmissionRequest } from '../webhook/core/contract.js';
+import { parseAdmissionReview } from '../webhook/core/review.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
+import { makeEvaluation } from './harness/evaluation-fixture.js';
+import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
+
+const json = (file: string): unknown => JSON.parse(readFileSync(new URL(file, import.meta.url), 'utf8'));
+const object = (name: string) => json(`./fixtures/discovery/${name}.json`) as FakeObject;
+
+/** An AdmissionReview fixture aimed at another object (namespace/name), as the apiserver would send it for that one. */
+function review(fixture: string, namespace: string, name: string): { raw: Record<string, unknown>; request: AdmissionRequest } {
+  const raw = json(`./fixtures/admission/${fixture}`) as { request: Record<string, unknown> };
+  raw.request.namespace = namespace;
+  raw.request.name = name;
+  for (const key of ['object', 'oldObject'] as const) {
+    const metadata = (raw.request[key] as { metadata: Record<string, unknown> } | null)?.metadata;
+    if (metadata) Object.assign(metadata, { namespace, name });
+  }
+  const parsed = parseAdmissionReview(raw);
+  if (!parsed.ok) throw new Error(parsed.message);
+  return { raw, request: parsed.review.request };
+}
+
+const config = parseGuardConfig(
+  {
+    targets: [{ name: 'catch-all', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'legacy' } }],
+    discovery: { capi: {}, druid: {} },
+  },
+  'test',
+);
+const discovered: Target[] = [
+  ...capiTargets([object('kcp-v1beta1')], { timeout: 5000 }).targets,
+  ...druidTargets([object('etcd-druid')], { timeout: 5000 }).targets,
+];
+const targets = [...config.targets.map(staticTarget), ...discovered];
+
+describe('matching by identity', () => {
+  it.each([
+    [
+      'a KCP /scale (no labels) goes to its own capi target',
+      'kcp-scale-up-3-to-5.json',
+      'fleet',
+      'prod-control-plane',
+      'capi-fleet-prod',
+    ],
+    [
+      'a KCP spec edit goes to its own capi target',
+      'kcp-v1beta1-edit-version.json',
+      'fleet',
+      'prod-control-plane',
+      'capi-fleet-prod',
+    ],
+    [
+      'an Etcd spec edit goes to its own druid target',
+      'etcd-druid-replicas-3-to-5.json',
+      'shoot--dev--alpha',
+      'etcd-main',
+      discovered[1]?.name,
+    ],
+  ])('%s', (_case, fixture, namespace, name, expected) => {
+    const classification = classifyRequest(review(fixture, namespace, name).request, config, undefined, targets);
+    expect(classification.kind).toBe('needs-evaluation');
+    expect(classification.kind === 'needs-evaluation' && classification.target.name).toBe(expected);
+  });
+
+  it('an object no discovered target guards falls to the static targets, never to a discovered one', () => {
+    const other = classifyRequest(
+      review('kcp-v1beta1-edit-version.json', 'fleet', 'other-cp').request,
+      config,
+      undefined,
+      targets,
+    );
+    expect(other).toMatchObject({ kind: 'deny', reason: 'no-target' });
+    // The same Etcd name in another namespace is another object.
+    const elsewhere = classifyRequest(
+      review('etcd-druid-replicas-3-to-5.json', 'other', 'etcd-main').request,
+      config,
+      undefined,
+      targets,
+    );
+    expect(elsewhere).toMatchObject({ kind: 'deny', reason: 'no-target' });
+  });
+
+  it('an unguarded edit of a discovered KCP (labels only) is allowed: identity does not move with labels', () => {
+    const classification = classifyRequest(
+      review('kcp-label-only.json', 'fleet', 'prod-control-plane').request,
+      config,
+      undefined,
+      targets,
+    );
+    expect(classification).toEqual({ kind: 'allow', reason: 'no-guarded-change' });
+  });
+});
+
+describe('the webhook with discovery against the stand-in apiserver', () => {
+  let fake: FakeKubeApiServer;
+  let running: RunningWebhookServer | undefined;
+  let workDir: string;
+  const evaluated: string[] = [];
+  const TOKEN = 'overview-token-0123456789';
+
+  beforeEach(async () => {
+    workDir = mkdtempSync(path.join(tmpdir(), 'fleet-webhook-'));
+    fake = await startFakeKubeApiServer();
+    fake.putObject('kubeadmcontrolplanes', object('kcp-v1beta1'));
+    fake.putObject('kubeadmcontrolplanes', object('kcp-external-etcd'));
+    fake.putObject('etcds', object('etcd-druid'));
+    const guardConfig = parseGuardConfig(
+      {
+        store: { kind: 'file', dir: path.join(workDir, 'store') },
+        targets: [{ name: 'local', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'legacy' } }],
+        discovery: { capi: {}, druid: {}, kubeconfigFile: fake.kubeconfigFile },
+      },
+      'test',
+    );
+    evaluated.length = 0;
+    running = await startWebhookServer({
+      config: guardConfig,
+      host: '127.0.0.1',
+      port: 0,
+      tls: null,
+      token: TOKEN,
+      logger: (await import('../functions/shared/logger.js')).createLogger({ env: { LOG_LEVEL: 'silent' } }),
+      evaluate: (target) => {
+        evaluated.push(target.name);
+        return Promise.resolve(makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString() }) as Evaluation);
+      },
+    });
+  });
+
+  afterEach(async () => {
+    await running?.close();
+    running = undefined;
+    await fake.close();
+    rmSync(workDir, { recursive: true, force: true });
+  });
+
+  it('GET /evaluations needs the token and lists every target with its source, guarded object and verdict', async () => {
+    const url = `${running?.url}/evaluations`;
+    expect((await fetch(url)).status).toBe(401);
+    await fetch(`${url}/capi-fleet-prod`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+    const response = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as {
+      targets: { name: string; source: string; guards: unknown; verdict: string | null; evaluatedAt: string | null }[];
+    };
+    expect(body.targets.map((row) => [row.name, row.source, row.verdict])).toEqual([
+      ['local', 'static', null],
+      ['capi-fleet-prod', 'capi', 'Healthy'],
+      [discovered[1]?.name, 'druid', null],
+    ]);
+    expect(body.targets[1]?.guards).toEqual({
+      group: 'controlplane.cluster.x-k8s.io',
+      kind: 'KubeadmControlPlane',
+      namespace: 'fleet',
+      name: 'prod-control-plane',
+    });
+    expect(body.targets[1]?.evaluatedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+  });
+
+  it('a /scale of a discovered KCP is judged against its own target (evaluated inline) and allowed when Healthy', async () => {
+    const { raw } = review('kcp-scale-up-3-to-5.json', 'fleet', 'prod-control-plane');
+    const response = await fetch(`${running?.url}/validate?timeout=10s`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(raw),
+    });
+    const answer = (await response.json()) as { response: { allowed: boolean; status?: { message: string } } };
+    expect(answer.response.allowed).toBe(true);
+    expect(evaluated).toEqual(['capi-fleet-prod']);
+  });
+});
