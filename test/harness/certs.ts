@@ -12,6 +12,8 @@ const execFileAsync = promisify(execFile);
 export interface TestCerts {
   dir: string;
   caFile: string;
+  /** The CA's key in the traditional PEM form kubeadm writes (RSA PRIVATE KEY / EC PRIVATE KEY). */
+  caKeyFile: string;
   serverCertFile: string;
   serverKeyFile: string;
   certFile: string;
@@ -37,10 +39,24 @@ function randomSerial(): string {
   return `0x${randomBytes(16).toString('hex')}`;
 }
 
-async function makeCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
+export interface TestCertOptions {
+  /** The CA's key: ECDSA P-256 (default) or RSA 2048 as kubeadm makes it. */
+  caKeyType?: 'ec' | 'rsa';
+  /** Extra DNS names on the server certificate (e.g. node names, as kubeadm writes them). */
+  serverNames?: string[];
+}
+
+const KEY_ALGORITHMS = {
+  ec: ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256'],
+  rsa: ['-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048'],
+};
+
+async function makeCa(dir: string, name: string, keyType: 'ec' | 'rsa' = 'ec'): Promise<{ cert: string; key: string }> {
+  const pkcs8Key = path.join(dir, `${name}-key.pkcs8.pem`);
   const key = path.join(dir, `${name}-key.pem`);
   const cert = path.join(dir, `${name}.pem`);
-  await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key], dir);
+  await openssl(['genpkey', ...KEY_ALGORITHMS[keyType], '-out', pkcs8Key], dir);
+  await openssl(['pkey', '-in', pkcs8Key, '-traditional', '-out', key], dir);
   await openssl(['req', '-x509', '-new', '-key', key, '-sha256', '-days', '2', '-subj', `/CN=${name}`, '-out', cert], dir);
   return { cert, key };
 }
@@ -83,14 +99,15 @@ async function makeLeaf(
   return { cert, key };
 }
 
-export async function generateTestCerts(dir: string): Promise<TestCerts> {
-  const [ca, wrongCa] = await Promise.all([makeCa(dir, 'ca'), makeCa(dir, 'wrong-ca')]);
+export async function generateTestCerts(dir: string, options: TestCertOptions = {}): Promise<TestCerts> {
+  const [ca, wrongCa] = await Promise.all([makeCa(dir, 'ca', options.caKeyType), makeCa(dir, 'wrong-ca')]);
+  const extraNames = (options.serverNames ?? []).map((name) => `,DNS:${name}`).join('');
   const [server, client, wrongClient] = await Promise.all([
     makeLeaf(
       dir,
       'server',
       ca,
-      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
+      `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost${extraNames}\n`,
     ),
     makeLeaf(
       dir,
@@ -108,6 +125,7 @@ export async function generateTestCerts(dir: string): Promise<TestCerts> {
   return {
     dir,
     caFile: ca.cert,
+    caKeyFile: ca.key,
     serverCertFile: server.cert,
     serverKeyFile: server.key,
     certFile: client.cert,

@@ -24,6 +24,8 @@ export interface EtcdTestMember {
 
 export interface EtcdTlsFiles {
   caFile: string;
+  /** The CA's key (kubeadm's traditional PEM), for tests that mint client certificates like KCP. */
+  caKeyFile: string;
   certFile: string;
   keyFile: string;
   wrongCaFile: string;
@@ -71,6 +73,8 @@ export interface StartEtcdClusterOptions {
   size?: number;
   quotaBackendBytes?: number;
   name?: string;
+  /** The CA's key type; ECDSA P-256 by default, RSA 2048 like kubeadm. */
+  caKeyType?: 'ec' | 'rsa';
 }
 
 interface RunningProcess {
@@ -149,7 +153,9 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
   const prefix = options.name ?? 'etcd';
   const dir = await mkdtemp(path.join(os.tmpdir(), `etcd-guard-${prefix}-`));
   liveDirs.add(dir);
-  const certs = await generateTestCerts(dir);
+  // Member names are node names in a kubeadm cluster; its serving certificate names the node.
+  const memberNames = Array.from({ length: size }, (_, index) => `${prefix}-${index}`);
+  const certs = await generateTestCerts(dir, { caKeyType: options.caKeyType, serverNames: memberNames });
   const token = `${prefix}-${randomBytes(4).toString('hex')}`;
   const ports = await freePorts(size * 2);
 
@@ -233,6 +239,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
     endpoints: members.map((member) => member.clientUrl),
     tls: {
       caFile: certs.caFile,
+      caKeyFile: certs.caKeyFile,
       certFile: certs.certFile,
       keyFile: certs.keyFile,
       wrongCaFile: certs.wrongCaFile,

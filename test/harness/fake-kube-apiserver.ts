@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigMapRoutes, type StoredConfigMap } from './fake-kube/configmaps.js';
@@ -24,6 +24,9 @@ export type { FakeObject } from './fake-kube/objects.js';
 export const DEFAULT_USER = 'system:serviceaccount:etcd-guard:evaluator';
 
 export type RequestHook = (request: FakeRequest) => void | Promise<void>;
+
+/** Takes an authenticated HTTP Upgrade request (e.g. pod port-forward) the stand-in does not serve itself. */
+export type UpgradeHandler = (request: IncomingMessage, socket: Socket, head: Buffer) => void;
 
 export interface FakeKubeApiServer {
   url: string;
@@ -55,6 +58,8 @@ export interface FakeKubeApiServer {
   removeObject(resource: string, apiVersion: string, namespace: string, name: string): void;
   /** Serve only these versions of an API group (e.g. an older Cluster API without v1beta2). */
   serveVersions(group: string, versions: string[]): void;
+  /** Serve WebSocket upgrades (after the same auth and hang checks as other requests); null refuses them. */
+  onUpgrade(handler: UpgradeHandler | null): void;
   /** The current global resourceVersion (increments on every write). */
   resourceVersion(): number;
   close(): Promise<void>;
@@ -101,6 +106,9 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
   const forbidden: { verb: KubeVerb; resource: string; namespace: string | undefined }[] = [];
   let hangPrefixes: string[] = [];
   let hook: RequestHook | null = null;
+  let upgradeHandler: UpgradeHandler | null = null;
+  // Upgraded sockets leave the HTTP server's bookkeeping: close() cuts them itself.
+  const upgradedSockets = new Set<Socket>();
   const requests: FakeRequest[] = [];
 
   const isForbidden = (entry: FakeRequest) =>
@@ -166,6 +174,30 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
       }
     });
   });
+  server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
+    const pathname = new URL(request.url ?? '/', 'http://fake').pathname;
+    requests.push({
+      method: request.method ?? 'GET',
+      path: pathname,
+      query: new URLSearchParams(),
+      verb: null,
+      resource: null,
+      namespace: null,
+      name: null,
+      status: null,
+    });
+    socket.on('error', () => undefined);
+    upgradedSockets.add(socket);
+    socket.on('close', () => upgradedSockets.delete(socket));
+    if (hangPrefixes.some((prefix) => pathname.startsWith(prefix))) return; // never answer, keep the socket
+    if (request.headers.authorization !== `Bearer ${token}` || upgradeHandler === null) {
+      socket.end(
+        `HTTP/1.1 ${upgradeHandler === null ? '404 Not Found' : '401 Unauthorized'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`,
+      );
+      return;
+    }
+    upgradeHandler(request, socket, head);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -189,10 +221,12 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     putObject: (resource, object) => objects.put(resource, object),
     removeObject: (resource, apiVersion, namespace, name) => objects.remove(resource, apiVersion, namespace, name),
     serveVersions: (group, versions) => objects.serveVersions(group, versions),
+    onUpgrade: (next) => void (upgradeHandler = next),
     resourceVersion: () => revision.current(),
     async close() {
       // Hung requests would keep close() waiting forever: cut every socket.
       server.closeAllConnections();
+      for (const socket of upgradedSockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       rmSync(directory, { recursive: true, force: true });
     },

@@ -1,0 +1,78 @@
+// A Cluster API workload cluster as the product meets it: a real etcd cluster (its own CA), a
+// stand-in workload API server serving pod port-forward to each member's static pod
+// kube-system/etcd-<node>, and on the management stand-in the two Secrets KCP reads:
+// `<cluster>-kubeconfig` (value) and `<cluster>-etcd` (tls.crt, tls.key).
+import { readFile } from 'node:fs/promises';
+import { startEtcdCluster, type EtcdTestCluster } from './etcd-cluster.js';
+import { startFakeKubeApiServer, type FakeKubeApiServer } from './fake-kube-apiserver.js';
+import { attachPortForward, type PortForwardRelay } from './fake-portforward.js';
+
+export interface CapiWorkload {
+  cluster: { namespace: string; clusterName: string };
+  etcd: EtcdTestCluster;
+  apiServer: FakeKubeApiServer;
+  relay: PortForwardRelay;
+  /** Control-plane node names: the etcd member names. */
+  nodeNames: string[];
+  destroy(): Promise<void>;
+}
+
+export function secretObject(namespace: string, name: string, data: Record<string, Buffer | string>) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace },
+    type: 'Opaque',
+    data: Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value).toString('base64')])),
+  };
+}
+
+/** Puts `<cluster>-kubeconfig` and `<cluster>-etcd` for a workload on the management stand-in. */
+export async function putCapiSecrets(
+  management: FakeKubeApiServer,
+  cluster: { namespace: string; clusterName: string },
+  workload: { apiServer: FakeKubeApiServer; etcd: EtcdTestCluster },
+): Promise<void> {
+  const [kubeconfig, caCert, caKey] = await Promise.all([
+    readFile(workload.apiServer.kubeconfigFile),
+    readFile(workload.etcd.tls.caFile),
+    readFile(workload.etcd.tls.caKeyFile),
+  ]);
+  management.putObject('secrets', secretObject(cluster.namespace, `${cluster.clusterName}-kubeconfig`, { value: kubeconfig }));
+  management.putObject(
+    'secrets',
+    secretObject(cluster.namespace, `${cluster.clusterName}-etcd`, { 'tls.crt': caCert, 'tls.key': caKey }),
+  );
+}
+
+/** Routes kube-system/etcd-<member> on `relay` to each member of `etcd`. */
+export function routeEtcdPods(relay: PortForwardRelay, etcd: EtcdTestCluster): void {
+  for (const member of etcd.members) {
+    relay.setPod('kube-system', `etcd-${member.name}`, { host: '127.0.0.1', port: Number(new URL(member.clientUrl).port) });
+  }
+}
+
+export async function startCapiWorkload(
+  management: FakeKubeApiServer,
+  options: { namespace: string; clusterName: string; caKeyType?: 'ec' | 'rsa' },
+): Promise<CapiWorkload> {
+  const cluster = { namespace: options.namespace, clusterName: options.clusterName };
+  const etcd = await startEtcdCluster({
+    name: options.clusterName,
+    ...(options.caKeyType ? { caKeyType: options.caKeyType } : {}),
+  });
+  const apiServer = await startFakeKubeApiServer();
+  const relay = attachPortForward(apiServer);
+  routeEtcdPods(relay, etcd);
+  await putCapiSecrets(management, cluster, { apiServer, etcd });
+  return {
+    cluster,
+    etcd,
+    apiServer,
+    relay,
+    nodeNames: etcd.members.map((member) => member.name),
+    async destroy() {
+      await Promise.all([apiServer.close(), etcd.destroy()]);
+    },
+  };
+}
