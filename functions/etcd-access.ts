@@ -18,6 +18,10 @@ export interface EtcdAccess {
   endpointFor(member: DiscoveredMember): string | undefined;
   /** Stable human text for an endpoint in reasons and member rows (never a random loopback port). */
   describe(endpoint: string): string;
+  /** The TLS server name to verify for an endpoint when it is not the endpoint's host (a relay). */
+  serverNameFor?(endpoint: string): string | undefined;
+  /** Why the way to an endpoint failed, when the relay knows more than the etcd client saw. */
+  failureDetail?(endpoint: string): string | undefined;
   /** Releases listeners, relays and connections; the evaluation calls it once, always. */
   close(): Promise<void>;
 }

@@ -91,7 +91,10 @@ function relabel(text: string, access: EtcdAccess, endpoints: Iterable<string>):
 }
 
 function relabelOutcome<T>(outcome: Outcome<T>, access: EtcdAccess, endpoints: Iterable<string>): Outcome<T> {
-  return outcome.ok ? outcome : { ok: false, error: relabel(outcome.error, access, endpoints) };
+  if (outcome.ok) return outcome;
+  const details = [...endpoints].map((endpoint) => access.failureDetail?.(endpoint)).filter((detail) => detail !== undefined);
+  const error = relabel(outcome.error, access, endpoints);
+  return { ok: false, error: details.length > 0 ? `${error} (${details.join('; ')})` : error };
 }
 
 /** A probe as the core sees it: described endpoint, errors relabelled, tagged with the member it was dialled for. */
@@ -114,7 +117,7 @@ async function probeThroughAccess(
   access: EtcdAccess,
   deadline: Deadline,
 ): Promise<{ memberList: Outcome<DiscoveredMember[]>; probes: EndpointProbe[] }> {
-  const session = new EtcdProbeSession(access.credentials);
+  const session = new EtcdProbeSession(access.credentials, { serverNameFor: (endpoint) => access.serverNameFor?.(endpoint) });
   try {
     const probes = new Map<string, Promise<EndpointProbe>>();
     for (const endpoint of access.seedEndpoints) probes.set(endpoint, session.probe(endpoint, deadline));

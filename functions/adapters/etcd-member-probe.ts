@@ -15,6 +15,14 @@ export interface ProbeCredentials {
   key?: Buffer;
 }
 
+export interface ProbeSessionOptions {
+  /**
+   * The name the member's serving certificate must carry, for endpoints that are relays (a
+   * loopback port-forward) rather than the member's own address; the endpoint's host otherwise.
+   */
+  serverNameFor?: (endpoint: string) => string | undefined;
+}
+
 /** A key nobody writes: a range on it is a cheap linearizable read. */
 const PROBE_KEY = Buffer.from('etcd-guard.io/probe');
 /** Time the wall-clock guard allows past the gRPC deadline before it gives up on a call. */
@@ -51,6 +59,9 @@ export function describeProbeError(endpoint: string, error: unknown, budgetMs: n
     cause = 'connection refused';
   } else if (/ENOTFOUND|EAI_AGAIN|name resolution|DNS resolution|getaddrinfo/i.test(message)) {
     cause = 'DNS lookup failed';
+  } else if (/socket disconnected before secure TLS connection/i.test(message)) {
+    // The peer closed before TLS began: a relay (port-forward) whose far end is gone, not a TLS verdict.
+    cause = 'connection closed before the TLS handshake';
   } else if (SERVER_NOT_TRUSTED.test(message)) {
     cause = `TLS rejected: server certificate not trusted (${SERVER_NOT_TRUSTED.exec(message)?.[1] ?? 'verification failed'})`;
   } else if (CLIENT_REJECTED.test(message)) {
@@ -145,7 +156,17 @@ export class EtcdProbeSession {
    */
   private tlsChannelCredentials: unknown;
 
-  constructor(private readonly credentials: ProbeCredentials) {}
+  constructor(
+    private readonly credentials: ProbeCredentials,
+    private readonly options: ProbeSessionOptions = {},
+  ) {}
+
+  /** The channel options for an endpoint: ours, plus the server name to verify when a relay is dialled. */
+  private channelOptions(endpoint: string): Record<string, string | number> {
+    const serverName = this.options.serverNameFor?.(endpoint);
+    if (serverName === undefined) return { ...CHANNEL_OPTIONS };
+    return { ...CHANNEL_OPTIONS, 'grpc.ssl_target_name_override': serverName, 'grpc.default_authority': serverName };
+  }
 
   private client(endpoint: string): Etcd3 {
     const existing = this.clients.get(endpoint);
@@ -158,7 +179,7 @@ export class EtcdProbeSession {
   private newClient(endpoint: string): Etcd3 {
     const options: IOptions = {
       hosts: endpoint,
-      grpcOptions: { ...CHANNEL_OPTIONS },
+      grpcOptions: this.channelOptions(endpoint),
       faultHandling: { host: () => noop, global: noop },
     };
     const withCa = endpoint.startsWith('https:') && this.credentials.ca !== undefined;
@@ -191,7 +212,7 @@ export class EtcdProbeSession {
     if (this.tlsChannelCredentials === undefined || !endpoint.startsWith('https://')) return null;
     const client = new Etcd3({
       hosts: endpoint.slice('https://'.length),
-      grpcOptions: { ...CHANNEL_OPTIONS },
+      grpcOptions: this.channelOptions(endpoint),
       faultHandling: { host: () => noop, global: noop },
     });
     const host = onlyHost(client);
