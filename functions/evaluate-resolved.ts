@@ -25,13 +25,11 @@ export interface EvaluateResolvedOptions extends EvaluateTargetOptions {
   openCapiAccess?: CapiAccessOpener;
 }
 
-/** Until the port-forward access is built in, a Cluster API target says so instead of guessing. */
-const capiAccessUnavailable: CapiAccessOpener = (reach) =>
-  Promise.reject(
-    new EtcdAccessError(
-      `reaching the etcd of Cluster API cluster ${reach.namespace}/${reach.clusterName} is not built into this version`,
-    ),
-  );
+/** KCP's way in: the Cluster's Secrets on the management cluster, each member through pod port-forward. */
+async function openCapiAccessDefault(api: CoreV1Api, reach: CapiReach, nodeNames: readonly string[], deadline: Deadline) {
+  const { openCapiEtcdAccess } = await import('./adapters/capi-etcd-access.js');
+  return openCapiEtcdAccess(api, reach, nodeNames, deadline);
+}
 
 export async function evaluateResolvedTarget(
   target: Target | TargetConfig,
@@ -53,7 +51,9 @@ export async function evaluateResolvedTarget(
   const api = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
   const machines: Promise<ControlPlaneNode[]> = discovery.listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
   machines.catch(() => undefined);
-  const openCapiAccess = options.openCapiAccess ?? capiAccessUnavailable;
+  const coreApi = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
+  const openCapiAccess: CapiAccessOpener =
+    options.openCapiAccess ?? ((capi, nodeNames, deadline) => openCapiAccessDefault(coreApi, capi, nodeNames, deadline));
   return evaluateThroughAccess(
     target,
     async (deadline) => {

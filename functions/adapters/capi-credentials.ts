@@ -14,14 +14,25 @@
 // The CA key and the minted key live in memory only: never written, logged, or put in an error.
 import 'reflect-metadata';
 import { createHash, createPrivateKey, createPublicKey, KeyObject, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import {
+  AuthorityKeyIdentifierExtension,
+  BasicConstraintsExtension,
+  cryptoProvider,
+  ExtendedKeyUsage,
+  ExtendedKeyUsageExtension,
+  KeyUsageFlags,
+  KeyUsagesExtension,
+  SubjectKeyIdentifierExtension,
+  X509Certificate as IssuerCertificate,
+  X509CertificateGenerator,
+} from '@peculiar/x509';
+import { KubeConfig, type CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../core/deadline.js';
 import { EtcdAccessError } from '../etcd-access.js';
 import type { ProbeCredentials } from './etcd-member-probe.js';
 import { callKube } from './kube.js';
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+cryptoProvider.set(webcrypto as unknown as Parameters<typeof cryptoProvider.set>[0]);
 
 const CERTIFICATE_LIFETIME_MS = 60 * 60 * 1000;
 const RENEW_BEFORE_EXPIRY_MS = 15 * 60 * 1000;
@@ -185,13 +196,13 @@ export class ClientCertificateMinter {
       false,
       ['sign'],
     );
-    const issuer = new x509.X509Certificate(ca.cert.raw);
+    const issuer = new IssuerCertificate(ca.cert.raw);
     const now = this.now();
     const notAfter = now + CERTIFICATE_LIFETIME_MS;
     const serial = randomBytes(16);
     serial[0] = (serial[0] ?? 0) & 0x7f; // a positive INTEGER
-    const issuerKeyId = issuer.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId;
-    const certificate = await x509.X509CertificateGenerator.create({
+    const issuerKeyId = issuer.getExtension(SubjectKeyIdentifierExtension)?.keyId;
+    const certificate = await X509CertificateGenerator.create({
       serialNumber: serial.toString('hex'),
       subject: `CN=${CLIENT_COMMON_NAME}`,
       issuer: issuer.subjectName,
@@ -201,10 +212,10 @@ export class ClientCertificateMinter {
       signingKey,
       signingAlgorithm: ca.algorithm.signature,
       extensions: [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
-        ...(issuerKeyId !== undefined ? [new x509.AuthorityKeyIdentifierExtension(issuerKeyId)] : []),
+        new BasicConstraintsExtension(false, undefined, true),
+        new KeyUsagesExtension(KeyUsageFlags.digitalSignature, true),
+        new ExtendedKeyUsageExtension([ExtendedKeyUsage.clientAuth]),
+        ...(issuerKeyId !== undefined ? [new AuthorityKeyIdentifierExtension(issuerKeyId)] : []),
       ],
     });
     return { fingerprint: ca.fingerprint, cert: Buffer.from(certificate.toString('pem')), key: pair.pem, notAfter };
@@ -249,12 +260,11 @@ export interface CapiCredentials {
 
 /** Reads both Secrets (in parallel, before `deadline`) and returns the workload kubeconfig and etcd client credentials. */
 export async function readCapiCredentials(
-  management: KubeConfig,
+  api: CoreV1Api,
   cluster: CapiCluster,
   deadline: Deadline,
   minter: ClientCertificateMinter,
 ): Promise<CapiCredentials> {
-  const api = management.makeApiClient(CoreV1Api);
   const kubeconfigSecret = `${cluster.clusterName}-kubeconfig`;
   const etcdSecret = `${cluster.clusterName}-etcd`;
   const [kubeconfigData, etcdData] = await Promise.all([

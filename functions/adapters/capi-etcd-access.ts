@@ -8,7 +8,7 @@
 // expected server name (kubeadm puts the node name, localhost, 127.0.0.1 and the node IP into it),
 // so a forward that lands on another member or another cluster's etcd is refused. KCP skips the
 // host name check and verifies only the chain; we can do better because we know the node.
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../core/deadline.js';
 import { EtcdAccessError, type EtcdAccess } from '../etcd-access.js';
 import { ClientCertificateMinter, readCapiCredentials, type CapiCluster } from './capi-credentials.js';
@@ -30,8 +30,9 @@ export function describePodForward(nodeName: string): string {
   return `${ETCD_NAMESPACE}/etcd-${nodeName}:${ETCD_CLIENT_PORT} via port-forward`;
 }
 
+/** `management` reads the Cluster's Secrets on the management cluster. */
 export async function openCapiEtcdAccess(
-  management: KubeConfig,
+  management: CoreV1Api,
   cluster: CapiCluster,
   controlPlaneNodeNames: readonly string[],
   deadline: Deadline,
