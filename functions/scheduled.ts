@@ -30,6 +30,11 @@ export interface ScheduledDeps {
   logger: ScheduledLogger;
   /** Targets evaluated at once; defaults to config.concurrency. */
   concurrency?: number;
+  /**
+   * The run's targets, static and discovered (resolved by the caller); config.targets when absent.
+   * Sharding and the budget apply to these.
+   */
+  targets?: readonly TargetConfig[];
   /** Evaluate only this shard's targets; all of them when absent. */
   shard?: ShardSpec;
   /** Overall time budget of one run; defaults to config.runBudget. */
@@ -173,7 +178,8 @@ function budgetResult(deps: ScheduledDeps, target: TargetConfig, started: boolea
 export async function runScheduledEvaluation(deps: ScheduledDeps): Promise<ScheduledResult[]> {
   const concurrency = deps.concurrency ?? deps.config.concurrency;
   const budgetMs = deps.budgetMs ?? deps.config.runBudget;
-  const targets = deps.shard === undefined ? deps.config.targets : selectShard(deps.config.targets, deps.shard);
+  const everyTarget = deps.targets ?? deps.config.targets;
+  const targets = deps.shard === undefined ? everyTarget : selectShard(everyTarget, deps.shard);
   const deadline = Deadline.after(budgetMs);
   const results = new Map<string, ScheduledResult>();
   const started = new Set<string>();

@@ -99,6 +99,21 @@ describe('evaluate --config --shard', () => {
     expect(run.stdout).toBe('');
   });
 
+  it('shards the targets the caller resolved (discovered ones), not only the configured ones', async () => {
+    const config = loadGuardConfigFile(fleetConfig);
+    const template = config.targets[0];
+    if (template === undefined) throw new Error('fleet config has no target');
+    const resolved = ['capi-a', 'capi-b', 'druid-c', 'druid-d', 'capi-e'].map((name) => ({ ...template, name }));
+    const deps = { ...buildScheduledDeps(config, { LOG_LEVEL: 'silent' }), targets: resolved };
+    const evaluated: string[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      const results = await runScheduledEvaluation({ ...deps, shard: { index, count: 3 } });
+      expect(results.every((result) => result.ok)).toBe(true);
+      evaluated.push(...results.map((result) => result.target));
+    }
+    expect([...evaluated].sort()).toEqual(resolved.map((target) => target.name).sort());
+  });
+
   it('--shard without --config exits 2', async () => {
     const run = await runCli(['evaluate', '--endpoints', cluster.endpoints[0] ?? '', '--shard', '0/2']);
     expect(run.code).toBe(2);
