@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseDurationMs } from './shared/duration.js';
 import { isDnsLabel } from './shared/names.js';
+import { MAX_TARGET_NAME } from './core/targets.js';
 import { hasUrlUserinfo } from './shared/redact.js';
 import { formatZodIssues } from './shared/zod-issues.js';
 
@@ -96,16 +97,13 @@ export const inventorySchema = z
   .strict();
 export type InventoryConfig = z.infer<typeof inventorySchema>;
 
-/** A target name becomes part of ConfigMap and file names; 48 leaves room for their prefixes. */
-const TARGET_NAME_MAX_LENGTH = 48;
-
 export const targetSchema = z
   .object({
     name: z
       .string()
       .refine(
-        (name) => isDnsLabel(name, TARGET_NAME_MAX_LENGTH),
-        `must be a DNS label of at most ${TARGET_NAME_MAX_LENGTH} characters (it becomes part of a ConfigMap name)`,
+        (name) => isDnsLabel(name, MAX_TARGET_NAME),
+        `must be a DNS label of at most ${MAX_TARGET_NAME} characters (it becomes part of a ConfigMap name)`,
       ),
     endpoints: z.array(endpointSchema).min(1, 'needs at least one endpoint'),
     tls: tlsFilesSchema.optional(),
@@ -122,13 +120,11 @@ export const targetSchema = z
   .strict();
 export type TargetConfig = z.infer<typeof targetSchema>;
 
-const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
 /** Where one provider looks: every namespace unless listed, every object unless the labels are given. */
 const discoveryScopeSchema = z
   .object({
     namespaces: z
-      .array(z.string().regex(NAMESPACE_NAME, 'must be a namespace name (a DNS label)'))
+      .array(z.string().refine((namespace) => isDnsLabel(namespace), 'must be a namespace name (a DNS label)'))
       .min(1, 'omit namespaces to look in every namespace')
       .optional(),
     /** Equality-based selector, e.g. { "etcd-guard.io/guard": "true" }. */

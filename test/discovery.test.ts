@@ -6,12 +6,12 @@ import { Deadline } from '../functions/core/deadline.js';
 import { capiTargets, druidTargets, quantityBytes } from '../functions/core/discovery.js';
 import { discoveredTargetName, mergeTargets, MAX_TARGET_NAME } from '../functions/core/targets.js';
 import { resolveTargets } from '../functions/discovery.js';
+import { isDnsLabel } from '../functions/shared/names.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
 
 const fixture = (name: string): FakeObject =>
   JSON.parse(readFileSync(new URL(`./fixtures/discovery/${name}.json`, import.meta.url), 'utf8')) as FakeObject;
 const DEFAULTS = { timeout: 5000 };
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 describe('discovered target names', () => {
   it.each([
@@ -29,7 +29,7 @@ describe('discovered target names', () => {
     const target = discoveredTargetName('capi', namespace, name);
     expect(target).toMatch(expected);
     expect(target.length).toBeLessThanOrEqual(MAX_TARGET_NAME);
-    expect(target).toMatch(DNS_LABEL);
+    expect(isDnsLabel(target)).toBe(true);
     expect(discoveredTargetName('capi', namespace, name)).toBe(target);
   });
 

@@ -60,6 +60,7 @@ export interface DiscoveryProblem {
   message: string;
 }
 
+/** A target name becomes part of ConfigMap and file names; 48 leaves room for their prefixes. */
 export const MAX_TARGET_NAME = 48;
 const HASH_LENGTH = 8;
 
