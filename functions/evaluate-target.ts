@@ -13,6 +13,7 @@ import {
   type Outcome,
 } from './core/evaluate.js';
 import { Deadline, withDeadline } from './core/deadline.js';
+import type { EndpointMemberList, MemberListAnswer } from './core/member-view.js';
 import type { Evaluation } from './core/evaluation.js';
 
 export { readTargetCredentials } from './etcd-access.js';
@@ -28,20 +29,16 @@ export interface EvaluateTargetOptions {
   controlPlaneInventory?: (timeoutMs: number) => Promise<ControlPlaneNode[]>;
 }
 
-/** The first member list any endpoint returns; all errors joined when none does. */
-function discoverMembers(
-  session: EtcdProbeSession,
-  endpoints: readonly string[],
-  deadline: Deadline,
-): Promise<Outcome<DiscoveredMember[]>> {
-  if (endpoints.length === 0) return Promise.resolve({ ok: false, error: 'no endpoint to ask' });
+/** The first member list any of `lists` returns; all errors joined when none does. */
+function firstMemberList(lists: readonly Promise<Outcome<MemberListAnswer>>[]): Promise<Outcome<DiscoveredMember[]>> {
+  if (lists.length === 0) return Promise.resolve({ ok: false, error: 'no endpoint to ask' });
   return new Promise((resolve) => {
     const errors: string[] = [];
-    let pending = endpoints.length;
-    for (const endpoint of endpoints) {
-      void session.listMembers(endpoint, deadline).then((outcome) => {
+    let pending = lists.length;
+    for (const list of lists) {
+      void list.then((outcome) => {
         pending -= 1;
-        if (outcome.ok) resolve(outcome);
+        if (outcome.ok) resolve({ ok: true, value: outcome.value.members });
         else errors.push(outcome.error);
         if (pending === 0) resolve({ ok: false, error: errors.join('; ') });
       });
@@ -112,16 +109,25 @@ function presentProbe(probe: EndpointProbe, access: EtcdAccess, memberIdByEndpoi
   return presented;
 }
 
+interface Reached {
+  memberList: Outcome<DiscoveredMember[]>;
+  memberLists: EndpointMemberList[];
+  probes: EndpointProbe[];
+}
+
 /** Probes the seeds while the member list is fetched (saving a round trip), then every listed member not yet probed. */
-async function probeThroughAccess(
-  access: EtcdAccess,
-  deadline: Deadline,
-): Promise<{ memberList: Outcome<DiscoveredMember[]>; probes: EndpointProbe[] }> {
+async function probeThroughAccess(access: EtcdAccess, deadline: Deadline): Promise<Reached> {
   const session = new EtcdProbeSession(access.credentials, { serverNameFor: (endpoint) => access.serverNameFor?.(endpoint) });
   try {
     const probes = new Map<string, Promise<EndpointProbe>>();
-    for (const endpoint of access.seedEndpoints) probes.set(endpoint, session.probe(endpoint, deadline));
-    const memberList = await discoverMembers(session, access.seedEndpoints, deadline);
+    // Every probed endpoint's own list too: the core compares them (member-view.ts).
+    const lists = new Map<string, Promise<Outcome<MemberListAnswer>>>();
+    const reach = (endpoint: string) => {
+      probes.set(endpoint, session.probe(endpoint, deadline));
+      lists.set(endpoint, session.listMembers(endpoint, deadline));
+    };
+    for (const endpoint of access.seedEndpoints) reach(endpoint);
+    const memberList = await firstMemberList([...lists.values()]);
     const memberIdByEndpoint = new Map<string, string>();
     if (memberList.ok) {
       for (const member of memberList.value) {
@@ -129,12 +135,19 @@ async function probeThroughAccess(
         if (endpoint === undefined) continue;
         memberIdByEndpoint.set(endpoint, member.id);
         const alreadyProbed = probes.has(endpoint) || member.clientUrls.some((url) => probes.has(url));
-        if (!alreadyProbed) probes.set(endpoint, session.probe(endpoint, deadline));
+        if (!alreadyProbed) reach(endpoint);
       }
     }
     const results = await Promise.all(probes.values());
+    const answers = await Promise.all(
+      [...lists.entries()].map(async ([endpoint, list]) => ({
+        endpoint: access.describe(endpoint),
+        answer: relabelOutcome(await list, access, [endpoint]),
+      })),
+    );
     return {
       memberList: relabelOutcome(memberList, access, access.seedEndpoints),
+      memberLists: answers,
       probes: results.map((probe) => presentProbe(probe, access, memberIdByEndpoint)),
     };
   } finally {
@@ -172,9 +185,9 @@ export async function evaluateThroughAccess(
     inventoryRun = listInventory(deadline, (timeoutMs) => lister(inventory, timeoutMs));
   }
   const access = await openBefore(openAccess, deadline);
-  let reached: { memberList: Outcome<DiscoveredMember[]>; probes: EndpointProbe[] };
+  let reached: Reached;
   if ('error' in access) {
-    reached = { memberList: { ok: false, error: access.error }, probes: [] };
+    reached = { memberList: { ok: false, error: access.error }, memberLists: [], probes: [] };
   } else {
     try {
       reached = await probeThroughAccess(access, deadline);
@@ -186,6 +199,7 @@ export async function evaluateThroughAccess(
     target: target.name,
     endpoints: 'error' in access ? [] : access.seedEndpoints.map((endpoint) => access.describe(endpoint)),
     memberList: reached.memberList,
+    memberLists: reached.memberLists,
     probes: reached.probes,
     quotaBackendBytes: target.quotaBackendBytes,
     evaluatedAt: evaluatedAt.toISOString(),

@@ -212,17 +212,27 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
       now: () => new Date('2030-05-06T07:08:09.000Z'),
       listControlPlaneNodes: async () => [
         { name: first?.name ?? '?', addresses: [] },
-        { name: 'cp-by-address', addresses: ['192.0.2.10'] },
+        { name: 'cp-by-address', addresses: ['192.0.2.10'], createdAt: '2030-05-06T07:07:29Z' },
         { name: second?.name ?? '?', addresses: ['127.0.0.1'] },
       ],
     });
     // Every member listens on 127.0.0.1, so the address match covers the third member too; only
-    // the node with a foreign address is left without a member.
+    // the node with a foreign address is left without a member: 40 s old, still in its grace.
     expect(evaluation.evaluatedAt).toBe('2030-05-06T07:08:09.000Z');
-    expect(evaluation.checks.find((entry) => entry.name === 'inventory')).toMatchObject({
+    expect(evaluation.verdict).toBe('Degraded');
+    expect(evaluation.checks.find((entry) => entry.name === 'node-members')).toMatchObject({
       status: 'warn',
-      message: 'control-plane node cp-by-address runs no etcd member',
+      message: 'control-plane node cp-by-address runs no etcd member yet (created 40s ago, grace 2m)',
     });
+    const pastGrace = await evaluateTarget(target, {
+      now: () => new Date('2030-05-06T07:08:09.000Z'),
+      listControlPlaneNodes: async () => [
+        { name: first?.name ?? '?', addresses: ['127.0.0.1'] },
+        { name: 'cp-by-address', addresses: ['192.0.2.10'], createdAt: '2030-05-06T07:03:09Z' },
+      ],
+    });
+    expect(pastGrace.verdict).toBe('Unhealthy');
+    expect(pastGrace.reasons).toEqual(['control-plane node cp-by-address runs no etcd member (created 5m ago, grace 2m)']);
     const strict = await evaluateTarget(target, {
       listControlPlaneNodes: async () => [
         { name: first?.name ?? '?', addresses: [] },

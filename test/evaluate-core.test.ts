@@ -117,6 +117,56 @@ interface Row {
   names?: string;
 }
 
+/** Every probed endpoint's own list: the cluster's (id 42) unless `differ` says otherwise for that member id. */
+function withLists(
+  input: EvaluationInput,
+  differ: Record<string, { members?: string[]; clusterId?: string }> = {},
+): EvaluationInput {
+  const cluster = input.memberList.ok ? input.memberList.value : [];
+  const memberLists = input.probes.map((probe) => {
+    const memberId = probe.status.ok ? probe.status.value.memberId : '';
+    const change = differ[memberId] ?? {};
+    const members = change.members
+      ? change.members.map(
+          (id) =>
+            cluster.find((member) => member.id === id) ?? {
+              id,
+              name: `etcd-${id}`,
+              peerUrls: [],
+              clientUrls: [],
+              isLearner: false,
+            },
+        )
+      : cluster;
+    return {
+      endpoint: probe.endpoint,
+      answer: { ok: true as const, value: { clusterId: change.clusterId ?? '42', memberId, members } },
+    };
+  });
+  return { ...input, memberLists };
+}
+
+/** Three members, plus a fourth that was removed but still runs and answers the old list of four. */
+function removedMemberInput(): EvaluationInput {
+  const four = build([...three, { id: '4', name: 'etcd-d', status: { leaderId: '0' } }]);
+  const listOfThree = four.memberList.ok ? four.memberList.value.filter((member) => member.id !== '4') : [];
+  const base: EvaluationInput = { ...four, memberList: { ok: true, value: listOfThree } };
+  // The stale member answers first, with its old view of four members.
+  const lists = withLists(base).memberLists ?? [];
+  const stale = {
+    endpoint: 'https://10.0.0.4:2379',
+    answer: {
+      ok: true as const,
+      value: { clusterId: '42', memberId: '4', members: four.memberList.ok ? four.memberList.value : [] },
+    },
+  };
+  return {
+    ...base,
+    memberList: stale.answer.ok ? { ok: true, value: stale.answer.value.members } : base.memberList,
+    memberLists: [stale, ...lists.filter((entry) => entry.endpoint !== stale.endpoint)],
+  };
+}
+
 const rows: Row[] = [
   { behaviour: 'three healthy members that agree on the leader are Healthy', input: build(three), verdict: 'Healthy' },
   {
@@ -279,19 +329,100 @@ const rows: Row[] = [
     names: 'member etcd-c (https://10.0.0.3:2379) matches no control-plane node',
   },
   {
-    behaviour: 'a control-plane node without a member warns',
+    behaviour: 'a control-plane node without a member, younger than the 2 min grace, warns',
     input: build(three, {
       controlPlaneNodes: [
         { name: 'etcd-a', addresses: [] },
         { name: 'etcd-b', addresses: [] },
         { name: 'cp-3', addresses: ['10.0.0.3'] },
-        { name: 'cp-4', addresses: ['10.0.0.44'] },
+        { name: 'cp-4', addresses: ['10.0.0.44'], createdAt: '2026-01-02T03:03:25Z' },
       ],
     }),
     verdict: 'Degraded',
-    check: 'inventory',
+    check: 'node-members',
     status: 'warn',
-    names: 'control-plane node cp-4 runs no etcd member',
+    names: 'control-plane node cp-4 runs no etcd member yet (created 40s ago, grace 2m)',
+  },
+  {
+    behaviour: 'a control-plane node without a member, older than the grace, fails',
+    input: build(three, {
+      controlPlaneNodes: [
+        { name: 'etcd-a', addresses: [] },
+        { name: 'etcd-b', addresses: [] },
+        { name: 'cp-3', addresses: ['10.0.0.3'] },
+        { name: 'cp-4', addresses: ['10.0.0.44'], createdAt: '2026-01-02T02:59:05Z' },
+      ],
+    }),
+    verdict: 'Unhealthy',
+    check: 'node-members',
+    status: 'fail',
+    names: 'control-plane node cp-4 runs no etcd member (created 5m ago, grace 2m)',
+  },
+  {
+    behaviour: 'a member whose member list disagrees with the cluster’s fails, naming it',
+    input: withLists(build(three), { '3': { members: ['1', '2', '3', '9'] } }),
+    verdict: 'Unhealthy',
+    check: 'member-list-agreement',
+    status: 'fail',
+    names: 'member etcd-c (https://10.0.0.3:2379) lists 4 members',
+  },
+  {
+    behaviour: 'an endpoint of another cluster fails cluster-id, naming it',
+    input: withLists(build(three), { '3': { clusterId: '77' } }),
+    verdict: 'Unhealthy',
+    check: 'cluster-id',
+    status: 'fail',
+    names: 'endpoint https://10.0.0.3:2379 answers for another cluster (4d, this cluster is 2a)',
+  },
+  {
+    behaviour: 'a removed member still answering its stale list is "not a member of this cluster"',
+    input: removedMemberInput(),
+    verdict: 'Unhealthy',
+    check: 'cluster-id',
+    status: 'fail',
+    names: 'endpoint https://10.0.0.4:2379 (member 4) is not a member of this cluster',
+  },
+  {
+    behaviour: 'wrong client credentials on every member are "quorum unknown", not "quorum lost"',
+    input: build(
+      three.map((spec) => ({
+        ...spec,
+        status: {
+          error: `https://10.0.0.${spec.id}:2379: TLS rejected: client certificate missing or not accepted (alert bad certificate)`,
+        },
+      })),
+    ),
+    verdict: 'Unhealthy',
+    check: 'quorum',
+    status: 'fail',
+    names: 'quorum unknown: 0 of 3 voting members healthy',
+  },
+  {
+    behaviour: 'an election in progress (reads answer "leader changed") is "quorum unknown"',
+    input: build(
+      three.map((spec) => ({
+        ...spec,
+        read: { ok: false as const, error: `https://10.0.0.${spec.id}:2379: etcdserver: leader changed` },
+      })),
+    ),
+    verdict: 'Unhealthy',
+    check: 'quorum',
+    status: 'fail',
+    names: 'quorum unknown',
+  },
+  {
+    behaviour: 'two of three refusing connections is "quorum lost"',
+    input: build(
+      [
+        three[0] as MemberSpec,
+        { ...(three[1] as MemberSpec), status: { error: 'https://10.0.0.2:2379: connection refused' } },
+        { ...(three[2] as MemberSpec), status: { error: 'https://10.0.0.3:2379: connection refused' } },
+      ].map((spec, index) => (index === 0 ? { ...spec, read: timedOut('https://10.0.0.1:2379') } : spec)),
+    ),
+    verdict: 'Unhealthy',
+    check: 'quorum',
+    status: 'fail',
+    names: 'quorum lost: 0 of 3 voting members healthy',
   },
   {
     behaviour: 'an inventory that could not be listed fails the inventory check',

@@ -6,7 +6,8 @@ import { isIP } from 'node:net';
 import { noop } from 'cockatiel';
 import { Etcd3, type IOptions } from 'etcd3';
 import { withDeadline, type Deadline } from '../core/deadline.js';
-import type { DiscoveredMember, EndpointProbe, MemberStatus, Outcome, RaisedAlarm } from '../core/evaluate.js';
+import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm } from '../core/evaluate.js';
+import type { MemberListAnswer } from '../core/member-view.js';
 
 export interface ProbeCredentials {
   /** PEM bytes; without a CA the system roots verify https endpoints. */
@@ -41,6 +42,14 @@ const CHANNEL_OPTIONS = {
 
 class WallClockTimeout extends Error {}
 
+/**
+ * etcd's answers while leadership moves or a proposal is dropped: the same call a moment later
+ * succeeds. One retry, inside the same deadline (it never extends it).
+ */
+const TRANSIENT =
+  /leader changed|raft proposal dropped|no leader|timed out, possibly due to (?:previous leader failure|connection lost)|too many requests/i;
+const RETRY_PAUSE_MS = 20;
+
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return String(error);
@@ -62,12 +71,16 @@ export function describeProbeError(endpoint: string, error: unknown, budgetMs: n
   } else if (/socket disconnected before secure TLS connection/i.test(message)) {
     // The peer closed before TLS began: a relay (port-forward) whose far end is gone, not a TLS verdict.
     cause = 'connection closed before the TLS handshake';
+  } else if (/alert certificate expired/i.test(message)) {
+    cause = 'TLS rejected: client certificate expired';
+  } else if (/certificate has expired/i.test(message)) {
+    cause = 'TLS rejected: server certificate expired';
   } else if (SERVER_NOT_TRUSTED.test(message)) {
     cause = `TLS rejected: server certificate not trusted (${SERVER_NOT_TRUSTED.exec(message)?.[1] ?? 'verification failed'})`;
   } else if (CLIENT_REJECTED.test(message)) {
     cause = `TLS rejected: client certificate missing or not accepted (${CLIENT_REJECTED.exec(message)?.[1] ?? 'handshake failed'})`;
   } else if (/SSL|TLS|handshake|certificate/i.test(message)) {
-    cause = `TLS rejected: ${clip(message)}`;
+    cause = `TLS rejected: ${translateOpenSsl(message)}`;
   } else if (/ECONNRESET|socket hang up|Connection dropped|ended by the other party/i.test(message)) {
     cause = 'connection reset';
   } else if (/EHOSTUNREACH|ENETUNREACH/i.test(message)) {
@@ -82,6 +95,20 @@ const SERVER_NOT_TRUSTED =
   /(unable to verify the first certificate|self[- ]signed certificate(?: in certificate chain)?|unable to get (?:local )?issuer certificate|certificate has expired|Hostname\/IP does not match certificate's altnames|certificate signature failure)/i;
 const CLIENT_REJECTED =
   /(alert (?:bad certificate|certificate required|unknown ca|certificate unknown|handshake failure|certificate revoked))/i;
+
+/** OpenSSL's own words ("error:0A00010B:SSL routines::wrong version number") in ours. */
+const OPENSSL_REASONS: ReadonlyArray<[RegExp, string]> = [
+  [/wrong version number|packet length too long|http request/i, 'the endpoint does not speak TLS (an http:// endpoint?)'],
+  [/unsupported protocol|no protocols available|version too low/i, 'no TLS version both sides support'],
+  [/no shared cipher|sslv3 alert handshake failure/i, 'no cipher both sides support'],
+  [/tlsv1 alert internal error/i, 'the server failed the handshake'],
+  [/decryption failed|bad record mac/i, 'the connection was corrupted'],
+];
+
+function translateOpenSsl(message: string): string {
+  for (const [pattern, meaning] of OPENSSL_REASONS) if (pattern.test(message)) return meaning;
+  return clip(message.replace(/error:[0-9A-Fa-f]+:[A-Za-z0-9 ]*routines:[A-Za-z0-9_]*:/g, ''));
+}
 
 function clip(text: string): string {
   // grpc-js prefixes "14 UNAVAILABLE: " and appends timestamps and resolution notes; keep the cause.
@@ -236,30 +263,43 @@ export class EtcdProbeSession {
     const budgetMs = Math.round(deadline.remainingMs());
     if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
     if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
+    const attempt = () =>
+      withDeadline(run(this.client(endpoint), deadline.toDate()), deadline.extendedBy(WALL_CLOCK_GRACE_MS), () => {
+        return new WallClockTimeout('wall clock');
+      });
     try {
-      const client = this.client(endpoint);
-      const value = await withDeadline(
-        run(client, deadline.toDate()),
-        deadline.extendedBy(WALL_CLOCK_GRACE_MS),
-        () => new WallClockTimeout('wall clock'),
-      );
-      return { ok: true, value };
+      return { ok: true, value: await attempt() };
+    } catch (error) {
+      if (!TRANSIENT.test(errorMessage(error)) || deadline.remainingMs() <= RETRY_PAUSE_MS || this.closed) {
+        return { ok: false, error: describeProbeError(endpoint, error, deadline.timeoutMs) };
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
+    try {
+      return { ok: true, value: await attempt() };
     } catch (error) {
       return { ok: false, error: describeProbeError(endpoint, error, deadline.timeoutMs) };
     }
   }
 
-  /** The member list as `endpoint` sees it (served locally by the member, so no quorum needed). */
-  listMembers(endpoint: string, deadline: Deadline): Promise<Outcome<DiscoveredMember[]>> {
+  /**
+   * The member list as `endpoint` sees it, with the cluster and member that answered (served
+   * locally by the member: a removed or isolated member still answers its own stale list).
+   */
+  listMembers(endpoint: string, deadline: Deadline): Promise<Outcome<MemberListAnswer>> {
     return this.call(endpoint, deadline, async (client, callDeadline) => {
       const response = await client.cluster.memberList({}, { deadline: callDeadline });
-      return response.members.map((member) => ({
-        id: String(member.ID),
-        name: member.name ?? '',
-        peerUrls: member.peerURLs ?? [],
-        clientUrls: member.clientURLs ?? [],
-        isLearner: member.isLearner === true,
-      }));
+      return {
+        clusterId: String(response.header.cluster_id),
+        memberId: String(response.header.member_id),
+        members: response.members.map((member) => ({
+          id: String(member.ID),
+          name: member.name ?? '',
+          peerUrls: member.peerURLs ?? [],
+          clientUrls: member.clientURLs ?? [],
+          isLearner: member.isLearner === true,
+        })),
+      };
     });
   }
 
@@ -272,6 +312,7 @@ export class EtcdProbeSession {
       latencyMs = Math.round((performance.now() - started) * 10) / 10;
       return {
         memberId: String(response.header.member_id),
+        clusterId: String(response.header.cluster_id),
         leaderId: String(response.leader),
         raftIndex: toNumber(response.raftIndex),
         raftTerm: toNumber(response.raftTerm),

@@ -140,14 +140,21 @@ export async function listControlPlaneMachines(
   const machines = await listCustomObjects(api, MACHINES, { namespaces: [cluster.namespace], labelSelector }, deadline);
   const entries: ControlPlaneNode[] = [];
   for (const machine of machines as {
-    metadata?: { name?: unknown };
+    metadata?: { name?: unknown; creationTimestamp?: unknown };
     status?: { nodeRef?: { name?: unknown }; addresses?: unknown };
   }[]) {
     const name = typeof machine.status?.nodeRef?.name === 'string' ? machine.status.nodeRef.name : machine.metadata?.name;
     const addresses = Array.isArray(machine.status?.addresses)
       ? (machine.status.addresses as { type?: unknown; address?: unknown }[])
       : [];
-    if (typeof name === 'string' && name !== '') entries.push({ name, addresses: inventoryAddresses(addresses) });
+    const created = machine.metadata?.creationTimestamp;
+    if (typeof name === 'string' && name !== '') {
+      entries.push({
+        name,
+        addresses: inventoryAddresses(addresses),
+        ...(typeof created === 'string' ? { createdAt: created } : {}),
+      });
+    }
   }
   return entries.sort((a, b) => a.name.localeCompare(b.name));
 }

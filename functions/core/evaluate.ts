@@ -12,6 +12,7 @@ import {
   type Evaluation,
   type MemberReport,
 } from './evaluation.js';
+import { agreedView, hexId, listSignature, type AgreedView, type EndpointMemberList } from './member-view.js';
 
 /** The result of one call: a value, or our own short error text (never a library error object). */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; error: string };
@@ -37,6 +38,8 @@ export interface MemberStatus {
   dbSizeInUseBytes: number;
   version: string;
   isLearner: boolean;
+  /** The cluster the answering member belongs to (uint64 as a decimal string), when known. */
+  clusterId?: string;
 }
 
 export interface RaisedAlarm {
@@ -65,6 +68,8 @@ export interface EndpointProbe {
 export interface ControlPlaneNode {
   name: string;
   addresses: string[];
+  /** RFC 3339 creation time of the Node (or Machine): a new one gets a grace period to join etcd. */
+  createdAt?: string;
 }
 
 /** The Nodes adapter's result: the nodes, or why they could not be listed. */
@@ -78,6 +83,8 @@ export interface EvaluationThresholds {
   raftLagWarnEntries: number;
   /** A Status round trip slower than this marks a slow member. */
   slowMemberMs: number;
+  /** How long a new control-plane node may run no etcd member before that fails (KCP allows 2 min). */
+  nodeMemberGraceMs: number;
 }
 
 export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
@@ -85,6 +92,7 @@ export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
   dbFailRatio: 0.95,
   raftLagWarnEntries: 1000,
   slowMemberMs: 500,
+  nodeMemberGraceMs: 120_000,
 };
 
 export interface EvaluationInput {
@@ -93,6 +101,11 @@ export interface EvaluationInput {
   endpoints: string[];
   /** The member list from the first endpoint that answered, or why none did. */
   memberList: Outcome<DiscoveredMember[]>;
+  /**
+   * Every endpoint's own member list with the cluster and member that answered. When given, the
+   * cluster's view (member-view.ts) replaces `memberList` and the lists are compared.
+   */
+  memberLists?: EndpointMemberList[];
   /** One probe per endpoint that was probed (member client URLs, or the given endpoints). */
   probes: EndpointProbe[];
   quotaBackendBytes: number;
@@ -150,10 +163,10 @@ function memberProblem(kind: 'member' | 'learner', member: JudgedMember, what: s
     : `${kind} ${who} (${member.endpoint}) ${what}: ${error}`;
 }
 
-function judgedMembers(input: EvaluationInput): JudgedMember[] {
+function judgedMembers(input: EvaluationInput, memberList: Outcome<DiscoveredMember[]>): JudgedMember[] {
   const probeByEndpoint = new Map(input.probes.map((probe) => [probe.endpoint, probe]));
-  if (input.memberList.ok) {
-    return [...input.memberList.value]
+  if (memberList.ok) {
+    return [...memberList.value]
       .sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id))
       .map((member) => {
         // A member may be reached through its advertised client URL or through a given endpoint
@@ -204,6 +217,21 @@ function statusOf(member: JudgedMember): MemberStatus | null {
   return member.probe?.status.ok ? member.probe.status.value : null;
 }
 
+/** Answers that show a member is down (nothing listening, nothing answering, gone from the network). */
+const MEMBER_DOWN = /connection refused|connection reset|timed out|host unreachable|DNS lookup failed|not probed|not started/i;
+
+/**
+ * "quorum lost" only when enough members are known to be down that no majority can be healthy;
+ * when the failures are ours to explain (credentials refused, an election in progress, errors we
+ * cannot read), the cluster may well have quorum: "quorum unknown" (still a failure).
+ */
+function quorumState(voting: readonly JudgedMember[], healthy: number, quorum: number): 'quorum lost' | 'quorum unknown' {
+  const maybeHealthy = voting.filter(
+    (member) => !isHealthy(member) && !MEMBER_DOWN.test(firstError(member) ?? 'not probed'),
+  ).length;
+  return healthy + maybeHealthy >= quorum ? 'quorum unknown' : 'quorum lost';
+}
+
 /** Reachable = Status answered. Healthy voting = also a linearizable read and the alarm GET. */
 function isHealthy(member: JudgedMember): boolean {
   const probe = member.probe;
@@ -248,6 +276,10 @@ type LeaderView = { id: string; agreedBy: number } | { id: null; problem: string
 /** Everything the checks read, derived once from the input; the checks never change it. */
 interface ClusterView {
   input: EvaluationInput;
+  /** The cluster's own view when several lists were read (member-view.ts), else null. */
+  agreed: AgreedView | null;
+  /** The member list judged: the agreed view's, else the first that answered. */
+  memberList: Outcome<DiscoveredMember[]>;
   thresholds: EvaluationThresholds;
   members: JudgedMember[];
   voting: JudgedMember[];
@@ -274,9 +306,10 @@ function agreedLeader(members: JudgedMember[], voting: JudgedMember[], healthy: 
   }
   if (reachable.length === 0) return { id: null, problem: 'no leader: no member answered' };
   if (!quorumHeld) {
+    const state = quorumState(voting, healthy, quorumOf(voting.length));
     return {
       id: null,
-      problem: `no leader: quorum lost (${healthy} of ${voting.length} voting members answered a linearizable read)`,
+      problem: `no leader: ${state} (${healthy} of ${voting.length} voting members answered a linearizable read)`,
     };
   }
   if (leaderViews.size > 1) {
@@ -310,13 +343,17 @@ function mergedAlarms(members: JudgedMember[]): { alarmsByMember: Map<string, Se
 }
 
 function clusterView(input: EvaluationInput): ClusterView {
-  const members = judgedMembers(input);
+  const agreed = agreedView(input.memberLists ?? [], input.probes);
+  const memberList: Outcome<DiscoveredMember[]> = agreed ? { ok: true, value: agreed.answer.members } : input.memberList;
+  const members = judgedMembers(input, memberList);
   const voting = members.filter((member) => !member.learner);
   const healthyVoting = voting.filter(isHealthy);
   const quorum = quorumOf(voting.length);
   const quorumHeld = voting.length > 0 && healthyVoting.length >= quorum;
   return {
     input,
+    agreed,
+    memberList,
     thresholds: { ...DEFAULT_THRESHOLDS, ...input.thresholds },
     members,
     voting,
@@ -329,10 +366,72 @@ function clusterView(input: EvaluationInput): ClusterView {
   };
 }
 
-const memberListCheck: CheckFunction = ({ input, members }) =>
-  input.memberList.ok
+const memberListCheck: CheckFunction = ({ memberList, members }) =>
+  memberList.ok
     ? concluded([], `${members.length} members listed`)
-    : concluded([fail(`member list unavailable from every endpoint: ${input.memberList.error}`)]);
+    : concluded([fail(`member list unavailable from every endpoint: ${memberList.error}`)]);
+
+/** Who answered a list, by name when the cluster's view knows the member. */
+function answeredBy(endpoint: string, memberId: string, members: readonly JudgedMember[]): string {
+  const member = members.find((candidate) => candidate.id === memberId);
+  return member !== undefined && member.name !== '' ? `member ${member.name} (${endpoint})` : `endpoint ${endpoint}`;
+}
+
+function listedNames(list: readonly DiscoveredMember[]): string {
+  return list
+    .map((member) => member.name || hexId(member.id))
+    .sort()
+    .join(', ');
+}
+
+// Every member of this cluster that answered must list the same members as the cluster's view.
+const memberListAgreementCheck: CheckFunction = ({ input, agreed, members }) => {
+  if (input.memberLists === undefined || agreed === null) return null;
+  const view = agreed.answer;
+  const findings: Finding[] = [];
+  let agreeing = 0;
+  for (const { endpoint, answer } of input.memberLists) {
+    if (!answer.ok || answer.value.clusterId !== view.clusterId) continue;
+    if (!view.members.some((member) => member.id === answer.value.memberId)) continue;
+    if (listSignature(answer.value) === listSignature(view)) {
+      agreeing += 1;
+      continue;
+    }
+    findings.push(
+      fail(
+        `${answeredBy(endpoint, answer.value.memberId, members)} lists ${answer.value.members.length} members (${listedNames(answer.value.members)}), the cluster lists ${view.members.length} (${listedNames(view.members)})`,
+      ),
+    );
+  }
+  return concluded(findings, `${agreeing} member${agreeing === 1 ? '' : 's'} agree on the member list`);
+};
+
+// An endpoint that answers for another cluster, or as a member this cluster no longer has.
+const clusterIdCheck: CheckFunction = ({ input, agreed }) => {
+  if (input.memberLists === undefined || agreed === null) return null;
+  const view = agreed.answer;
+  const findings: Finding[] = [];
+  const answers = new Map<string, { clusterId: string; memberId: string }>();
+  for (const { endpoint, answer } of input.memberLists) if (answer.ok) answers.set(endpoint, answer.value);
+  for (const probe of input.probes) {
+    const status = probe.status.ok ? probe.status.value : null;
+    if (status?.clusterId !== undefined && !answers.has(probe.endpoint)) {
+      answers.set(probe.endpoint, { clusterId: status.clusterId, memberId: status.memberId });
+    }
+  }
+  for (const [endpoint, answer] of answers) {
+    if (answer.clusterId !== view.clusterId) {
+      findings.push(
+        fail(
+          `endpoint ${endpoint} answers for another cluster (${hexId(answer.clusterId)}, this cluster is ${hexId(view.clusterId)})`,
+        ),
+      );
+    } else if (!view.members.some((member) => member.id === answer.memberId)) {
+      findings.push(fail(`endpoint ${endpoint} (member ${hexId(answer.memberId)}) is not a member of this cluster`));
+    }
+  }
+  return concluded(findings, `every endpoint answers for cluster ${hexId(view.clusterId)}`);
+};
 
 // A voting member's reachability shows here; a learner's too, though its read is not expected.
 const reachableCheck: CheckFunction = ({ voting, learners, members }) => {
@@ -363,7 +462,8 @@ const linearizableReadCheck: CheckFunction = ({ voting }) => {
 const quorumCheck: CheckFunction = ({ voting, healthyVoting, quorum, quorumHeld }) => {
   if (voting.length === 0) return concluded([fail('no voting member known')]);
   if (!quorumHeld) {
-    const text = `quorum lost: ${healthyVoting.length} of ${voting.length} voting members healthy, quorum needs ${quorum}`;
+    const state = quorumState(voting, healthyVoting.length, quorum);
+    const text = `${state}: ${healthyVoting.length} of ${voting.length} voting members healthy, quorum needs ${quorum}`;
     return concluded([fail(text)]);
   }
   return concluded(
@@ -473,26 +573,51 @@ const inventoryCheck: CheckFunction = ({ input, members }) => {
   if (!Array.isArray(inventory)) {
     return concluded([fail(`control-plane node inventory unavailable: ${inventory.error}`)]);
   }
-  const result = concluded([], `every member matches one of ${inventory.length} control-plane nodes`);
-  const matched = new Set<string>();
-  for (const member of members) {
-    const hosts = [...member.peerUrls, ...member.clientUrls].map(hostOf).filter((host): host is string => host !== null);
-    const node = inventory.find(
-      (candidate) =>
-        (member.name !== '' && candidate.name === member.name) || candidate.addresses.some((address) => hosts.includes(address)),
-    );
-    if (node) matched.add(node.name);
-    else result.findings.push(fail(`member ${label(member)} matches no control-plane node`));
-  }
-  for (const node of inventory) {
-    if (!matched.has(node.name)) result.findings.push(warn(`control-plane node ${node.name} runs no etcd member`));
-  }
-  return result;
+  const findings = members
+    .filter((member) => nodeOf(member, inventory) === undefined)
+    .map((member) => fail(`member ${label(member)} matches no control-plane node`));
+  return concluded(findings, `every member matches one of ${inventory.length} control-plane nodes`);
+};
+
+/** The inventory entry a member runs on: by name, or by a peer/client URL host. */
+function nodeOf(member: JudgedMember, inventory: readonly ControlPlaneNode[]): ControlPlaneNode | undefined {
+  const hosts = [...member.peerUrls, ...member.clientUrls].map(hostOf).filter((host): host is string => host !== null);
+  return inventory.find(
+    (candidate) =>
+      (member.name !== '' && candidate.name === member.name) || candidate.addresses.some((address) => hosts.includes(address)),
+  );
+}
+
+function formatAge(ms: number): string {
+  return ms >= 120_000 ? `${Math.round(ms / 60_000)}m` : `${Math.round(ms / 1000)}s`;
+}
+
+// A control-plane node without a member: still joining within the grace, a leftover after it.
+const nodeMembersCheck: CheckFunction = ({ input, members, thresholds }) => {
+  const inventory = input.controlPlaneNodes;
+  if (inventory === undefined || !Array.isArray(inventory)) return null;
+  const matched = new Set(members.map((member) => nodeOf(member, inventory)?.name));
+  const now = Date.parse(input.evaluatedAt);
+  const grace = formatAge(thresholds.nodeMemberGraceMs);
+  const findings = inventory
+    .filter((node) => !matched.has(node.name))
+    .map((node) => {
+      const created = node.createdAt === undefined ? Number.NaN : Date.parse(node.createdAt);
+      const ageMs = Number.isFinite(created) ? Math.max(0, now - created) : Number.POSITIVE_INFINITY;
+      if (ageMs < thresholds.nodeMemberGraceMs) {
+        return warn(`control-plane node ${node.name} runs no etcd member yet (created ${formatAge(ageMs)} ago, grace ${grace})`);
+      }
+      const age = Number.isFinite(ageMs) ? `created ${formatAge(ageMs)} ago` : 'creation time unknown';
+      return fail(`control-plane node ${node.name} runs no etcd member (${age}, grace ${grace})`);
+    });
+  return concluded(findings, `every one of ${inventory.length} control-plane nodes runs an etcd member`);
 };
 
 /** Every check, keyed by its name; the evaluation lists them in CHECK_NAMES order. */
 const CHECKS: Record<CheckName, CheckFunction> = {
   'member-list': memberListCheck,
+  'member-list-agreement': memberListAgreementCheck,
+  'cluster-id': clusterIdCheck,
   reachable: reachableCheck,
   'linearizable-read': linearizableReadCheck,
   leader: leaderCheck,
@@ -505,6 +630,7 @@ const CHECKS: Record<CheckName, CheckFunction> = {
   latency: latencyCheck,
   'member-count': memberCountCheck,
   inventory: inventoryCheck,
+  'node-members': nodeMembersCheck,
 };
 
 function checkFrom(name: CheckName, result: CheckResult): Check {

@@ -50,6 +50,8 @@ export type ClusterSummary = z.infer<typeof clusterSummarySchema>;
 /** Check names, in the order they appear in every evaluation. */
 export const CHECK_NAMES = [
   'member-list',
+  'member-list-agreement',
+  'cluster-id',
   'reachable',
   'linearizable-read',
   'leader',
@@ -62,6 +64,7 @@ export const CHECK_NAMES = [
   'latency',
   'member-count',
   'inventory',
+  'node-members',
 ] as const;
 export type CheckName = (typeof CHECK_NAMES)[number];
 
