@@ -5,6 +5,7 @@
 import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { etcdGrpcDefinitionPlugin } from './etcd-grpc-plugin.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // --outdir DIR puts the build elsewhere (DIR/cli, DIR/proto), e.g. into a rebuilt image layout.
@@ -50,6 +51,7 @@ const result = await build({
       'const __dirname = __etcdGuardDirname(__filename);',
     ].join('\n'),
   },
+  plugins: [etcdGrpcDefinitionPlugin(ROOT)],
   logLevel: 'warning',
   metafile: true,
 });
