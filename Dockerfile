@@ -1,11 +1,11 @@
 # syntax=docker/dockerfile:1
 # etcd-guard: one image for the webhook (`webhook ...`) and the CronJob (`evaluate ...`).
 # The build stage type-checks the TypeScript (tsc --noEmit) and bundles it with esbuild
-# (scripts/build.mjs) into dist/cli/ with lazily loaded chunks, plus etcd3's .proto files in
-# dist/proto/; the final image ships dist/ and bin/ but no sources, so bin/etcd-guard.mjs runs the
-# bundle with plain node (no tsx loader: ~30 MB less resident, no compile at start, and `evaluate`
-# loads neither the webhook nor the Kubernetes client). No secrets enter any layer: certs and
-# config are mounted at run time.
+# (scripts/build.mjs) into dist/cli/ with lazily loaded chunks (etcd's gRPC definition prebuilt
+# from etcd3's .proto files); the final image ships dist/ and bin/ but no sources, so
+# bin/etcd-guard.mjs runs the bundle with plain node (no tsx loader: ~30 MB less resident, no
+# compile at start, and `evaluate` loads neither the webhook nor the Kubernetes client). No
+# secrets enter any layer: certs and config are mounted at run time.
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
@@ -14,7 +14,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
-COPY scripts/build.mjs ./scripts/build.mjs
+COPY scripts/build.mjs scripts/etcd-grpc-plugin.mjs ./scripts/
 COPY functions ./functions
 COPY webhook ./webhook
 RUN npx tsc -p tsconfig.build.json --noEmit && node scripts/build.mjs

@@ -2,13 +2,13 @@
 // loaded chunks (esbuild, ESM with code splitting), so `evaluate` loads etcd3 and gRPC only when
 // it evaluates and the webhook's modules only for `webhook`. bin/etcd-guard.mjs runs it when it is
 // newer than every source file, and the TypeScript through tsx otherwise.
-import { cpSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { etcdGrpcDefinitionPlugin } from './etcd-grpc-plugin.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-// --outdir DIR puts the build elsewhere (DIR/cli, DIR/proto), e.g. into a rebuilt image layout.
+// --outdir DIR puts the build elsewhere (DIR/cli), e.g. into a rebuilt image layout.
 const outdirFlag = process.argv.indexOf('--outdir');
 const DIST_DIR = outdirFlag > 0 ? path.resolve(process.argv[outdirFlag + 1] ?? '') : path.join(ROOT, 'dist');
 const OUT_DIR = path.join(DIST_DIR, 'cli');
@@ -39,8 +39,8 @@ const result = await build({
   // Kept as a package: loaded only by the Kubernetes store and inventory paths, and it loads
   // files of its own at run time.
   external: ['@kubernetes/client-node'],
-  // Bundled CommonJS code (etcd3 reads its .proto files next to __dirname) expects require and
-  // __dirname; every chunk sits in OUT_DIR, which also holds a copy of etcd3's proto/ one level up.
+  // Bundled CommonJS code expects require and __dirname. etcd3's .proto files are not read at run
+  // time: the plugin turns them into its gRPC definition at build time.
   banner: {
     js: [
       "import { createRequire as __etcdGuardCreateRequire } from 'node:module';",
@@ -55,7 +55,6 @@ const result = await build({
   logLevel: 'warning',
   metafile: true,
 });
-cpSync(path.join(ROOT, 'node_modules/etcd3/proto'), path.join(DIST_DIR, 'proto'), { recursive: true });
 const bytes = Object.values(result.metafile.outputs).reduce((sum, output) => sum + output.bytes, 0);
 // Written last: its presence says the build finished.
 writeFileSync(path.join(OUT_DIR, 'BUILD'), `${new Date().toISOString()}\n`);
