@@ -8,7 +8,6 @@ import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.j
 import { Deadline, withTimeout } from '../functions/core/deadline.js';
 import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
-import { MAX_CLOCK_SKEW_MS } from '../functions/core/store.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
 import { staticTarget, targetOverview, type Target } from '../functions/core/targets.js';
 import type { EvaluationCache } from './cache.js';
@@ -25,6 +24,8 @@ import type {
   ParentObjectRef,
 } from './core/contract.js';
 import { decide } from './core/decide.js';
+import { chooseEvaluation } from './core/freshness.js';
+import { classificationDecision, failClosedResponse } from './core/respond.js';
 import { clusterNameOf, needsMachines, type MachinesRead } from './core/removal.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from './core/review.js';
 import type { Logger } from '../functions/shared/logger.js';
@@ -34,8 +35,6 @@ import type { WebhookMetrics } from './metrics.js';
 export const DEFAULT_APISERVER_TIMEOUT_MS = 10_000;
 /** The longest timeout kube-apiserver allows a webhook (timeoutSeconds ≤ 30); a larger ?timeout= is clamped. */
 export const MAX_APISERVER_TIMEOUT_MS = 30_000;
-/** Time an inline refresh must leave for the apiserver after the evaluation's own timeout. */
-export const INLINE_REFRESH_MARGIN_MS = 1_000;
 export const BODY_LIMIT_BYTES = 3 * 1024 * 1024;
 /** The Machines read gets at most this long, and must leave the margin below to the apiserver. */
 export const MACHINES_READ_TIMEOUT_MS = 2_000;
@@ -100,11 +99,6 @@ function shorten(text: string, max = 200): string {
   return text.length > max ? `${text.slice(0, max)}...` : text;
 }
 
-/** Metric labels must stay a small set; free-text reasons collapse into one word. */
-function metricReason(reason: string, fallback: string): string {
-  return /^[a-z0-9][a-z0-9-]{0,39}$/.test(reason) ? reason : fallback;
-}
-
 /** The uid of a body the core could not handle, when it plainly has one, so the error can deny it. */
 function uidOf(body: unknown): string | null {
   if (body === null || typeof body !== 'object') return null;
@@ -112,11 +106,6 @@ function uidOf(body: unknown): string | null {
   if (request === null || typeof request !== 'object') return null;
   const uid = (request as { uid?: unknown }).uid;
   return typeof uid === 'string' && uid.length > 0 && uid.length <= 256 ? uid : null;
-}
-
-interface EvaluationChoice {
-  evaluation: Evaluation | null;
-  refreshNote?: string;
 }
 
 export function createWebhookApp(deps: WebhookAppDeps): express.Express {
@@ -131,46 +120,38 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   };
   const staticOnly = config.targets.map(staticTarget);
   const targets = deps.targets ?? (() => staticOnly);
-  const maxAgeMs = config.maxAgeSeconds * 1000;
   metrics.observeCache(cache);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
 
-  /**
-   * The cached evaluation, or a fresh one when the cached one is missing or stale, inline refresh
-   * is on, and the apiserver's remaining budget leaves a margin after the evaluation's timeout.
-   */
-  async function chooseEvaluation(
+  /** The I/O side of the core's chooseEvaluation: the inline refresh it asks for, and its metrics. */
+  async function evaluationFor(
     target: TargetConfig,
     startedAt: number,
     budgetMs: number,
     dryRun: boolean,
-  ): Promise<EvaluationChoice> {
+  ): Promise<{ evaluation: Evaluation | null; refreshNote?: string }> {
     const cached = cache.get(target.name);
-    // A stamp from the future (a skewed writer clock) is not fresh: refresh rather than trust it.
-    const cachedIsFresh =
-      cached !== null &&
-      evaluationAgeMs(cached, now()) <= maxAgeMs &&
-      Date.parse(cached.evaluatedAt) - now().getTime() <= MAX_CLOCK_SKEW_MS;
-    if (cachedIsFresh) return { evaluation: cached };
-    if (!config.inlineRefresh) return { evaluation: cached, refreshNote: 'inline refresh is disabled' };
-    const remainingMs = budgetMs - (performance.now() - startedAt);
-    const allowanceMs = remainingMs - INLINE_REFRESH_MARGIN_MS;
-    if (allowanceMs < target.timeout) {
-      metrics.recordInlineRefresh(target.name, 'skipped');
-      return {
-        evaluation: cached,
-        refreshNote: `inline refresh skipped: apiserver budget ${(remainingMs / 1000).toFixed(1)}s cannot fit the ${(target.timeout / 1000).toFixed(1)}s evaluation plus a 1s margin`,
-      };
+    const choice = chooseEvaluation({
+      cached,
+      now: now(),
+      maxAgeSeconds: config.maxAgeSeconds,
+      inlineRefresh: config.inlineRefresh,
+      remainingMs: budgetMs - (performance.now() - startedAt),
+      evaluationTimeoutMs: target.timeout,
+    });
+    if (choice.kind === 'use') {
+      if (choice.skippedRefresh) metrics.recordInlineRefresh(target.name, 'skipped');
+      return choice;
     }
     try {
       // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
       // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
       const fresh = await withTimeout(
         onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
-        Math.round(allowanceMs),
+        choice.timeoutMs,
         `inline refresh of ${target.name}`,
       );
       cache.put(fresh);
@@ -235,21 +216,11 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       let decision: Decision;
       let target: string | undefined;
       let ageSeconds: number | undefined;
-      if (classification.kind === 'allow') {
-        decision = {
-          response: { uid, allowed: true },
-          result: 'allowed',
-          reason: metricReason(classification.reason, 'not-guarded'),
-        };
-      } else if (classification.kind === 'deny') {
-        decision = {
-          response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message: classification.message } },
-          result: 'denied',
-          reason: metricReason(classification.reason, 'denied'),
-        };
+      if (classification.kind !== 'needs-evaluation') {
+        decision = classificationDecision(uid, classification);
       } else {
         target = classification.target.name;
-        const choice = await chooseEvaluation(classification.target, startedAt, budgetMs, request.dryRun === true);
+        const choice = await evaluationFor(classification.target, startedAt, budgetMs, request.dryRun === true);
         if (choice.evaluation) ageSeconds = Math.round(evaluationAgeMs(choice.evaluation, now()) / 1000);
         const machines = await readMachinesFor(classification, request, startedAt, budgetMs);
         decision = core.decide({
@@ -298,15 +269,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       res.status(500).json({ error: `internal error: ${message}` });
       return;
     }
-    const response: AdmissionResponse = {
-      uid,
-      allowed: false,
-      status: {
-        code: 500,
-        reason: 'InternalError',
-        message: `etcd-guard could not decide and denies the change (fail closed): ${message}`,
-      },
-    };
+    const response = failClosedResponse(uid, message);
     let review: AdmissionReviewResponse;
     try {
       review = core.buildAdmissionReviewResponse(response);

@@ -8,37 +8,22 @@
 //
 // Audit annotation keys are unprefixed ("override-user", "override-reason"): the API server
 // prefixes each key with the webhook's name and rejects keys that already contain a "/".
-import { evaluationAgeMs, type Evaluation } from '../../functions/core/evaluation.js';
-import { MAX_CLOCK_SKEW_MS } from '../../functions/core/store.js';
+import type { Evaluation } from '../../functions/core/evaluation.js';
 import { annotationsOf, describeObject } from './classify.js';
-import type { AdmissionResponse, Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
+import type { Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
+import { judgeFreshness } from './freshness.js';
 import { projectOntoEvaluation } from './projection.js';
+import { allowDecision, clip, denyDecision, oneLine } from './respond.js';
 import { projectionOptionsFor } from './removal.js';
 
-/** The API server truncates long warnings; keep each well under its limit and on one line. */
-export const MAX_WARNING_LENGTH = 119;
 const MAX_REASONS_IN_MESSAGE = 3;
-/** Stored evaluations are untrusted input: a reason is cut here, a denial message and the warnings as a whole too. */
+/** Stored evaluations are untrusted input: each reason is cut here (respond.ts bounds the whole). */
 const MAX_REASON_LENGTH = 200;
-export const MAX_MESSAGE_LENGTH = 1024;
-export const MAX_WARNINGS = 10;
 const MAX_OVERRIDE_REASON_LENGTH = 200;
 
 export const AUDIT_OVERRIDE_USER = 'override-user';
 export const AUDIT_OVERRIDE_REASON = 'override-reason';
 export const AUDIT_OVERRIDDEN_DENIAL = 'overridden-denial';
-
-function oneLine(text: string): string {
-  return text
-    .replace(/[\r\n\t\u2028\u2029]+/g, ' ')
-    .replace(/ {2,}/g, ' ')
-    .trim();
-}
-
-export function shortWarning(text: string): string {
-  const line = oneLine(text);
-  return line.length > MAX_WARNING_LENGTH ? `${line.slice(0, MAX_WARNING_LENGTH - 3)}...` : line;
-}
 
 export function describeChange(change: MembershipChange | TargetMove): string {
   switch (change.kind) {
@@ -87,29 +72,11 @@ function overrideHint(input: DecisionInput): string {
 }
 
 function deny(input: DecisionInput, reason: string, message: string): Decision {
-  const response: AdmissionResponse = {
-    uid: input.request.uid,
-    allowed: false,
-    status: { code: 403, reason: 'Forbidden', message: clip(oneLine(message), MAX_MESSAGE_LENGTH) },
-  };
-  return { response, result: 'denied', reason };
+  return denyDecision(input.request.uid, reason, message);
 }
 
 function allow(input: DecisionInput, reason: string, warnings: readonly string[]): Decision {
-  const response: AdmissionResponse = { uid: input.request.uid, allowed: true };
-  const unique = [...new Set(warnings.map(shortWarning).filter((warning) => warning !== ''))];
-  if (unique.length > MAX_WARNINGS)
-    unique.splice(
-      MAX_WARNINGS - 1,
-      unique.length,
-      `(+${unique.length - MAX_WARNINGS + 1} more warnings: ${whereToSeeAll(input.classification.target?.name)})`,
-    );
-  if (unique.length > 0) response.warnings = unique;
-  return { response, result: 'allowed', reason };
-}
-
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 3)}...` : text;
+  return allowDecision(input.request.uid, reason, warnings, whereToSeeAll(input.classification.target?.name));
 }
 
 /** Where a reader of a shortened list finds every reason: nothing is cut without saying so. */
@@ -133,32 +100,14 @@ type Judgement = { allowed: true; reason: string; warnings: string[] } | { allow
 function freshEvaluation(
   input: DecisionInput,
 ): { evaluation: Evaluation; ageMs: number } | Extract<Judgement, { allowed: false }> {
-  const { config, now } = input;
-  const target = input.classification.target.name;
+  const freshness = judgeFreshness(input.evaluation, input.now, input.config.maxAgeSeconds);
+  if (freshness.fresh) return freshness;
   const note = input.refreshNote ? `; ${input.refreshNote}` : '';
-  const evaluation: Evaluation | null = input.evaluation;
-  if (evaluation === null) {
-    return { allowed: false, reason: 'missing', message: `no fresh etcd evaluation for ${target} (none stored)${note}` };
-  }
-  // evaluationAgeMs clamps clock skew to 0, so an evaluation stamped in the future would look
-  // fresh until that time: beyond a small allowance for clock skew it does not count at all.
-  const aheadMs = Date.parse(evaluation.evaluatedAt) - now.getTime();
-  if (aheadMs > MAX_CLOCK_SKEW_MS) {
-    return {
-      allowed: false,
-      reason: 'stale',
-      message: `no fresh etcd evaluation for ${target} (evaluated ${formatAge(aheadMs)} in the future; clock skew?)${note}`,
-    };
-  }
-  const ageMs = evaluationAgeMs(evaluation, now);
-  if (!Number.isFinite(ageMs) || ageMs > config.maxAgeSeconds * 1000) {
-    return {
-      allowed: false,
-      reason: 'stale',
-      message: `no fresh etcd evaluation for ${target} (age ${formatAge(ageMs)}, max ${config.maxAgeSeconds}s)${note}`,
-    };
-  }
-  return { evaluation, ageMs };
+  return {
+    allowed: false,
+    reason: freshness.reason,
+    message: `no fresh etcd evaluation for ${input.classification.target.name} (${freshness.why})${note}`,
+  };
 }
 
 function deniedMessage(input: DecisionInput, evaluation: Evaluation, ageMs: number, reasons: readonly string[]): string {

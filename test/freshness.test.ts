@@ -1,0 +1,49 @@
+// The core's freshness rule and the inline-refresh choice the server acts on, as a table.
+import { describe, expect, it } from 'vitest';
+import { chooseEvaluation, judgeFreshness, type EvaluationChoiceInput } from '../webhook/core/freshness.js';
+import { makeEvaluation } from './harness/evaluation-fixture.js';
+
+const NOW = new Date('2026-11-30T02:00:00.000Z');
+const at = (secondsFromNow: number) =>
+  makeEvaluation({ evaluatedAt: new Date(NOW.getTime() + secondsFromNow * 1000).toISOString() });
+
+describe('judgeFreshness', () => {
+  it.each([
+    ['none', null, { fresh: false, reason: 'missing', why: 'none stored' }],
+    ['12 s old', at(-12), { fresh: true, ageMs: 12_000 }],
+    ['200 s old', at(-200), { fresh: false, reason: 'stale', why: 'age 200s, max 60s' }],
+    ['3 s ahead (clock skew allowance)', at(3), { fresh: true, ageMs: 0 }],
+    ['100 s ahead', at(100), { fresh: false, reason: 'stale', why: 'evaluated 100s in the future; clock skew?' }],
+  ])('%s', (_name, evaluation, expected) => {
+    expect(judgeFreshness(evaluation, NOW, 60)).toMatchObject(expected);
+  });
+});
+
+describe('chooseEvaluation', () => {
+  const base: EvaluationChoiceInput = {
+    cached: at(-200),
+    now: NOW,
+    maxAgeSeconds: 60,
+    inlineRefresh: true,
+    remainingMs: 10_000,
+    evaluationTimeoutMs: 2_000,
+  };
+  it.each([
+    ['uses a fresh cached evaluation', { cached: at(-1) }, { kind: 'use' }],
+    ['refreshes a stale one within the budget minus the 1 s margin', {}, { kind: 'refresh', timeoutMs: 9_000 }],
+    ['refreshes one stamped in the future', { cached: at(100) }, { kind: 'refresh' }],
+    ['refreshes when none is cached', { cached: null }, { kind: 'refresh' }],
+    ['says so when inline refresh is off', { inlineRefresh: false }, { kind: 'use', refreshNote: 'inline refresh is disabled' }],
+    [
+      'skips when the budget cannot fit the evaluation and the margin',
+      { remainingMs: 2_500 },
+      {
+        kind: 'use',
+        skippedRefresh: true,
+        refreshNote: expect.stringContaining('budget 2.5s cannot fit the 2.0s evaluation') as unknown,
+      },
+    ],
+  ])('%s', (_name, change, expected) => {
+    expect(chooseEvaluation({ ...base, ...change })).toMatchObject(expected);
+  });
+});
