@@ -9,6 +9,7 @@ import path from 'node:path';
 import { startEtcdCluster, type EtcdTestCluster } from '../test/harness/etcd-cluster.js';
 import { runAdmissionBench } from './admission.js';
 import { runEvaluationBench, runHungBench, runStartupBench } from './evaluation.js';
+import { runCapiFleetBench } from './capi-fleet.js';
 import { runFleetBench } from './fleet.js';
 import { markdownTable, messageOf, REPO_DIR, targetMet, type ResultRow } from './lib.js';
 
@@ -85,6 +86,9 @@ async function main(): Promise<number> {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }
+
+  // Its own etcd clusters (RSA and ECDSA CA) behind the stand-ins' pod port-forward.
+  await section('capi-fleet', rows, failures, () => runCapiFleetBench({ clusters: 100, rounds: quick ? 3 : 10, log }));
 
   const table = markdownTable(rows);
   const missed = rows.filter((row) => targetMet(row) === false);
