@@ -160,7 +160,33 @@ const WEBHOOK = {
   notes: ['Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error.'],
 } as const satisfies CommandSpec;
 
-export const COMMANDS = { evaluate: EVALUATE, webhook: WEBHOOK } as const satisfies Record<string, CommandSpec>;
+const TARGETS = {
+  summary: 'List every target of a config, static and discovered, with its source and the object it guards.',
+  usage: ['targets --config FILE [--output table|json]'],
+  flags: {
+    config: {
+      type: 'string',
+      value: 'FILE',
+      defaultText: 'none; required',
+      description: 'guard config (YAML or JSON); its discovery section is listed against the management cluster',
+    },
+    output: {
+      type: 'string',
+      value: 'FORMAT',
+      defaultText: 'table',
+      description: 'table, or json: { targets, problems, failures }',
+    },
+    help: HELP_FLAG,
+  },
+  examples: ['etcd-guard targets --config guard.yaml', 'etcd-guard targets --config guard.yaml --output json'],
+  notes: [
+    'Discovered names: <source>-<namespace>-<name> (capi: the Cluster, druid: the Etcd) when unambiguous and at most 48 characters, else a readable prefix and 8 hex digits of SHA-256.',
+    'Objects discovery skipped (external etcd, no Cluster, a name collision) are listed on stderr with the reason.',
+    'Exit codes: 0 listed, 1 a discovery provider could not list (the rest is shown), 2 usage or configuration error.',
+  ],
+} as const satisfies CommandSpec;
+
+export const COMMANDS = { evaluate: EVALUATE, webhook: WEBHOOK, targets: TARGETS } as const satisfies Record<string, CommandSpec>;
 export type CommandName = keyof typeof COMMANDS;
 
 type ParseArgsOptionsOf<Flags extends Readonly<Record<string, FlagSpec>>> = {
@@ -180,6 +206,7 @@ export function parseArgsOptions<Flags extends Readonly<Record<string, FlagSpec>
 export const COMMAND_OPTIONS = {
   evaluate: parseArgsOptions(EVALUATE.flags),
   webhook: parseArgsOptions(WEBHOOK.flags),
+  targets: parseArgsOptions(TARGETS.flags),
 } satisfies Record<CommandName, NonNullable<ParseArgsConfig['options']>>;
 
 function synopsisLine(line: string): string {

@@ -1,5 +1,6 @@
 // The etcd-guard command line: `evaluate` (one on-demand evaluation, exit 0 passed / 1 not passed
 // / 2 usage or configuration error) and `webhook` (hands its flags to the webhook server).
+import type { Target } from './core/targets.js';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import {
   ConfigError,
@@ -321,14 +322,14 @@ async function runEvaluateConfig(
     ...(command.budgetMs === undefined ? {} : { budgetMs: command.budgetMs }),
     store: command.store === undefined ? wired.store : command.store === null ? DISCARD_STORE : createStore(command.store),
     logger: createLogger({ env, name: 'etcd-guard-evaluate', destination: pino.destination(2) }),
-    evaluate: async (target: TargetConfig) => {
+    evaluate: async (target: Target) => {
       const evaluation = await wired.evaluate(target);
       latest.set(target.name, evaluation);
       return evaluation;
     },
   };
   const report = (results: ScheduledResult[]): boolean => {
-    const evaluations = config.targets.flatMap((target) => latest.get(target.name) ?? []);
+    const evaluations = results.flatMap((result) => latest.get(result.target) ?? []);
     latest.clear();
     if (command.output === 'json') io.stdout(`${JSON.stringify(evaluations, null, 2)}\n`);
     else for (const evaluation of evaluations) io.stdout(render(evaluation, command.output));
@@ -384,6 +385,16 @@ async function runWebhook(args: string[], env: Record<string, string | undefined
   );
 }
 
+async function runTargets(args: string[], io: CliIo): Promise<number> {
+  const flags = parseFlags(args, COMMAND_OPTIONS.targets);
+  if (flags.help) {
+    io.stdout(renderCommandHelp('targets'));
+    return EXIT_PASSED;
+  }
+  const { runTargetsCommand } = await import('./targets-command.js');
+  return runTargetsCommand(flags, io);
+}
+
 export async function main(argv: string[], env: Record<string, string | undefined>, io: CliIo = defaultIo): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -392,6 +403,8 @@ export async function main(argv: string[], env: Record<string, string | undefine
         return await runEvaluate(rest, env, io);
       case 'webhook':
         return await runWebhook(rest, env, io);
+      case 'targets':
+        return await runTargets(rest, io);
       case '--help':
       case '-h':
       case 'help':
@@ -402,9 +415,9 @@ export async function main(argv: string[], env: Record<string, string | undefine
         io.stdout(`etcd-guard ${packageJson.version}\n`);
         return EXIT_PASSED;
       case undefined:
-        throw new UsageError('missing command: evaluate or webhook');
+        throw new UsageError('missing command: evaluate, webhook or targets');
       default:
-        throw new UsageError(`unknown command ${JSON.stringify(command)} (want evaluate or webhook)`);
+        throw new UsageError(`unknown command ${JSON.stringify(command)} (want evaluate, webhook or targets)`);
     }
   } catch (error) {
     if (error instanceof UsageError) {

@@ -13,7 +13,9 @@ import type { GuardConfig, TargetConfig } from './config.js';
 import type { Evaluation, Verdict } from './core/evaluation.js';
 import { selectShard, type ShardSpec } from './core/shard.js';
 import type { EvaluationStore } from './core/store.js';
-import { evaluateTarget } from './evaluate-target.js';
+import { evaluateResolvedTarget } from './evaluate-resolved.js';
+import { DISCOVERY_TIMEOUT_MS, resolveTargets, type ResolvedTargets } from './discovery.js';
+import { staticTarget, type Target } from './core/targets.js';
 import { Deadline, DeadlineExceededError, withDeadline, withTimeout } from './core/deadline.js';
 import { STORE_TIMEOUT_MS, evaluationTimeoutMs } from './on-demand.js';
 
@@ -26,7 +28,9 @@ export interface ScheduledLogger {
 export interface ScheduledDeps {
   config: GuardConfig;
   store: EvaluationStore;
-  evaluate: (target: TargetConfig) => Promise<Evaluation>;
+  evaluate: (target: Target) => Promise<Evaluation>;
+  /** Static plus discovered targets, listed within `timeoutMs`; the config's static targets when absent. */
+  resolveTargets?: (timeoutMs: number) => Promise<Pick<ResolvedTargets, 'targets' | 'failures'>>;
   logger: ScheduledLogger;
   /** Targets evaluated at once; defaults to config.concurrency. */
   concurrency?: number;
@@ -34,7 +38,7 @@ export interface ScheduledDeps {
    * The run's targets, static and discovered (resolved by the caller); config.targets when absent.
    * Sharding and the budget apply to these.
    */
-  targets?: readonly TargetConfig[];
+  targets?: readonly Target[];
   /** Evaluate only this shard's targets; all of them when absent. */
   shard?: ShardSpec;
   /** Overall time budget of one run; defaults to config.runBudget. */
@@ -58,9 +62,10 @@ export type ScheduledResult =
       ok: false;
       /**
        * Where it went wrong: no evaluation at all, an evaluation that could not be stored, or the
-       * run's time budget ran out before the target was finished (or started).
+       * run's time budget ran out before the target was finished (or started); `discover`: a
+       * discovery provider could not list (target `discovery:<provider>`), its targets unknown.
        */
-      stage: 'evaluate' | 'store' | 'budget';
+      stage: 'evaluate' | 'store' | 'budget' | 'discover';
       error: string;
       verdict: Verdict | null;
       passed: boolean | null;
@@ -94,7 +99,7 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function evaluateOne(deps: ScheduledDeps, target: TargetConfig): Promise<ScheduledResult> {
+async function evaluateOne(deps: ScheduledDeps, target: Target): Promise<ScheduledResult> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
   let evaluation: Evaluation;
@@ -135,12 +140,13 @@ const FAILURE_LOG_MESSAGES: Record<FailedStage, string> = {
   evaluate: 'scheduled evaluation failed',
   store: 'scheduled evaluation not stored',
   budget: 'scheduled evaluation not finished within the run budget',
+  discover: 'target discovery failed',
 };
 
 /** The result, and its error log line, of a target that was not both evaluated and stored. */
 function failedResult(
   deps: ScheduledDeps,
-  target: TargetConfig,
+  target: Pick<TargetConfig, 'name'>,
   failure: { stage: FailedStage; error: string; durationMs: number; evaluation?: Evaluation },
 ): ScheduledResult {
   const { evaluation } = failure;
@@ -178,9 +184,16 @@ function budgetResult(deps: ScheduledDeps, target: TargetConfig, started: boolea
 export async function runScheduledEvaluation(deps: ScheduledDeps): Promise<ScheduledResult[]> {
   const concurrency = deps.concurrency ?? deps.config.concurrency;
   const budgetMs = deps.budgetMs ?? deps.config.runBudget;
-  const everyTarget = deps.targets ?? deps.config.targets;
-  const targets = deps.shard === undefined ? everyTarget : selectShard(everyTarget, deps.shard);
   const deadline = Deadline.after(budgetMs);
+  const resolved = deps.targets
+    ? { targets: deps.targets, failures: [] }
+    : deps.resolveTargets
+      ? await deps.resolveTargets(Math.min(DISCOVERY_TIMEOUT_MS, deadline.remainingMs()))
+      : { targets: deps.config.targets.map(staticTarget), failures: [] };
+  const discovery = resolved.failures.map((failure) =>
+    failedResult(deps, { name: `discovery:${failure.source}` }, { stage: 'discover', error: failure.message, durationMs: 0 }),
+  );
+  const targets = deps.shard === undefined ? resolved.targets : selectShard(resolved.targets, deps.shard);
   const results = new Map<string, ScheduledResult>();
   const started = new Set<string>();
   const all = mapWithConcurrency(targets, concurrency, async (target) => {
@@ -192,7 +205,10 @@ export async function runScheduledEvaluation(deps: ScheduledDeps): Promise<Sched
   await withDeadline(all, deadline, () => new DeadlineExceededError('the scheduled run', budgetMs)).catch((error: unknown) => {
     if (!(error instanceof DeadlineExceededError)) throw error;
   });
-  return targets.map((target) => results.get(target.name) ?? budgetResult(deps, target, started.has(target.name), budgetMs));
+  return [
+    ...discovery,
+    ...targets.map((target) => results.get(target.name) ?? budgetResult(deps, target, started.has(target.name), budgetMs)),
+  ];
 }
 
 export interface ScheduledLoopOptions extends ScheduledDeps {
@@ -234,7 +250,8 @@ export function buildScheduledDeps(config: GuardConfig, env: Readonly<Record<str
   return {
     config,
     store: createStore(config.store),
-    evaluate: (target) => evaluateTarget(target),
+    evaluate: (target) => evaluateResolvedTarget(target),
+    ...(config.discovery === undefined ? {} : { resolveTargets: (timeoutMs) => resolveTargets(config, { timeoutMs }) }),
     logger: createLogger({ env, name: 'etcd-guard-scheduled' }),
   };
 }

@@ -6,6 +6,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { staticTarget } from '../functions/core/targets.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../functions/cli.js';
 import { loadGuardConfigFile } from '../functions/config.js';
@@ -103,7 +104,7 @@ describe('evaluate --config --shard', () => {
     const config = loadGuardConfigFile(fleetConfig);
     const template = config.targets[0];
     if (template === undefined) throw new Error('fleet config has no target');
-    const resolved = ['capi-a', 'capi-b', 'druid-c', 'druid-d', 'capi-e'].map((name) => ({ ...template, name }));
+    const resolved = ['capi-a', 'capi-b', 'druid-c', 'druid-d', 'capi-e'].map((name) => staticTarget({ ...template, name }));
     const deps = { ...buildScheduledDeps(config, { LOG_LEVEL: 'silent' }), targets: resolved };
     const evaluated: string[] = [];
     for (let index = 0; index < 3; index += 1) {
