@@ -3,19 +3,22 @@
 // MISSED), non-zero only when a bench could not run at all.
 //   --write   also replace the measured block of BENCHMARKS.md with this run's table
 //   --quick   shorter runs, for trying the harness out (numbers are noisier)
+//   --cli     only the CLI process figures (start-up, evaluate vs etcdctl, hung member), e.g. on
+//             a shared machine; not with --write, which replaces the whole table
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startEtcdCluster, type EtcdTestCluster } from '../test/harness/etcd-cluster.js';
 import { runAdmissionBench } from './admission.js';
-import { runEvaluationBench, runHungBench, runStartupBench } from './evaluation.js';
 import { runCapiFleetBench } from './capi-fleet.js';
+import { runCliProcessBench, runEvaluationBench, runHungBench, runStartupBench } from './evaluation.js';
 import { runFleetBench } from './fleet.js';
 import { markdownTable, messageOf, REPO_DIR, targetMet, type ResultRow } from './lib.js';
 
 const args = new Set(process.argv.slice(2));
 const quick = args.has('--quick');
 const write = args.has('--write');
+const cliOnly = args.has('--cli');
 const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
 const BEGIN = '<!-- bench:begin (written by `npm run bench -- --write`) -->';
@@ -51,16 +54,14 @@ async function main(): Promise<number> {
   const failures: string[] = [];
   log(`machine: ${machine()}; load average (1/5/15 min) ${loadBefore}`);
 
-  await section('admission', rows, failures, () =>
-    runAdmissionBench({ latencySeconds: quick ? 3 : 10, throughputSeconds: quick ? 4 : 10, warmupSeconds: quick ? 1 : 3, log }),
-  );
+  if (cliOnly && write) throw new Error('--cli measures only the CLI rows; --write would replace the whole table with them');
+  if (!cliOnly) {
+    await section('admission', rows, failures, () =>
+      runAdmissionBench({ latencySeconds: quick ? 3 : 10, throughputSeconds: quick ? 4 : 10, warmupSeconds: quick ? 1 : 3, log }),
+    );
+  }
 
-  let startupMs: number | null = null;
-  await section('startup', rows, failures, async () => {
-    const startup = await runStartupBench(quick ? 3 : 10, log);
-    startupMs = startup.helpMs;
-    return startup.rows;
-  });
+  await section('startup', rows, failures, async () => (await runStartupBench(quick ? 3 : 10, log)).rows);
 
   let cluster: EtcdTestCluster | undefined;
   const stop = () => {
@@ -73,12 +74,17 @@ async function main(): Promise<number> {
     log('starting a 3-member TLS etcd cluster on loopback');
     cluster = await startEtcdCluster({ name: 'bench' });
     const running = cluster;
+    const processRuns = quick ? 3 : 10;
     await section('evaluation', rows, failures, () =>
-      runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns: quick ? 3 : 10, log }),
+      cliOnly
+        ? runCliProcessBench(running, { processRuns, log })
+        : runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns, log }),
     );
-    await section('fleet', rows, failures, () => runFleetBench(running, { sizes: [10, 100, 300], concurrency: 16, log }));
+    if (!cliOnly) {
+      await section('fleet', rows, failures, () => runFleetBench(running, { sizes: [10, 100, 300], concurrency: 16, log }));
+    }
     // Last: it pauses a member; the cluster is destroyed right after.
-    await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, startupMs, log }));
+    await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, log }));
   } catch (error) {
     failures.push(`etcd cluster: ${messageOf(error)}`);
   } finally {
@@ -96,7 +102,7 @@ async function main(): Promise<number> {
   const loadAfter = loadAverage();
   const durationS = ((Date.now() - startedAt.getTime()) / 1000).toFixed(0);
   const header = [
-    `Run: ${startedAt.toISOString()} (${durationS} s${quick ? ', --quick' : ''})`,
+    `Run: ${startedAt.toISOString()} (${durationS} s${quick ? ', --quick' : ''}${cliOnly ? ', --cli' : ''})`,
     `Machine: ${machine()}`,
     `Load average (1/5/15 min): ${loadBefore} before, ${loadAfter} after`,
   ];
