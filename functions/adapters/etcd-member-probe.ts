@@ -46,8 +46,7 @@ class WallClockTimeout extends Error {}
  * etcd's answers while leadership moves or a proposal is dropped: the same call a moment later
  * succeeds. One retry, inside the same deadline (it never extends it).
  */
-const TRANSIENT =
-  /leader changed|raft proposal dropped|no leader|timed out, possibly due to (?:previous leader failure|connection lost)|too many requests/i;
+const TRANSIENT = /leader changed|raft proposal dropped|no leader|etcdserver: request timed out|too many requests/i;
 const RETRY_PAUSE_MS = 20;
 
 function errorMessage(error: unknown): string {

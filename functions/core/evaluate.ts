@@ -218,7 +218,9 @@ function statusOf(member: JudgedMember): MemberStatus | null {
 }
 
 /** Answers that show a member is down (nothing listening, nothing answering, gone from the network). */
-const MEMBER_DOWN = /connection refused|connection reset|timed out|host unreachable|DNS lookup failed|not probed|not started/i;
+// "timed out after N ms" is our own deadline; etcd's "request timed out" is not a member down.
+const MEMBER_DOWN =
+  /connection refused|connection reset|timed out after|host unreachable|DNS lookup failed|not probed|not started/i;
 
 /**
  * "quorum lost" only when enough members are known to be down that no majority can be healthy;
