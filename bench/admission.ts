@@ -1,12 +1,13 @@
 // Admission bench: POST /validate over HTTPS keep-alive against the real webhook process (fresh
 // cached evaluation in a file store) next to a bare express HTTPS server answering a fixed
 // AdmissionReview, same body, same load generator (autocannon, in this process). The headline rows
-// run the webhook as the image does (compiled dist/, plain node, the Dockerfile's node flags) and
+// run the webhook as the image does (the esbuild bundle in dist/cli/, plain node, the Dockerfile's
+// node flags) and
 // the bare server compiled under plain node with the same flags.
 import autocannon from 'autocannon';
 import { transform } from 'esbuild';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import net from 'node:net';
@@ -132,39 +133,26 @@ export function imageNodeFlags(dockerfile: string): string[] {
 }
 
 /**
- * The image's /app, rebuilt here: package.json, bin/ and the compiled dist/ only (no TypeScript
- * sources, so bin/etcd-guard.mjs takes dist/ as it does in the image). Inside node_modules so that
- * packages resolve from it exactly as from /app/node_modules.
+ * The image's /app, rebuilt here: package.json, bin/ and the bundle in dist/cli/ only (no
+ * TypeScript sources, so bin/etcd-guard.mjs takes the bundle as it does in the image). Inside
+ * node_modules so that packages resolve from it exactly as from /app/node_modules.
  */
 const IMAGE_DIR = path.join(REPO_DIR, 'node_modules/.cache/etcd-guard-bench-image');
 
-/**
- * `tsc -p tsconfig.build.json` into the image layout. tsc still emits when some file does not
- * type-check (e.g. another change in progress); the bench goes on with the output then and says so.
- */
-async function buildImageLayout(log: (line: string) => void): Promise<void> {
+/** `node scripts/build.mjs --outdir` into the image layout, as the Dockerfile's build stage runs it. */
+async function buildImageLayout(): Promise<void> {
   await rm(IMAGE_DIR, { recursive: true, force: true });
   await mkdir(path.join(IMAGE_DIR, 'bench'), { recursive: true });
   await cp(path.join(REPO_DIR, 'package.json'), path.join(IMAGE_DIR, 'package.json'));
   await cp(path.join(REPO_DIR, 'bin'), path.join(IMAGE_DIR, 'bin'), { recursive: true });
-  const main = path.join(IMAGE_DIR, 'dist/functions/cli.js');
   await new Promise<void>((resolve, reject) => {
     execFile(
       process.execPath,
-      [
-        path.join(REPO_DIR, 'node_modules/typescript/bin/tsc'),
-        '-p',
-        'tsconfig.build.json',
-        '--outDir',
-        path.join(IMAGE_DIR, 'dist'),
-      ],
+      [path.join(REPO_DIR, 'scripts/build.mjs'), '--outdir', path.join(IMAGE_DIR, 'dist')],
       { cwd: REPO_DIR, timeout: 120_000 },
-      (error, stdout) => {
-        if (!error) resolve();
-        else if (existsSync(main)) {
-          log(`admission: tsc reported errors but emitted; measuring its output anyway: ${stdout.split('\n')[0] ?? ''}`);
-          resolve();
-        } else reject(new Error(`tsc -p tsconfig.build.json failed: ${error.message} ${stdout.slice(0, 500)}`));
+      (error, _stdout, stderr) => {
+        if (error) reject(new Error(`scripts/build.mjs failed: ${error.message} ${stderr.slice(0, 500)}`));
+        else resolve();
       },
     );
   });
@@ -214,11 +202,21 @@ async function waitReady(url: string, child: ChildProcess, timeoutMs: number): P
   throw new Error(`webhook at ${url} not ready within ${timeoutMs} ms (${last})`);
 }
 
+/** The bundle's chunk of webhook/main.ts: the one that exports runWebhookCommand. */
+function webhookChunk(): string {
+  const dir = path.join(IMAGE_DIR, 'dist/cli');
+  const chunks = readdirSync(dir).filter(
+    (name) => name.endsWith('.mjs') && /^export \{[^}]*\brunWebhookCommand\b/m.test(readFileSync(path.join(dir, name), 'utf8')),
+  );
+  if (chunks.length !== 1) throw new Error(`expected one chunk in ${dir} exporting runWebhookCommand, found ${chunks.length}`);
+  return path.join(dir, chunks[0] ?? '');
+}
+
 /**
  * The image's command line, `node FLAGS bin/etcd-guard.mjs webhook ...`, run from the image layout.
- * With `entry: 'webhook-module'` the same compiled webhook is started without the CLI module
- * (dist/webhook/main.js's runWebhookCommand called directly): the difference is what the CLI's
- * own imports cost the webhook.
+ * With `entry: 'webhook-module'` the same bundled webhook is started without the CLI module (the
+ * bundle's webhook chunk, which the CLI imports lazily, with its runWebhookCommand called
+ * directly): the difference is what the CLI's own imports cost the webhook.
  */
 async function spawnImageWebhook(
   nodeFlags: string[],
@@ -227,7 +225,7 @@ async function spawnImageWebhook(
 ): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   const listen = `127.0.0.1:${port}`;
-  const webhookModule = pathToFileURL(path.join(IMAGE_DIR, 'dist/webhook/main.js')).href;
+  const webhookModule = pathToFileURL(webhookChunk()).href;
   const direct = `
     const { runWebhookCommand } = await import(${JSON.stringify(webhookModule)});
     const [configFile, listen, tlsCertFile, tlsKeyFile] = process.argv.slice(1);
@@ -300,7 +298,7 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
         targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
       }),
     );
-    await buildImageLayout(options.log);
+    await buildImageLayout();
     options.log(`admission: the image's node flags: ${flagsText}`);
 
     // Every webhook logs one line per decision to stdout as in production; a file takes it.
