@@ -4,6 +4,7 @@
 // kubeadm makes it) and B with an ECDSA CA; faults hit B and must leave A alone.
 import { readFile } from 'node:fs/promises';
 import { readdirSync, readlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCoreV1Api, type CoreV1Api } from '../functions/adapters/kube.js';
 import { ClientCertificateMinter } from '../functions/adapters/capi-credentials.js';
@@ -294,15 +295,30 @@ describe('client certificates', () => {
   });
 });
 
+/**
+ * Targets in grpc-js's process-wide subchannel pool, which never deletes a key (etcd3's copy of
+ * grpc-js, resolved the way etcd3 resolves it).
+ */
+function globalSubchannelPoolTargets(): number {
+  const requireFromEtcd3 = createRequire(createRequire(import.meta.url).resolve('etcd3'));
+  const { getSubchannelPool } = requireFromEtcd3('@grpc/grpc-js/build/src/subchannel-pool.js') as {
+    getSubchannelPool: (global: boolean) => { pool: Record<string, unknown> };
+  };
+  return Object.keys(getSubchannelPool(true).pool).length;
+}
+
 describe('leaks', () => {
-  it('leaves no socket open after 30 evaluations (after a warm-up)', async () => {
+  it('leaves no socket open and no grpc pool entry behind after 30 evaluations (after a warm-up)', async () => {
     await evaluate(a);
     await waitFor('sockets of the warm-up evaluation to close', 5000, () => a.relay.openStreams() === 0);
     const before = openSockets();
+    const poolTargetsBefore = globalSubchannelPoolTargets();
     for (let run = 0; run < 30; run += 1) await evaluate(a);
     await waitFor('every port-forward stream to close', 5000, () => a.relay.openStreams() === 0);
     await waitFor(`open sockets back to ${before}`, 5000, () => openSockets() <= before);
     expect(openSockets()).toBeLessThanOrEqual(before);
+    // Every evaluation dials new random loopback ports; a key per port would grow without end.
+    expect(globalSubchannelPoolTargets()).toBe(poolTargetsBefore);
   });
 
   it('shows no private key material in any evaluation or error of the run', async () => {
