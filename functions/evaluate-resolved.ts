@@ -49,7 +49,8 @@ export async function evaluateResolvedTarget(
   }
   const discovery = await import('./adapters/kube-discovery.js');
   const api = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
-  const machines: Promise<ControlPlaneNode[]> = discovery.listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
+  const { listControlPlaneMachines } = await import('./adapters/capi-machines.js');
+  const machines: Promise<ControlPlaneNode[]> = listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
   machines.catch(() => undefined);
   const coreApi = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
   const openCapiAccess: CapiAccessOpener =

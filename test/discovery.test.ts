@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createCustomObjectsApi, listControlPlaneMachines } from '../functions/adapters/kube-discovery.js';
+import { listControlPlaneMachines } from '../functions/adapters/capi-machines.js';
+import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js';
 import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
 import { Deadline } from '../functions/core/deadline.js';
 import { capiTargets, druidTargets, quantityBytes } from '../functions/core/discovery.js';

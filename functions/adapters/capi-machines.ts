@@ -1,10 +1,13 @@
-// Reads a KubeadmControlPlane's Machines (Cluster API), so the webhook can tell which etcd member
-// KCP will remove. One bounded list call; v1beta1 first (served by every Cluster API release so
-// far), v1beta2 when the management cluster no longer serves v1beta1.
+// Reads a Cluster's control-plane Machines (Cluster API) for two callers through one listing
+// (paged, bounded, v1beta2 else v1beta1): the webhook, to tell which etcd member KCP will remove,
+// and the evaluation of a discovered capi target, whose inventory they are.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import type { Deadline } from '../core/deadline.js';
+import type { ControlPlaneNode } from '../core/evaluate.js';
 import { machineFromObject, type ControlPlaneMachine } from '../core/machines.js';
-import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
+import { loadKubeConfig } from './kube.js';
+import { listCustomObjects, MACHINES } from './kube-discovery.js';
+import { inventoryAddresses } from './kube-nodes.js';
 
 export interface MachinesQuery {
   namespace: string;
@@ -35,35 +38,52 @@ export function machineSelector(query: MachinesQuery): string {
     : `cluster.x-k8s.io/control-plane-name=${query.controlPlaneName}`;
 }
 
+/** The Machine objects `query` selects in its namespace, within the deadline. */
+function listMachineObjects(api: CustomObjectsApi, query: MachinesQuery, deadline: Deadline): Promise<unknown[]> {
+  return listCustomObjects(api, MACHINES, { namespaces: [query.namespace], labelSelector: machineSelector(query) }, deadline);
+}
+
 export function createMachineReader(loadConfig: () => KubeConfig = () => loadKubeConfig()): MachineReader {
   let api: CustomObjectsApi | undefined;
   return async (query, deadline) => {
     api ??= loadConfig().makeApiClient(CustomObjectsApi);
-    const client = api;
-    const list = (version: string) =>
-      callKube({ verb: 'list', resource: 'machines', namespace: query.namespace }, deadline, (options) =>
-        client.listNamespacedCustomObject(
-          {
-            group: 'cluster.x-k8s.io',
-            version,
-            namespace: query.namespace,
-            plural: 'machines',
-            labelSelector: machineSelector(query),
-          },
-          options,
-        ),
-      );
-    let body: unknown;
-    try {
-      body = await list('v1beta1');
-    } catch (error) {
-      if (!(error instanceof KubeApiError && error.isNotFound)) throw error;
-      body = await list('v1beta2');
-    }
-    const items: unknown[] = isRecord(body) && Array.isArray(body.items) ? body.items : [];
+    const items = await listMachineObjects(api, query, deadline);
     return items
       .filter((item) => ownedBy(item, query.controlPlaneName))
       .map(machineFromObject)
       .filter((machine): machine is ControlPlaneMachine => machine !== null);
   };
+}
+
+/**
+ * The control-plane Machines of one Cluster as inventory entries: named by their Node (status.nodeRef)
+ * so they meet etcd members named by host, else by the Machine (not yet a Node), with the
+ * Machine's reported addresses. Sorted by name.
+ */
+export async function listControlPlaneMachines(
+  api: CustomObjectsApi,
+  cluster: { namespace: string; clusterName: string },
+  deadline: Deadline,
+): Promise<ControlPlaneNode[]> {
+  // Selected by the cluster's name: a Cluster has one control plane, whatever the KCP is called.
+  const machines = await listMachineObjects(api, { ...cluster, controlPlaneName: '' }, deadline);
+  const entries: ControlPlaneNode[] = [];
+  for (const machine of machines as {
+    metadata?: { name?: unknown; creationTimestamp?: unknown };
+    status?: { nodeRef?: { name?: unknown }; addresses?: unknown };
+  }[]) {
+    const name = typeof machine.status?.nodeRef?.name === 'string' ? machine.status.nodeRef.name : machine.metadata?.name;
+    const addresses = Array.isArray(machine.status?.addresses)
+      ? (machine.status.addresses as { type?: unknown; address?: unknown }[])
+      : [];
+    const created = machine.metadata?.creationTimestamp;
+    if (typeof name === 'string' && name !== '') {
+      entries.push({
+        name,
+        addresses: inventoryAddresses(addresses),
+        ...(typeof created === 'string' ? { createdAt: created } : {}),
+      });
+    }
+  }
+  return entries.sort((a, b) => a.name.localeCompare(b.name));
 }

@@ -1,13 +1,11 @@
-// Lists what discovery and the CAPI inventory read from the management cluster: Cluster API
+// Lists what discovery reads from the management cluster (and, for capi-machines.ts, Machines): Cluster API
 // KubeadmControlPlanes and Machines, etcd-druid Etcds. Every listing (all pages, every namespace,
 // the version fallback) finishes before the caller's Deadline or fails with a KubeApiError.
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { DiscoveryScope } from '../config.js';
 import type { Deadline } from '../core/deadline.js';
 import { ETCD_GROUP, KCP_GROUP } from '../core/discovery.js';
-import type { ControlPlaneNode } from '../core/evaluate.js';
 import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
-import { inventoryAddresses } from './kube-nodes.js';
 
 // Callers outside the adapters name the client by this re-export, never by importing client-node.
 export type { CustomObjectsApi };
@@ -124,37 +122,4 @@ export function listKubeadmControlPlanes(api: CustomObjectsApi, scope: Discovery
 
 export function listEtcds(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {
   return listCustomObjects(api, ETCDS, { ...scope, labelSelector: equalitySelector(scope.labelSelector) }, deadline);
-}
-
-/**
- * The control-plane Machines of one Cluster as inventory entries: named by their Node (status.nodeRef)
- * so they meet etcd members named by host, else by the Machine (not yet a Node), with the
- * Machine's reported addresses. Sorted by name.
- */
-export async function listControlPlaneMachines(
-  api: CustomObjectsApi,
-  cluster: { namespace: string; clusterName: string },
-  deadline: Deadline,
-): Promise<ControlPlaneNode[]> {
-  const labelSelector = `cluster.x-k8s.io/cluster-name=${cluster.clusterName},cluster.x-k8s.io/control-plane`;
-  const machines = await listCustomObjects(api, MACHINES, { namespaces: [cluster.namespace], labelSelector }, deadline);
-  const entries: ControlPlaneNode[] = [];
-  for (const machine of machines as {
-    metadata?: { name?: unknown; creationTimestamp?: unknown };
-    status?: { nodeRef?: { name?: unknown }; addresses?: unknown };
-  }[]) {
-    const name = typeof machine.status?.nodeRef?.name === 'string' ? machine.status.nodeRef.name : machine.metadata?.name;
-    const addresses = Array.isArray(machine.status?.addresses)
-      ? (machine.status.addresses as { type?: unknown; address?: unknown }[])
-      : [];
-    const created = machine.metadata?.creationTimestamp;
-    if (typeof name === 'string' && name !== '') {
-      entries.push({
-        name,
-        addresses: inventoryAddresses(addresses),
-        ...(typeof created === 'string' ? { createdAt: created } : {}),
-      });
-    }
-  }
-  return entries.sort((a, b) => a.name.localeCompare(b.name));
 }
