@@ -116,6 +116,12 @@ export const targetSchema = z
       .default(2 * 1024 * 1024 * 1024),
     match: matchSchema.default({}),
     inventory: inventorySchema.optional(),
+    /**
+     * Opt-in watch round trip (off by default: it writes to etcd). Per member, a watch on a key
+     * under /etcd-guard/watch-probe/<target>/ must deliver a write made through another member
+     * within the timeout. With etcd auth the client needs readwrite on that prefix.
+     */
+    watchProbe: z.boolean().optional(),
   })
   .strict();
 export type TargetConfig = z.infer<typeof targetSchema>;
@@ -144,6 +150,8 @@ export const discoverySchema = z
     timeout: durationSchema.default('5s'),
     /** Kubeconfig of the management cluster; in-cluster or KUBECONFIG when absent. */
     kubeconfigFile: z.string().min(1).optional(),
+    /** The opt-in watch round trip (targets[].watchProbe) for every discovered target. */
+    watchProbe: z.boolean().optional(),
   })
   .strict()
   .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {

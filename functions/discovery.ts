@@ -52,6 +52,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
   }
   const defaults = {
     timeout: discovery.timeout,
+    ...(discovery.watchProbe === true && { watchProbe: true }),
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
   const run = async (

@@ -19,7 +19,12 @@ import type { Evaluation } from './core/evaluation.js';
 export { readTargetCredentials } from './etcd-access.js';
 
 /** What an evaluation needs of a target once an access says how to reach its etcd. */
-export type EvaluatedTarget = Pick<TargetConfig, 'name' | 'timeout' | 'quotaBackendBytes' | 'inventory'>;
+export type EvaluatedTarget = Pick<TargetConfig, 'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe'>;
+
+/** Where the watch probe writes: one key per member, deleted after each round trip. */
+export function watchProbeKey(target: string, memberId: string): string {
+  return `/etcd-guard/watch-probe/${target}/${memberId}`;
+}
 
 export interface EvaluateTargetOptions {
   now?: () => Date;
@@ -104,6 +109,7 @@ function presentProbe(probe: EndpointProbe, access: EtcdAccess, memberIdByEndpoi
     alarms: relabelOutcome(probe.alarms, access, dialled),
     linearizableRead: relabelOutcome(probe.linearizableRead, access, dialled),
   };
+  if (probe.watch !== undefined) presented.watch = relabelOutcome(probe.watch, access, dialled);
   const memberId = memberIdByEndpoint.get(probe.endpoint);
   if (memberId !== undefined) presented.forMemberId = memberId;
   return presented;
@@ -123,8 +129,44 @@ interface Reached {
   probes: EndpointProbe[];
 }
 
+/** The first of `endpoints` whose probe's Status answers, or null when none does. */
+function firstAnswering(endpoints: readonly string[], probes: Map<string, Promise<EndpointProbe>>): Promise<string | null> {
+  return new Promise((resolve) => {
+    let pending = endpoints.length;
+    if (pending === 0) resolve(null);
+    for (const endpoint of endpoints) {
+      void probes.get(endpoint)?.then((probe) => {
+        pending -= 1;
+        if (probe.status.ok) resolve(endpoint);
+        else if (pending === 0) resolve(null);
+      });
+    }
+  });
+}
+
+/**
+ * The watch round trip of every member, alongside its probe: a watch on the member, a write
+ * through the first other member whose Status answers. Keyed by the probed endpoint.
+ */
+function watchRoundTrips(
+  session: EtcdProbeSession,
+  target: string,
+  memberIdByEndpoint: Map<string, string>,
+  probes: Map<string, Promise<EndpointProbe>>,
+  deadline: Deadline,
+): Map<string, Promise<Outcome<number>>> {
+  const watched = [...memberIdByEndpoint].filter(([endpoint]) => probes.has(endpoint));
+  return new Map(
+    watched.map(([endpoint, memberId]) => {
+      const others = watched.map(([other]) => other).filter((other) => other !== endpoint);
+      const key = watchProbeKey(target, memberId);
+      return [endpoint, session.watchRoundTrip(endpoint, firstAnswering(others, probes), key, deadline)];
+    }),
+  );
+}
+
 /** Probes the seeds while the member list is fetched (saving a round trip), then every listed member not yet probed. */
-async function probeThroughAccess(access: EtcdAccess, deadline: Deadline): Promise<Reached> {
+async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, watchTarget?: string): Promise<Reached> {
   const session = new EtcdProbeSession(access.credentials, { serverNameFor: (endpoint) => access.serverNameFor?.(endpoint) });
   try {
     const probes = new Map<string, Promise<EndpointProbe>>();
@@ -141,11 +183,13 @@ async function probeThroughAccess(access: EtcdAccess, deadline: Deadline): Promi
       for (const member of memberList.value) {
         const endpoint = access.endpointFor(member);
         if (endpoint === undefined) continue;
-        memberIdByEndpoint.set(endpoint, member.id);
-        const alreadyProbed = probes.has(endpoint) || member.clientUrls.some((url) => probes.has(url));
-        if (!alreadyProbed) reach(endpoint);
+        const probed = probes.has(endpoint) ? endpoint : member.clientUrls.find((url) => probes.has(url));
+        if (probed === undefined) reach(endpoint);
+        memberIdByEndpoint.set(probed ?? endpoint, member.id);
       }
     }
+    const watches =
+      watchTarget === undefined ? new Map() : watchRoundTrips(session, watchTarget, memberIdByEndpoint, probes, deadline);
     let results = await Promise.all(probes.values());
     // While leadership moves, members asked a few milliseconds apart name different leaders (or
     // none). Ask once more inside the same deadline; a disagreement that persists is reported.
@@ -157,6 +201,10 @@ async function probeThroughAccess(access: EtcdAccess, deadline: Deadline): Promi
       ) {
         results = again;
       }
+    }
+    for (const probe of results) {
+      const watch = watches.get(probe.endpoint);
+      if (watch !== undefined) probe.watch = await watch;
     }
     const answers = await Promise.all(
       [...lists.entries()].map(async ([endpoint, list]) => ({
@@ -209,7 +257,7 @@ export async function evaluateThroughAccess(
     reached = { memberList: { ok: false, error: access.error }, memberLists: [], probes: [] };
   } else {
     try {
-      reached = await probeThroughAccess(access, deadline);
+      reached = await probeThroughAccess(access, deadline, target.watchProbe === true ? target.name : undefined);
     } finally {
       await access.close();
     }

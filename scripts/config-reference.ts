@@ -48,6 +48,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'targets[].inventory.kubeconfigFile':
     'Kubeconfig of the cluster whose Nodes are listed; in-cluster or `KUBECONFIG` when absent.',
   'targets[].inventory.nodeLabel': 'Label that marks control-plane Nodes.',
+  'targets[].watchProbe':
+    'Opt-in watch round trip (the `watch` check): per member, a watch on `/etcd-guard/watch-probe/<target>/<member id>` must deliver a write made through another member within `timeout`. Off by default because it writes (one put and one delete per member per evaluation); see [the watch probe](#the-watch-probe-and-the-etcd-permission-it-needs).',
   override: 'How an authorized user lets one denied change through.',
   'override.annotation':
     'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
@@ -67,6 +69,7 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     'How often the webhook lists again (each round within 10 s). A target that disappears stops being evaluated; its last evaluation ages out.',
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',
   'discovery.kubeconfigFile': 'Kubeconfig of the management cluster; in-cluster or `KUBECONFIG` when absent.',
+  'discovery.watchProbe': 'Turns `targets[].watchProbe` on for every discovered target.',
   'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',
 };
 

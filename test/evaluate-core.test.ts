@@ -24,6 +24,8 @@ interface MemberSpec {
   read?: Outcome<null>;
   alarms?: Outcome<Array<{ memberId: string; alarm: string }>>;
   latencyMs?: number;
+  /** The watch round trip's outcome, when the watch probe ran. */
+  watch?: Outcome<number>;
   /** No probe at all for this member (e.g. not started). */
   unprobed?: boolean;
   clientUrls?: string[];
@@ -75,6 +77,7 @@ function build(specs: MemberSpec[], extra: Partial<EvaluationInput> = {}): Evalu
             ? { ok: false, error: `${endpoint}: etcdserver: rpc not supported for learner` }
             : { ok: true, value: null }),
         latencyMs: status.ok ? (spec.latencyMs ?? 3) : null,
+        ...(spec.watch !== undefined && { watch: spec.watch }),
       };
     });
   return {
@@ -167,8 +170,38 @@ function removedMemberInput(): EvaluationInput {
   };
 }
 
+const delivered = (ms: number): Outcome<number> => ({ ok: true, value: ms });
+const watchedThree: MemberSpec[] = three.map((spec, index) => ({ ...spec, watch: delivered(4 + index) }));
+
 const rows: Row[] = [
   { behaviour: 'three healthy members that agree on the leader are Healthy', input: build(three), verdict: 'Healthy' },
+  {
+    behaviour: 'three members whose watches all delivered a write are Healthy',
+    input: build(watchedThree),
+    verdict: 'Healthy',
+  },
+  {
+    behaviour: 'a member whose watch stalls while its Status answers fails watch, naming it and the deadline',
+    input: build(withMember(1, { watch: timedOut('https://10.0.0.2:2379') }, watchedThree)),
+    verdict: 'Unhealthy',
+    check: 'watch',
+    status: 'fail',
+    names: 'watch on member etcd-b (https://10.0.0.2:2379) delivered nothing within 2000 ms',
+  },
+  {
+    behaviour: 'a watch the member cancelled fails watch with the cause',
+    input: build(
+      withMember(
+        2,
+        { watch: { ok: false, error: 'https://10.0.0.3:2379: watch cancelled by etcd: permission denied' } },
+        watchedThree,
+      ),
+    ),
+    verdict: 'Unhealthy',
+    check: 'watch',
+    status: 'fail',
+    names: 'member etcd-c watch delivered nothing: https://10.0.0.3:2379: watch cancelled by etcd: permission denied',
+  },
   {
     behaviour: 'an unreachable voting member fails reachable, naming it',
     input: build(withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } })),
@@ -546,6 +579,15 @@ describe('evaluateCluster', () => {
     const evaluation = judged(input);
     expect(evaluation.members[2]).toMatchObject({ name: 'etcd-c', endpoint: 'https://etcd-c.example:2379', healthy: true });
     expect(evaluation.verdict).toBe('Healthy');
+  });
+
+  it('omits the watch check when the watch probe is off, and reports the slowest round trip when on', () => {
+    expect(judged(build(three)).checks.map((entry) => entry.name)).not.toContain('watch');
+    expect(judged(build(watchedThree)).checks.find((entry) => entry.name === 'watch')).toEqual({
+      name: 'watch',
+      status: 'pass',
+      message: '3 watches delivered a write made through another member (slowest 6 ms)',
+    });
   });
 
   it('omits the inventory check when no inventory is configured', () => {

@@ -4,7 +4,7 @@
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
 import { isIP } from 'node:net';
 import { noop } from 'cockatiel';
-import { Etcd3, type IOptions } from 'etcd3';
+import { Etcd3, type IDuplexStream, type IOptions, type IWatchRequest, type IWatchResponse } from 'etcd3';
 import { withDeadline, type Deadline } from '../core/deadline.js';
 import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm } from '../core/evaluate.js';
 import type { MemberListAnswer } from '../core/member-view.js';
@@ -47,6 +47,26 @@ const CHANNEL_OPTIONS = {
 } as const;
 
 class WallClockTimeout extends Error {}
+
+type WatchStream = IDuplexStream<IWatchRequest, IWatchResponse>;
+
+/** The next response on `stream` that `wanted` accepts; rejects when the stream errs or ends first. */
+function nextResponse(stream: WatchStream, wanted: (response: IWatchResponse) => boolean): Promise<IWatchResponse> {
+  // etcd3's stream type offers no off(): the listeners live as long as the stream, which the
+  // round trip cancels when it ends; settling twice is a no-op.
+  const next = new Promise<IWatchResponse>((resolve, reject) => {
+    stream
+      .on('data', (response) => {
+        if (response.canceled) reject(new Error(`watch cancelled by etcd: ${response.cancel_reason || 'no reason given'}`));
+        else if (wanted(response)) resolve(response);
+      })
+      .on('error', reject)
+      .on('end', () => reject(new Error('watch stream ended')));
+  });
+  // Awaited later or abandoned with its stream: never an unhandled rejection.
+  next.catch(() => undefined);
+  return next;
+}
 
 /**
  * etcd's answers while leadership moves or a proposal is dropped: the same call a moment later
@@ -340,6 +360,69 @@ export class EtcdProbeSession {
     });
     const [status, alarms, linearizableRead] = await Promise.all([statusCall, alarmsCall, readCall]);
     return { endpoint, status, alarms, linearizableRead, latencyMs };
+  }
+
+  /**
+   * Watches `key` on `watchEndpoint`, then writes it through `writer` (another member, once one
+   * is known; null when none is) and returns how many milliseconds the watch took to deliver the
+   * write. The key is deleted afterwards. The watch stream carries the deadline as its gRPC
+   * deadline and is cancelled on every path, so a hung member cannot keep it (or us) waiting.
+   */
+  async watchRoundTrip(
+    watchEndpoint: string,
+    writer: Promise<string | null>,
+    key: string,
+    deadline: Deadline,
+  ): Promise<Outcome<number>> {
+    if (this.closed) return { ok: false, error: `${watchEndpoint}: probe session closed` };
+    if (deadline.expired()) return { ok: false, error: `${watchEndpoint}: timed out (no time left in the deadline)` };
+    const keyBytes = Buffer.from(key);
+    let finished = false;
+    let stream: WatchStream | undefined;
+    let writtenThrough: string | null = null;
+    const roundTrip = async (): Promise<number> => {
+      const opened = await this.client(watchEndpoint).watchClient.watch({ deadline: deadline.toDate() });
+      stream = opened;
+      // A stream cancelled by us errs with CANCELLED; etcd3's own listener only marks the host.
+      opened.on('error', () => undefined);
+      if (finished) {
+        opened.cancel();
+        throw new WallClockTimeout('wall clock');
+      }
+      const created = nextResponse(opened, (response) => response.created);
+      opened.write({ create_request: { key: keyBytes } });
+      await created;
+      const delivered = nextResponse(opened, (response) =>
+        (response.events ?? []).some((event) => event.type === 'Put' && Buffer.from(event.kv.key).equals(keyBytes)),
+      );
+      writtenThrough = await writer;
+      if (writtenThrough === null) throw new Error('no other member answered to write through');
+      const started = performance.now();
+      const put = await this.call(writtenThrough, deadline, (client, callDeadline) =>
+        client.kv.put({ key: keyBytes, value: Buffer.from(new Date().toISOString()) }, { deadline: callDeadline }),
+      );
+      if (!put.ok) throw new Error(`the write through another member failed: ${put.error}`);
+      await delivered;
+      return Math.round((performance.now() - started) * 10) / 10;
+    };
+    try {
+      const value = await withDeadline(
+        roundTrip(),
+        deadline.extendedBy(WALL_CLOCK_GRACE_MS),
+        () => new WallClockTimeout('wall clock'),
+      );
+      return { ok: true, value };
+    } catch (error) {
+      return { ok: false, error: describeProbeError(watchEndpoint, error, deadline.timeoutMs) };
+    } finally {
+      finished = true;
+      stream?.cancel();
+      if (writtenThrough !== null) {
+        await this.call(writtenThrough, deadline, (client, callDeadline) =>
+          client.kv.deleteRange({ key: keyBytes }, { deadline: callDeadline }),
+        );
+      }
+    }
   }
 
   /** Closes every client; calls still in flight settle through their deadline or wall clock. */

@@ -17,6 +17,8 @@ export interface DiscoveryDefaults {
   timeout: number;
   /** The management cluster's kubeconfig, for the Secrets and Machines an evaluation reads. */
   kubeconfigFile?: string;
+  /** Run the opt-in watch round trip on every discovered target. */
+  watchProbe?: boolean;
 }
 
 export interface ProviderResult {
@@ -113,6 +115,7 @@ export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefault
       timeout: defaults.timeout,
       quotaBackendBytes: kcpQuotaBytes(at(etcd, 'local')),
       match: {},
+      ...(defaults.watchProbe === true && { watchProbe: true }),
     });
   }
   return result;
@@ -174,6 +177,7 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
       timeout: defaults.timeout,
       quotaBackendBytes: quantityBytes(at(etcd, 'spec', 'etcd', 'quota')) ?? DRUID_DEFAULT_QUOTA,
       match: {},
+      ...(defaults.watchProbe === true && { watchProbe: true }),
     });
   }
   return result;

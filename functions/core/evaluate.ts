@@ -63,6 +63,11 @@ export interface EndpointProbe {
    * advertised URLs (e.g. a port-forward to its pod): the probe is that member's even if it failed.
    */
   forMemberId?: string;
+  /**
+   * The opt-in watch round trip: milliseconds until a watch on this endpoint delivered a write
+   * made through another member, or why it did not. Absent when the watch probe is off.
+   */
+  watch?: Outcome<number>;
 }
 
 export interface ControlPlaneNode {
@@ -461,6 +466,33 @@ const linearizableReadCheck: CheckFunction = ({ voting }) => {
   return concluded(findings, `${readers} of ${reachableVoting.length} reachable voting members answered a linearizable read`);
 };
 
+// Only when the watch probe ran: a member can answer Status and reads while its watches stall
+// (flannel's stuck watches), which no unary call shows.
+const watchCheck: CheckFunction = ({ members }) => {
+  const watched = members.flatMap((member) => (member.probe?.watch === undefined ? [] : [{ member, watch: member.probe.watch }]));
+  if (watched.length === 0) return null;
+  const findings: Finding[] = [];
+  const delays: number[] = [];
+  for (const { member, watch } of watched) {
+    if (watch.ok) {
+      delays.push(watch.value);
+      continue;
+    }
+    const timeout = /timed out after (\d+) ms/.exec(watch.error)?.[1];
+    findings.push(
+      fail(
+        timeout !== undefined
+          ? `watch on member ${label(member)} delivered nothing within ${timeout} ms`
+          : memberProblem('member', member, 'watch delivered nothing', watch.error),
+      ),
+    );
+  }
+  return concluded(
+    findings,
+    `${delays.length} watch${delays.length === 1 ? '' : 'es'} delivered a write made through another member (slowest ${Math.round(Math.max(0, ...delays))} ms)`,
+  );
+};
+
 const quorumCheck: CheckFunction = ({ voting, healthyVoting, quorum, quorumHeld }) => {
   if (voting.length === 0) return concluded([fail('no voting member known')]);
   if (!quorumHeld) {
@@ -622,6 +654,7 @@ const CHECKS: Record<CheckName, CheckFunction> = {
   'cluster-id': clusterIdCheck,
   reachable: reachableCheck,
   'linearizable-read': linearizableReadCheck,
+  watch: watchCheck,
   leader: leaderCheck,
   quorum: quorumCheck,
   alarms: alarmsCheck,

@@ -54,6 +54,7 @@ export const CHECK_NAMES = [
   'cluster-id',
   'reachable',
   'linearizable-read',
+  'watch',
   'leader',
   'quorum',
   'alarms',
