@@ -89,6 +89,12 @@ describe.skipIf(!hasKubectl)('every overlay', () => {
   });
 });
 
+describe.skipIf(!hasKubectl)('the webhook in every fleet overlay', () => {
+  it.each(['capi', 'druid'])('%s: may list Machines cluster-wide to tell which member a KCP change removes', (overlay) => {
+    expect(grants(overlay, 'etcd-guard-webhook')).toContain('* cluster.x-k8s.io/machines:list');
+  });
+});
+
 describe.skipIf(!hasKubectl).each(FLEETS)('the $overlay overlay', ({ overlay, provider, reads }) => {
   it('carries a config the schema accepts: no static target, discovery of its provider, stored in the guard namespace', () => {
     const config = configOf(overlay);

@@ -76,7 +76,7 @@ describe('RBAC', () => {
     }
   });
 
-  it('grants cluster-wide only list on nodes, and the webhook get on what it guards (the /scale parent read)', () => {
+  it('grants cluster-wide only list on nodes, the webhook get on what it guards (the /scale parent read) and list on Machines (which member leaves)', () => {
     const clusterRoles = ofKind('ClusterRole');
     const clusterGrants = (serviceAccount: string): string[] =>
       ofKind('ClusterRoleBinding')
@@ -91,7 +91,11 @@ describe('RBAC', () => {
         .sort();
     expect(clusterGrants('etcd-guard-evaluator')).toEqual(['/nodes:list']);
     expect(clusterGrants('etcd-guard-webhook')).toEqual(
-      ['/nodes:list', ...GUARD_RULES.map((rule) => `${rule.group}/${rule.resource}:get`)].sort(),
+      [
+        '/nodes:list',
+        'cluster.x-k8s.io/machines:list',
+        ...GUARD_RULES.map((rule) => `${rule.group}/${rule.resource}:get`),
+      ].sort(),
     );
     for (const binding of ofKind('ClusterRoleBinding')) {
       expect(at(binding, 'roleRef', 'kind')).toBe('ClusterRole');
