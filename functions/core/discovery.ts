@@ -48,6 +48,27 @@ function identity(object: unknown, group: string, kind: string): GuardedObject |
   return namespace !== undefined && name !== undefined ? { group, kind, namespace, name } : null;
 }
 
+type Report = (message: string) => undefined;
+
+/**
+ * The loop every provider shares: an object without namespace or name is a problem; `toTarget`
+ * makes the others' target, or reports why not (and returns what the report returns).
+ */
+function provide(
+  objects: readonly unknown[],
+  provider: { source: DiscoveryProblem['source']; group: string; kind: string; unnamed: string },
+  toTarget: (object: unknown, guards: GuardedObject, problem: Report) => Target | undefined,
+): ProviderResult {
+  const result: ProviderResult = { targets: [], problems: [] };
+  for (const item of objects) {
+    const object = identity(item, provider.group, provider.kind);
+    const problem: Report = (message) => void result.problems.push({ source: provider.source, object, message });
+    const target = object === null ? problem(provider.unnamed) : toTarget(item, object, problem);
+    if (target !== undefined) result.targets.push(target);
+  }
+  return result;
+}
+
 /** A Kubernetes quantity ("8Gi", "2G", "2147483648") in bytes; undefined when it is not one. */
 export function quantityBytes(value: unknown): number | undefined {
   if (typeof value === 'number') return Number.isSafeInteger(value) && value > 0 ? value : undefined;
@@ -87,25 +108,20 @@ function kcpQuotaBytes(etcdLocal: unknown): number {
  * certificates live on the nodes, so give it a static target (match by namespace and name).
  */
 export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefaults): ProviderResult {
-  const result: ProviderResult = { targets: [], problems: [] };
-  for (const kcp of kcps) {
-    const object = identity(kcp, KCP_GROUP, 'KubeadmControlPlane');
-    const problem = (message: string) => result.problems.push({ source: 'capi', object, message });
-    if (object === null) {
-      problem('a KubeadmControlPlane without namespace or name');
-      continue;
-    }
+  const provider = {
+    source: 'capi',
+    group: KCP_GROUP,
+    kind: 'KubeadmControlPlane',
+    unnamed: 'a KubeadmControlPlane without namespace or name',
+  } as const;
+  return provide(kcps, provider, (kcp, object, problem) => {
     const etcd = at(kcp, 'spec', 'kubeadmConfigSpec', 'clusterConfiguration', 'etcd');
     if (at(etcd, 'external') !== undefined) {
-      problem('uses external etcd: not discovered (add a static target that names it)');
-      continue;
+      return problem('uses external etcd: not discovered (add a static target that names it)');
     }
     const clusterName = clusterNameOf(kcp);
-    if (clusterName === undefined) {
-      problem(`has no Cluster owner reference and no ${CLUSTER_NAME_LABEL} label`);
-      continue;
-    }
-    result.targets.push({
+    if (clusterName === undefined) return problem(`has no Cluster owner reference and no ${CLUSTER_NAME_LABEL} label`);
+    return {
       name: discoveredTargetName('capi', object.namespace, clusterName),
       source: 'capi',
       guards: object,
@@ -116,9 +132,8 @@ export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefault
       quotaBackendBytes: kcpQuotaBytes(at(etcd, 'local')),
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
-    });
-  }
-  return result;
+    };
+  });
 }
 
 const management = (defaults: DiscoveryDefaults) =>
@@ -145,30 +160,20 @@ function druidTls(etcd: unknown): Target['reach'] | { problem: string } {
  * spec.etcd.clientUrlTls is set, with the CA (and client certificate) from the Secrets it names.
  */
 export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefaults): ProviderResult {
-  const result: ProviderResult = { targets: [], problems: [] };
-  for (const etcd of etcds) {
-    const object = identity(etcd, ETCD_GROUP, 'Etcd');
-    const problem = (message: string) => result.problems.push({ source: 'druid', object, message });
-    if (object === null) {
-      problem('an Etcd without namespace or name');
-      continue;
-    }
+  const provider = { source: 'druid', group: ETCD_GROUP, kind: 'Etcd', unnamed: 'an Etcd without namespace or name' } as const;
+  return provide(etcds, provider, (etcd, object, problem) => {
     const replicas = at(etcd, 'spec', 'replicas');
     if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1 || replicas > 99) {
-      problem('spec.replicas is not a member count from 1 to 99 (hibernated or invalid): nothing to evaluate');
-      continue;
+      return problem('spec.replicas is not a member count from 1 to 99 (hibernated or invalid): nothing to evaluate');
     }
     const tls = druidTls(etcd);
-    if ('problem' in tls) {
-      problem(tls.problem);
-      continue;
-    }
+    if ('problem' in tls) return problem(tls.problem);
     const reach = { ...tls, ...management(defaults) };
     const portValue = at(etcd, 'spec', 'etcd', 'clientPort');
     const port = typeof portValue === 'number' && Number.isInteger(portValue) ? portValue : DRUID_DEFAULT_CLIENT_PORT;
     const scheme = reach.kind === 'druid' && reach.tls !== null ? 'https' : 'http';
     const { namespace, name } = object;
-    result.targets.push({
+    return {
       name: discoveredTargetName('druid', namespace, name),
       source: 'druid',
       guards: object,
@@ -178,7 +183,6 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
       quotaBackendBytes: quantityBytes(at(etcd, 'spec', 'etcd', 'quota')) ?? DRUID_DEFAULT_QUOTA,
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
-    });
-  }
-  return result;
+    };
+  });
 }
