@@ -131,20 +131,31 @@ async function fileSignature(file: string): Promise<string> {
   }
 }
 
-export async function createReloadingHttpsServer(options: ReloadingHttpsServerOptions): Promise<ReloadingHttpsServer> {
-  const { certFile, keyFile, logger } = options;
-  let current = await loadTlsPair(certFile, keyFile);
-  const server = https.createServer(
-    { ...options.serverOptions, ...TLS_SERVER_OPTIONS, cert: current.cert, key: current.key },
-    options.handler,
-  );
+async function pairSignature(certFile: string, keyFile: string): Promise<string> {
+  return `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
+}
 
-  let signature = `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
+interface PairReloader {
+  /** Re-reads the files now; true when a new pair was installed. */
+  reload(): Promise<boolean>;
+  /** The files' signature as of the last reload attempt (or start). */
+  signature(): string;
+}
+
+/** Reloads the pair into the server, one reload at a time, keeping the old pair on any error. */
+function createPairReloader(
+  server: https.Server,
+  options: ReloadingHttpsServerOptions,
+  initial: { pair: KeyPair; signature: string },
+): PairReloader {
+  const { certFile, keyFile, logger } = options;
+  let current = initial.pair;
+  let signature = initial.signature;
   let reloading: Promise<boolean> | null = null;
   let again = false;
 
   const reloadOnce = async (): Promise<boolean> => {
-    signature = `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
+    signature = await pairSignature(certFile, keyFile);
     try {
       const pair = await readPair(certFile, keyFile);
       if (pair.cert.equals(current.cert) && pair.key.equals(current.key)) {
@@ -181,12 +192,18 @@ export async function createReloadingHttpsServer(options: ReloadingHttpsServerOp
     return reloading;
   };
 
+  return { reload, signature: () => signature };
+}
+
+/** Watches the files' directories (debounced) and polls their signature; returns the stopper. */
+function watchPairFiles(options: ReloadingHttpsServerOptions, reloader: PairReloader): () => void {
+  const { certFile, keyFile, logger } = options;
   let debounceTimer: NodeJS.Timeout | null = null;
   const scheduleReload = () => {
     if (debounceTimer) clearTimeout(debounceTimer);
     debounceTimer = setTimeout(() => {
       debounceTimer = null;
-      void reload();
+      void reloader.reload();
     }, options.debounceMs ?? 100);
   };
 
@@ -209,18 +226,28 @@ export async function createReloadingHttpsServer(options: ReloadingHttpsServerOp
 
   const statTimer = setInterval(() => {
     void (async () => {
-      const now = `${await fileSignature(certFile)}|${await fileSignature(keyFile)}`;
-      if (now !== signature) void reload();
+      const now = await pairSignature(certFile, keyFile);
+      if (now !== reloader.signature()) void reloader.reload();
     })();
   }, options.statIntervalMs ?? 10_000);
   statTimer.unref();
 
-  const stopWatching = () => {
+  return () => {
     clearInterval(statTimer);
     if (debounceTimer) clearTimeout(debounceTimer);
     for (const watcher of watchers) watcher.close();
   };
-  server.on('close', stopWatching);
+}
 
-  return { server, reload, stopWatching };
+export async function createReloadingHttpsServer(options: ReloadingHttpsServerOptions): Promise<ReloadingHttpsServer> {
+  const { certFile, keyFile } = options;
+  const pair = await loadTlsPair(certFile, keyFile);
+  const server = https.createServer(
+    { ...options.serverOptions, ...TLS_SERVER_OPTIONS, cert: pair.cert, key: pair.key },
+    options.handler,
+  );
+  const reloader = createPairReloader(server, options, { pair, signature: await pairSignature(certFile, keyFile) });
+  const stopWatching = watchPairFiles(options, reloader);
+  server.on('close', stopWatching);
+  return { server, reload: reloader.reload, stopWatching };
 }
