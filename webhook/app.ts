@@ -108,9 +108,21 @@ function uidOf(body: unknown): string | null {
   return typeof uid === 'string' && uid.length > 0 && uid.length <= 256 ? uid : null;
 }
 
-export function createWebhookApp(deps: WebhookAppDeps): express.Express {
-  const { config, cache, onDemand, metrics, logger } = deps;
-  const now = deps.now ?? (() => new Date());
+/** The deps with their defaults filled in: what every handler below is built from. */
+interface AppContext {
+  readonly config: GuardConfig;
+  readonly cache: CacheView;
+  readonly onDemand: OnDemandService;
+  readonly metrics: WebhookMetrics;
+  readonly logger: Logger;
+  readonly now: () => Date;
+  readonly core: WebhookCore;
+  readonly targets: () => readonly Target[];
+  readonly parentLabels: WebhookAppDeps['parentLabels'];
+  readonly readMachines: WebhookAppDeps['readMachines'];
+}
+
+function appContext(deps: WebhookAppDeps): AppContext {
   const core: WebhookCore = {
     parseAdmissionReview,
     classifyRequest,
@@ -118,191 +130,219 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     buildAdmissionReviewResponse,
     ...deps.core,
   };
-  const staticOnly = config.targets.map(staticTarget);
-  const targets = deps.targets ?? (() => staticOnly);
-  metrics.observeCache(cache);
+  const staticOnly = deps.config.targets.map(staticTarget);
+  return {
+    config: deps.config,
+    cache: deps.cache,
+    onDemand: deps.onDemand,
+    metrics: deps.metrics,
+    logger: deps.logger,
+    now: deps.now ?? (() => new Date()),
+    core,
+    targets: deps.targets ?? (() => staticOnly),
+    parentLabels: deps.parentLabels,
+    readMachines: deps.readMachines,
+  };
+}
 
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-
-  /** The I/O side of the core's chooseEvaluation: the inline refresh it asks for, and its metrics. */
-  async function evaluationFor(
-    target: TargetConfig,
-    startedAt: number,
-    budgetMs: number,
-    dryRun: boolean,
-  ): Promise<{ evaluation: Evaluation | null; refreshNote?: string }> {
-    const cached = cache.get(target.name);
-    const choice = chooseEvaluation({
-      cached,
-      now: now(),
-      maxAgeSeconds: config.maxAgeSeconds,
-      inlineRefresh: config.inlineRefresh,
-      remainingMs: budgetMs - (performance.now() - startedAt),
-      evaluationTimeoutMs: target.timeout,
-    });
-    if (choice.kind === 'use') {
-      if (choice.skippedRefresh) metrics.recordInlineRefresh(target.name, 'skipped');
-      return choice;
-    }
-    try {
-      // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
-      // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
-      const fresh = await withTimeout(
-        onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
-        choice.timeoutMs,
-        `inline refresh of ${target.name}`,
-      );
-      cache.put(fresh);
-      metrics.recordInlineRefresh(target.name, 'success');
-      return { evaluation: fresh };
-    } catch (error) {
-      metrics.recordInlineRefresh(target.name, 'error');
-      logger.warn({ target: target.name, err: errorMessage(error) }, 'inline refresh failed');
-      return { evaluation: cached, refreshNote: `inline refresh failed: ${shorten(errorMessage(error))}` };
-    }
+/** The I/O side of the core's chooseEvaluation: the inline refresh it asks for, and its metrics. */
+async function evaluationFor(
+  ctx: AppContext,
+  target: TargetConfig,
+  startedAt: number,
+  budgetMs: number,
+  dryRun: boolean,
+): Promise<{ evaluation: Evaluation | null; refreshNote?: string }> {
+  const { cache, config, metrics } = ctx;
+  const cached = cache.get(target.name);
+  const choice = chooseEvaluation({
+    cached,
+    now: ctx.now(),
+    maxAgeSeconds: config.maxAgeSeconds,
+    inlineRefresh: config.inlineRefresh,
+    remainingMs: budgetMs - (performance.now() - startedAt),
+    evaluationTimeoutMs: target.timeout,
+  });
+  if (choice.kind === 'use') {
+    if (choice.skippedRefresh) metrics.recordInlineRefresh(target.name, 'skipped');
+    return choice;
   }
-
-  /** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
-  async function classify(request: AdmissionRequest): Promise<Classification> {
-    const now = targets();
-    const first = core.classifyRequest(request, config, undefined, now);
-    if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || deps.parentLabels === undefined) return first;
-    return core.classifyRequest(request, config, await deps.parentLabels(parentObjectOf(request)), now);
+  try {
+    // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
+    // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
+    const fresh = await withTimeout(
+      ctx.onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
+      choice.timeoutMs,
+      `inline refresh of ${target.name}`,
+    );
+    cache.put(fresh);
+    metrics.recordInlineRefresh(target.name, 'success');
+    return { evaluation: fresh };
+  } catch (error) {
+    metrics.recordInlineRefresh(target.name, 'error');
+    ctx.logger.warn({ target: target.name, err: errorMessage(error) }, 'inline refresh failed');
+    return { evaluation: cached, refreshNote: `inline refresh failed: ${shorten(errorMessage(error))}` };
   }
+}
 
-  /** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */
-  async function readMachinesFor(
-    classification: Extract<Classification, { kind: 'needs-evaluation' }>,
-    request: AdmissionRequest,
-    startedAt: number,
-    budgetMs: number,
-  ): Promise<MachinesRead | undefined> {
-    if (deps.readMachines === undefined || !needsMachines(classification)) return undefined;
-    const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
-    if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read them' };
-    const query = {
-      namespace: classification.object.namespace,
-      controlPlaneName: classification.object.name,
-      clusterName: clusterNameOf(request.object) ?? clusterNameOf(request.oldObject),
-    };
-    try {
-      return { ok: true, machines: await deps.readMachines(query, Deadline.after(Math.round(timeoutMs))) };
-    } catch (error) {
-      logger.warn(
-        { object: `${query.namespace}/${query.controlPlaneName}`, err: errorMessage(error) },
-        'reading Machines failed',
-      );
-      return { ok: false, error: shorten(errorMessage(error)) };
-    }
+/** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
+async function classify(ctx: AppContext, request: AdmissionRequest): Promise<Classification> {
+  const targets = ctx.targets();
+  const first = ctx.core.classifyRequest(request, ctx.config, undefined, targets);
+  if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || ctx.parentLabels === undefined) return first;
+  return ctx.core.classifyRequest(request, ctx.config, await ctx.parentLabels(parentObjectOf(request)), targets);
+}
+
+/** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */
+async function readMachinesFor(
+  ctx: AppContext,
+  classification: Extract<Classification, { kind: 'needs-evaluation' }>,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Promise<MachinesRead | undefined> {
+  if (ctx.readMachines === undefined || !needsMachines(classification)) return undefined;
+  const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+  if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read them' };
+  const query = {
+    namespace: classification.object.namespace,
+    controlPlaneName: classification.object.name,
+    clusterName: clusterNameOf(request.object) ?? clusterNameOf(request.oldObject),
+  };
+  try {
+    return { ok: true, machines: await ctx.readMachines(query, Deadline.after(Math.round(timeoutMs))) };
+  } catch (error) {
+    ctx.logger.warn(
+      { object: `${query.namespace}/${query.controlPlaneName}`, err: errorMessage(error) },
+      'reading Machines failed',
+    );
+    return { ok: false, error: shorten(errorMessage(error)) };
   }
+}
 
-  async function validate(req: Request, res: Response): Promise<void> {
-    const startedAt = performance.now();
-    const budgetMs = apiserverTimeoutMs(req.query.timeout);
-    const body: unknown = req.body;
-    let uid: string | null = null;
-    try {
-      const parsed = core.parseAdmissionReview(body);
-      if (!parsed.ok) {
-        logger.warn({ err: shorten(parsed.message) }, 'rejected a body that is not an AdmissionReview');
-        res.status(400).json({ error: parsed.message });
-        return;
-      }
-      const request = parsed.review.request;
-      uid = request.uid;
-      const classification = await classify(request);
-      let decision: Decision;
-      let target: string | undefined;
-      let ageSeconds: number | undefined;
-      if (classification.kind !== 'needs-evaluation') {
-        decision = classificationDecision(uid, classification);
-      } else {
-        target = classification.target.name;
-        const choice = await evaluationFor(classification.target, startedAt, budgetMs, request.dryRun === true);
-        if (choice.evaluation) ageSeconds = Math.round(evaluationAgeMs(choice.evaluation, now()) / 1000);
-        const machines = await readMachinesFor(classification, request, startedAt, budgetMs);
-        decision = core.decide({
-          request,
-          config,
-          classification,
-          evaluation: choice.evaluation,
-          now: now(),
-          ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
-          ...(machines === undefined ? {} : { machines }),
-        });
-      }
-      // The core owns the response, but the uid echo is the one thing the apiserver checks.
-      const response: AdmissionResponse = { ...decision.response, uid };
-      const seconds = (performance.now() - startedAt) / 1000;
-      metrics.recordDecision(decision.result, decision.reason, seconds);
-      logger.info(
-        {
-          uid,
-          operation: request.operation,
-          kind: `${request.kind.group}/${request.kind.kind}`,
-          subResource: request.subResource,
-          object: `${request.namespace ?? ''}/${request.name ?? ''}`,
-          user: request.userInfo.username,
-          dryRun: request.dryRun === true,
-          result: decision.result,
-          reason: decision.reason,
-          target,
-          ageSeconds,
-          durationMs: Math.round(seconds * 1000),
-        },
-        'admission decision',
-      );
-      res.status(200).json(core.buildAdmissionReviewResponse(response));
-    } catch (error) {
-      failClosed(res, uid ?? uidOf(body), error, startedAt);
-    }
-  }
+interface DecisionOutcome {
+  decision: Decision;
+  target?: string;
+  ageSeconds?: number;
+}
 
-  function failClosed(res: Response, uid: string | null, error: unknown, startedAt: number): void {
-    const message = shorten(errorMessage(error));
-    metrics.recordDecision('denied', 'internal-error', (performance.now() - startedAt) / 1000);
-    logger.error({ uid, err: message }, 'admission review failed; denying');
-    if (res.headersSent) return;
-    if (uid === null) {
-      res.status(500).json({ error: `internal error: ${message}` });
+/** Classifies the request and, for a guarded object, decides on its target's evaluation. */
+async function decideRequest(
+  ctx: AppContext,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Promise<DecisionOutcome> {
+  const classification = await classify(ctx, request);
+  if (classification.kind !== 'needs-evaluation') return { decision: classificationDecision(request.uid, classification) };
+  const target = classification.target.name;
+  const choice = await evaluationFor(ctx, classification.target, startedAt, budgetMs, request.dryRun === true);
+  const ageSeconds = choice.evaluation ? Math.round(evaluationAgeMs(choice.evaluation, ctx.now()) / 1000) : undefined;
+  const machines = await readMachinesFor(ctx, classification, request, startedAt, budgetMs);
+  const decision = ctx.core.decide({
+    request,
+    config: ctx.config,
+    classification,
+    evaluation: choice.evaluation,
+    now: ctx.now(),
+    ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
+    ...(machines === undefined ? {} : { machines }),
+  });
+  return { decision, target, ageSeconds };
+}
+
+function logDecision(logger: Logger, request: AdmissionRequest, outcome: DecisionOutcome, seconds: number): void {
+  logger.info(
+    {
+      uid: request.uid,
+      operation: request.operation,
+      kind: `${request.kind.group}/${request.kind.kind}`,
+      subResource: request.subResource,
+      object: `${request.namespace ?? ''}/${request.name ?? ''}`,
+      user: request.userInfo.username,
+      dryRun: request.dryRun === true,
+      result: outcome.decision.result,
+      reason: outcome.decision.reason,
+      target: outcome.target,
+      ageSeconds: outcome.ageSeconds,
+      durationMs: Math.round(seconds * 1000),
+    },
+    'admission decision',
+  );
+}
+
+async function validate(ctx: AppContext, req: Request, res: Response): Promise<void> {
+  const startedAt = performance.now();
+  const budgetMs = apiserverTimeoutMs(req.query.timeout);
+  const body: unknown = req.body;
+  let uid: string | null = null;
+  try {
+    const parsed = ctx.core.parseAdmissionReview(body);
+    if (!parsed.ok) {
+      ctx.logger.warn({ err: shorten(parsed.message) }, 'rejected a body that is not an AdmissionReview');
+      res.status(400).json({ error: parsed.message });
       return;
     }
-    const response = failClosedResponse(uid, message);
-    let review: AdmissionReviewResponse;
-    try {
-      review = core.buildAdmissionReviewResponse(response);
-    } catch {
-      review = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
-    }
-    res.status(200).json(review);
+    const request = parsed.review.request;
+    uid = request.uid;
+    const outcome = await decideRequest(ctx, request, startedAt, budgetMs);
+    // The core owns the response, but the uid echo is the one thing the apiserver checks.
+    const response: AdmissionResponse = { ...outcome.decision.response, uid };
+    const seconds = (performance.now() - startedAt) / 1000;
+    ctx.metrics.recordDecision(outcome.decision.result, outcome.decision.reason, seconds);
+    logDecision(ctx.logger, request, outcome, seconds);
+    res.status(200).json(ctx.core.buildAdmissionReviewResponse(response));
+  } catch (error) {
+    failClosed(ctx, res, uid ?? uidOf(body), error, startedAt);
   }
+}
 
-  // Parse every content type as JSON: the apiserver sends application/json, and anything else is
-  // still answered with a clear 400 instead of an empty body.
-  const jsonBody = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: true });
+function failClosed(ctx: AppContext, res: Response, uid: string | null, error: unknown, startedAt: number): void {
+  const message = shorten(errorMessage(error));
+  ctx.metrics.recordDecision('denied', 'internal-error', (performance.now() - startedAt) / 1000);
+  ctx.logger.error({ uid, err: message }, 'admission review failed; denying');
+  if (res.headersSent) return;
+  if (uid === null) {
+    res.status(500).json({ error: `internal error: ${message}` });
+    return;
+  }
+  const response = failClosedResponse(uid, message);
+  let review: AdmissionReviewResponse;
+  try {
+    review = ctx.core.buildAdmissionReviewResponse(response);
+  } catch {
+    review = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
+  }
+  res.status(200).json(review);
+}
 
-  app.post('/validate', jsonBody, (req, res, next) => {
-    validate(req, res).catch(next);
-  });
+function validateHandler(ctx: AppContext): express.RequestHandler {
+  return (req, res, next) => {
+    validate(ctx, req, res).catch(next);
+  };
+}
 
-  // Every /evaluations route (the overview and each target, GET and POST) needs the token.
-  app.use('/evaluations', (req, res, next) => {
+/** Every /evaluations route (the overview and each target, GET and POST) needs the token. */
+function requireBearerToken(onDemand: OnDemandService): express.RequestHandler {
+  return (req, res, next) => {
     if (onDemand.authorize(req.get('authorization'))) {
       next();
       return;
     }
     res.set({ 'www-authenticate': 'Bearer realm="etcd-guard"', 'cache-control': 'no-store' });
     res.status(401).json({ error: 'missing or wrong bearer token' });
-  });
+  };
+}
 
-  // The fleet overview: every target with the object it guards and its cached verdict.
-  app.get('/evaluations', (_req, res) => {
+/** The fleet overview: every target with the object it guards and its cached verdict. */
+function evaluationsOverviewHandler(targets: () => readonly Target[], cache: CacheView): express.RequestHandler {
+  return (_req, res) => {
     res.status(200).json({ targets: targets().map((target) => targetOverview(target, cache.get(target.name))) });
-  });
+  };
+}
 
-  app.all('/evaluations/:target', (req, res, next) => {
+function evaluationHandler(onDemand: OnDemandService): express.RequestHandler {
+  return (req, res, next) => {
     const authorization = req.get('authorization');
     onDemand
       .handle({ method: req.method, target: req.params.target ?? '', ...(authorization === undefined ? {} : { authorization }) })
@@ -311,13 +351,17 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
         res.status(answer.status).json(answer.body);
       })
       .catch(next);
-  });
+  };
+}
 
-  app.get('/healthz', (_req, res) => {
+function healthzHandler(): express.RequestHandler {
+  return (_req, res) => {
     res.status(200).json({ status: 'ok' });
-  });
+  };
+}
 
-  app.get('/readyz', (_req, res) => {
+function readyzHandler(cache: CacheView): express.RequestHandler {
+  return (_req, res) => {
     if (cache.ready) {
       res.status(200).json({ ready: true });
       return;
@@ -328,23 +372,29 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       reason: 'the evaluation cache has not read every target from the store yet',
       targetsWithoutEvaluation: unread,
     });
-  });
+  };
+}
 
-  app.get('/metrics', (_req, res, next) => {
+function metricsHandler(metrics: WebhookMetrics): express.RequestHandler {
+  return (_req, res, next) => {
     metrics
       .render()
       .then((text) => {
         res.status(200).type(metrics.contentType).send(text);
       })
       .catch(next);
-  });
+  };
+}
 
-  app.use((req, res) => {
+function notFoundHandler(): express.RequestHandler {
+  return (req, res) => {
     res.status(404).json({ error: `no route for ${req.method} ${shorten(req.path, 100)}` });
-  });
+  };
+}
 
+function errorHandler(logger: Logger): express.ErrorRequestHandler {
   // express recognises an error handler by its four parameters.
-  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
+  return (error: unknown, req: Request, res: Response, _next: NextFunction) => {
     const status = httpStatusOf(error);
     const message = clientMessage(error, status);
     if (status >= 500) logger.error({ path: req.path, err: errorMessage(error) }, 'request failed');
@@ -353,8 +403,30 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       return;
     }
     res.status(status).json({ error: message });
-  });
+  };
+}
 
+export function createWebhookApp(deps: WebhookAppDeps): express.Express {
+  const ctx = appContext(deps);
+  ctx.metrics.observeCache(ctx.cache);
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  // Parse every content type as JSON: the apiserver sends application/json, and anything else is
+  // still answered with a clear 400 instead of an empty body.
+  const jsonBody = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: true });
+
+  app.post('/validate', jsonBody, validateHandler(ctx));
+  app.use('/evaluations', requireBearerToken(ctx.onDemand));
+  app.get('/evaluations', evaluationsOverviewHandler(ctx.targets, ctx.cache));
+  app.all('/evaluations/:target', evaluationHandler(ctx.onDemand));
+  app.get('/healthz', healthzHandler());
+  app.get('/readyz', readyzHandler(ctx.cache));
+  app.get('/metrics', metricsHandler(ctx.metrics));
+  app.use(notFoundHandler());
+  app.use(errorHandler(ctx.logger));
   return app;
 }
 
