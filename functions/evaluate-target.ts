@@ -118,9 +118,13 @@ function presentProbe(probe: EndpointProbe, access: EtcdAccess, memberIdByEndpoi
 /** A second look must leave time to answer; below this the first answers stand. */
 const RE_PROBE_MIN_MS = 100;
 
-/** How many different leaders (none included) the members that answered Status name. */
-function leadersNamed(probes: readonly EndpointProbe[]): number {
-  return new Set(probes.flatMap((probe) => (probe.status.ok ? [probe.status.value.leaderId] : []))).size;
+/**
+ * Leadership in motion: the members that answered Status name different leaders, or all name
+ * none (between a transfer's step-down and the new leader's first heartbeat).
+ */
+function leadershipUnsettled(probes: readonly EndpointProbe[]): boolean {
+  const named = new Set(probes.flatMap((probe) => (probe.status.ok ? [probe.status.value.leaderId] : [])));
+  return named.size > 1 || named.has('0');
 }
 
 interface Reached {
@@ -193,10 +197,10 @@ async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, watchT
     let results = await Promise.all(probes.values());
     // While leadership moves, members asked a few milliseconds apart name different leaders (or
     // none). Ask once more inside the same deadline; a disagreement that persists is reported.
-    if (leadersNamed(results) > 1 && deadline.remainingMs() > RE_PROBE_MIN_MS) {
+    if (leadershipUnsettled(results) && deadline.remainingMs() > RE_PROBE_MIN_MS) {
       const again = await Promise.all([...probes.keys()].map((endpoint) => session.probe(endpoint, deadline)));
       if (
-        leadersNamed(again) <= 1 ||
+        !leadershipUnsettled(again) ||
         again.filter((probe) => probe.status.ok).length >= results.filter((probe) => probe.status.ok).length
       ) {
         results = again;

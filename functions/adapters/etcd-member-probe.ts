@@ -74,6 +74,16 @@ function nextResponse(stream: WatchStream, wanted: (response: IWatchResponse) =>
  */
 const TRANSIENT = /leader changed|raft proposal dropped|no leader|etcdserver: request timed out|too many requests/i;
 const RETRY_PAUSE_MS = 20;
+/**
+ * The share of the remaining deadline a call through raft (alarm list, linearizable read) gets on
+ * its first attempt. etcd drops a request proposed during a leader transfer without answering,
+ * so a first attempt allowed the whole deadline would leave its retry no time at all.
+ */
+const FIRST_RAFT_ATTEMPT_SHARE = 0.5;
+
+function isTimeout(error: unknown): boolean {
+  return error instanceof WallClockTimeout || /deadline exceeded/i.test(errorMessage(error));
+}
 
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
@@ -87,7 +97,7 @@ function errorMessage(error: unknown): string {
 export function describeProbeError(endpoint: string, error: unknown, budgetMs: number): string {
   const message = errorMessage(error);
   let cause: string;
-  if (error instanceof WallClockTimeout || /deadline exceeded/i.test(message)) {
+  if (isTimeout(error)) {
     cause = `timed out after ${budgetMs} ms`;
   } else if (/ECONNREFUSED|connection refused/i.test(message)) {
     cause = 'connection refused';
@@ -278,33 +288,46 @@ export class EtcdProbeSession {
 
   /**
    * Runs one unary call under `deadline`, never throwing. gRPC gets the deadline as its call
-   * option; a wall-clock guard a little later settles the call if gRPC does not.
+   * option; a wall-clock guard a little later settles the call if gRPC does not. A transient
+   * answer is retried once; a call `throughRaft` first tries within a share of the deadline, so
+   * a request etcd dropped unanswered is retried too, inside the same bound.
    */
   private async call<T>(
     endpoint: string,
     deadline: Deadline,
     run: (client: Etcd3, callDeadline: Date) => Promise<T>,
+    throughRaft = false,
   ): Promise<Outcome<T>> {
     const budgetMs = Math.round(deadline.remainingMs());
     if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
     if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
-    const attempt = () =>
-      withDeadline(run(this.client(endpoint), deadline.toDate()), deadline.extendedBy(WALL_CLOCK_GRACE_MS), () => {
+    const attempt = (bound: Deadline) =>
+      withDeadline(run(this.client(endpoint), bound.toDate()), bound.extendedBy(WALL_CLOCK_GRACE_MS), () => {
         return new WallClockTimeout('wall clock');
       });
+    const firstBound = throughRaft ? deadline.within(budgetMs * FIRST_RAFT_ATTEMPT_SHARE) : deadline;
     try {
-      return { ok: true, value: await attempt() };
+      return { ok: true, value: await attempt(firstBound) };
     } catch (error) {
-      if (!TRANSIENT.test(errorMessage(error)) || deadline.remainingMs() <= RETRY_PAUSE_MS || this.closed) {
+      const retriable = TRANSIENT.test(errorMessage(error)) || (throughRaft && isTimeout(error));
+      if (!retriable || deadline.remainingMs() <= RETRY_PAUSE_MS || this.closed) {
         return { ok: false, error: describeProbeError(endpoint, error, deadline.timeoutMs) };
       }
     }
     await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
     try {
-      return { ok: true, value: await attempt() };
+      return { ok: true, value: await attempt(deadline) };
     } catch (error) {
       return { ok: false, error: describeProbeError(endpoint, error, deadline.timeoutMs) };
     }
+  }
+
+  private callThroughRaft<T>(
+    endpoint: string,
+    deadline: Deadline,
+    run: (client: Etcd3, callDeadline: Date) => Promise<T>,
+  ): Promise<Outcome<T>> {
+    return this.call(endpoint, deadline, run, true);
   }
 
   /**
@@ -347,14 +370,14 @@ export class EtcdProbeSession {
         isLearner: response.isLearner === true,
       };
     });
-    const alarmsCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<RaisedAlarm[]> => {
+    const alarmsCall = this.callThroughRaft(endpoint, deadline, async (client, callDeadline): Promise<RaisedAlarm[]> => {
       const response = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: callDeadline });
       return (response.alarms ?? []).map((raised) => ({
         memberId: String(raised.memberID),
         alarm: String(raised.alarm).toUpperCase(),
       }));
     });
-    const readCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<null> => {
+    const readCall = this.callThroughRaft(endpoint, deadline, async (client, callDeadline): Promise<null> => {
       await client.kv.range({ key: PROBE_KEY, serializable: false, count_only: true }, { deadline: callDeadline });
       return null;
     });
