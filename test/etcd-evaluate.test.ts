@@ -122,8 +122,13 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile, certFile: c.tls.wrongCertFile, keyFile: c.tls.wrongKeyFile }),
     cause: /client certificate missing or not accepted/,
   };
+  const expiredClientCert = {
+    case: 'an expired client certificate',
+    tls: (c: EtcdTestCluster) => ({ caFile: c.tls.caFile, certFile: c.tls.expiredCertFile, keyFile: c.tls.expiredKeyFile }),
+    cause: /client certificate expired/,
+  };
 
-  it.each([untrustedServer, noClientCert, foreignClientCert])(
+  it.each([untrustedServer, noClientCert, foreignClientCert, expiredClientCert])(
     'reports Unhealthy with a TLS error naming the endpoint for $case',
     async ({ tls, cause }) => {
       const endpoint = cluster.endpoints[0] ?? '';
@@ -134,6 +139,7 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
       expect(check(evaluation, 'reachable').message).toMatch(/TLS rejected/);
       expect(evaluation.members[0]?.error).toMatch(cause);
       expect(evaluation.reasons.some((reason) => reason.includes(endpoint) && /TLS rejected/.test(reason))).toBe(true);
+      expect(evaluation.reasons.join(' | ')).toMatch(cause);
       expect(JSON.stringify(evaluation)).not.toMatch(/BEGIN|PRIVATE KEY/);
     },
   );

@@ -2,6 +2,7 @@
 // overall deadline, and turns every library error into our own short text naming the endpoint.
 // One client per member with retries and circuit breakers off: etcd3's defaults would retry a
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
+import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import { noop } from 'cockatiel';
 import { Etcd3, type IDuplexStream, type IOptions, type IWatchRequest, type IWatchResponse } from 'etcd3';
@@ -140,6 +141,25 @@ const OPENSSL_REASONS: ReadonlyArray<[RegExp, string]> = [
   [/decryption failed|bad record mac/i, 'the connection was corrupted'],
 ];
 
+/**
+ * Why our own client certificate is not valid right now ("expired on …"), or null. etcd (Go)
+ * answers an expired client certificate with a bare "bad certificate" alert, so only we can say.
+ */
+export function clientCertificateInvalidity(certPem: Buffer | undefined, now: Date = new Date()): string | null {
+  if (certPem === undefined) return null;
+  let certificate: X509Certificate;
+  try {
+    certificate = new X509Certificate(certPem);
+  } catch {
+    return null;
+  }
+  const notAfter = new Date(certificate.validTo);
+  const notBefore = new Date(certificate.validFrom);
+  if (now > notAfter) return `client certificate expired (not valid after ${notAfter.toISOString()})`;
+  if (now < notBefore) return `client certificate not yet valid (not before ${notBefore.toISOString()}; clock skew?)`;
+  return null;
+}
+
 function translateOpenSsl(message: string): string {
   for (const [pattern, meaning] of OPENSSL_REASONS) if (pattern.test(message)) return meaning;
   return clip(message.replace(/error:[0-9A-Fa-f]+:[A-Za-z0-9 ]*routines:[A-Za-z0-9_]*:/g, ''));
@@ -222,6 +242,14 @@ export class EtcdProbeSession {
     private readonly credentials: ProbeCredentials,
     private readonly options: ProbeSessionOptions = {},
   ) {}
+
+  /** describeProbeError, plus what only we know: the server refused our client certificate because it is out of date. */
+  private describe(endpoint: string, error: unknown, budgetMs: number): string {
+    const described = describeProbeError(endpoint, error, budgetMs);
+    if (!CLIENT_REJECTED.test(errorMessage(error))) return described;
+    const invalidity = clientCertificateInvalidity(this.credentials.cert);
+    return invalidity === null ? described : `${endpoint}: TLS rejected: ${invalidity}`;
+  }
 
   /** The channel options for an endpoint: ours, plus the server name to verify when a relay is dialled. */
   private channelOptions(endpoint: string): Record<string, string | number> {
@@ -311,14 +339,14 @@ export class EtcdProbeSession {
     } catch (error) {
       const retriable = TRANSIENT.test(errorMessage(error)) || (throughRaft && isTimeout(error));
       if (!retriable || deadline.remainingMs() <= RETRY_PAUSE_MS || this.closed) {
-        return { ok: false, error: describeProbeError(endpoint, error, deadline.timeoutMs) };
+        return { ok: false, error: this.describe(endpoint, error, deadline.timeoutMs) };
       }
     }
     await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
     try {
       return { ok: true, value: await attempt(deadline) };
     } catch (error) {
-      return { ok: false, error: describeProbeError(endpoint, error, deadline.timeoutMs) };
+      return { ok: false, error: this.describe(endpoint, error, deadline.timeoutMs) };
     }
   }
 

@@ -23,6 +23,9 @@ export interface TestCerts {
   /** A client cert signed by the wrong CA: the server must refuse it. */
   wrongCertFile: string;
   wrongKeyFile: string;
+  /** A client cert from the right CA whose notAfter is a day before it was made: already expired. */
+  expiredCertFile: string;
+  expiredKeyFile: string;
 }
 
 async function openssl(args: string[], cwd: string): Promise<void> {
@@ -66,6 +69,7 @@ async function makeLeaf(
   name: string,
   ca: { cert: string; key: string },
   extensions: string,
+  days = 2,
 ): Promise<{ cert: string; key: string }> {
   const key = path.join(dir, `${name}-key.pem`);
   const csr = path.join(dir, `${name}.csr`);
@@ -87,7 +91,8 @@ async function makeLeaf(
       '-set_serial',
       randomSerial(),
       '-days',
-      '2',
+      // openssl x509 takes a negative count: notAfter lands that many days before notBefore (now).
+      String(days),
       '-sha256',
       '-extfile',
       extFile,
@@ -102,25 +107,17 @@ async function makeLeaf(
 export async function generateTestCerts(dir: string, options: TestCertOptions = {}): Promise<TestCerts> {
   const [ca, wrongCa] = await Promise.all([makeCa(dir, 'ca', options.caKeyType), makeCa(dir, 'wrong-ca')]);
   const extraNames = (options.serverNames ?? []).map((name) => `,DNS:${name}`).join('');
-  const [server, client, wrongClient] = await Promise.all([
+  const clientExtensions = 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n';
+  const [server, client, wrongClient, expiredClient] = await Promise.all([
     makeLeaf(
       dir,
       'server',
       ca,
       `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost${extraNames}\n`,
     ),
-    makeLeaf(
-      dir,
-      'client',
-      ca,
-      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n',
-    ),
-    makeLeaf(
-      dir,
-      'wrong-client',
-      wrongCa,
-      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n',
-    ),
+    makeLeaf(dir, 'client', ca, clientExtensions),
+    makeLeaf(dir, 'wrong-client', wrongCa, clientExtensions),
+    makeLeaf(dir, 'expired-client', ca, clientExtensions, -1),
   ]);
   return {
     dir,
@@ -133,5 +130,7 @@ export async function generateTestCerts(dir: string, options: TestCertOptions = 
     wrongCaFile: wrongCa.cert,
     wrongCertFile: wrongClient.cert,
     wrongKeyFile: wrongClient.key,
+    expiredCertFile: expiredClient.cert,
+    expiredKeyFile: expiredClient.key,
   };
 }

@@ -31,6 +31,9 @@ export interface EtcdTlsFiles {
   wrongCaFile: string;
   wrongCertFile: string;
   wrongKeyFile: string;
+  /** A client certificate from the right CA that has already expired. */
+  expiredCertFile: string;
+  expiredKeyFile: string;
 }
 
 export interface EtcdctlResult {
@@ -245,6 +248,8 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
       wrongCaFile: certs.wrongCaFile,
       wrongCertFile: certs.wrongCertFile,
       wrongKeyFile: certs.wrongKeyFile,
+      expiredCertFile: certs.expiredCertFile,
+      expiredKeyFile: certs.expiredKeyFile,
     },
     clientTls: { caFile: certs.caFile, certFile: certs.certFile, keyFile: certs.keyFile },
     dir,
