@@ -183,30 +183,34 @@ function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-export async function startWebhookServer(options: WebhookServerOptions): Promise<RunningWebhookServer> {
-  const { config } = options;
-  const logger = options.logger ?? createLogger();
-  const metrics = options.metrics ?? createWebhookMetrics(options.now ? { now: options.now } : {});
-  const store = options.store ?? createStore(config.store);
-  // The cache follows the target set once it exists (the first round runs before it does).
-  let followTargets: (names: string[]) => void = () => undefined;
-  const registry = options.registry ?? defaultRegistry(config, logger, (names) => followTargets(names));
-  // The first discovery round (bounded by its own deadline) runs before the server listens, so a
-  // discovered KCP is never denied as "no target" just because the webhook has not looked yet.
-  await registry.refresh();
-  const cache = new EvaluationCache({
-    store,
-    targets: registry.names(),
-    logger,
+interface ServerParts {
+  options: WebhookServerOptions;
+  logger: Logger;
+  metrics: WebhookMetrics;
+  store: EvaluationStore;
+  registry: TargetRegistry;
+}
+
+/** The cache of every target's evaluation, fed from the store and counting its feed errors. */
+function createCache(parts: ServerParts): EvaluationCache {
+  const { options, metrics } = parts;
+  return new EvaluationCache({
+    store: parts.store,
+    targets: parts.registry.names(),
+    logger: parts.logger,
     onFeedError: (target) => metrics.recordCacheFeedError(target),
     ...(options.now ? { now: options.now } : {}),
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
     ...(options.storeReadTimeoutMs === undefined ? {} : { readTimeoutMs: options.storeReadTimeoutMs }),
   });
-  followTargets = (names) => cache.setTargets(names);
-  const onDemand = new OnDemandEvaluations({
-    config,
-    store,
+}
+
+/** On-demand and inline evaluations; every fresh one goes into the cache. */
+function createOnDemand(parts: ServerParts, cache: EvaluationCache): OnDemandEvaluations {
+  const { options, logger, registry } = parts;
+  return new OnDemandEvaluations({
+    config: options.config,
+    store: parts.store,
     evaluate: options.evaluate ?? evaluateWithEtcd,
     targets: () => registry.all(),
     token: options.token,
@@ -219,26 +223,24 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     ...(options.now ? { now: options.now } : {}),
     ...(options.onDemandMinIntervalMs === undefined ? {} : { minIntervalMs: options.onDemandMinIntervalMs }),
   });
+}
+
+/** Reads the labels of a /scale request's parent object through the kubeconfig. */
+function createParentLabels(options: WebhookServerOptions): ReturnType<typeof createParentLabelReader> {
   const parentGetter = lazyObjectGetter(options.kubeconfigFile);
   // A target that matches by labels will need the parent read on the first /scale: load now.
-  if (config.targets.some((target) => Object.keys(requiredLabels(target.match ?? {})).length > 0)) parentGetter.warm();
-  const parentLabels = createParentLabelReader({
+  if (options.config.targets.some((target) => Object.keys(requiredLabels(target.match ?? {})).length > 0)) {
+    parentGetter.warm();
+  }
+  return createParentLabelReader({
     get: parentGetter.get,
     ...(options.parentReadTimeoutMs === undefined ? {} : { timeoutMs: options.parentReadTimeoutMs }),
     ...(options.parentCacheTtlMs === undefined ? {} : { cacheTtlMs: options.parentCacheTtlMs }),
   });
-  const app = createWebhookApp({
-    config,
-    cache,
-    onDemand,
-    metrics,
-    logger,
-    parentLabels,
-    readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
-    targets: () => registry.all(),
-    ...(options.now ? { now: options.now } : {}),
-  });
+}
 
+/** HTTPS with reloading key pair (or plain HTTP when asked), with the connection bounds. */
+async function createServer(options: WebhookServerOptions, app: http.RequestListener, logger: Logger): Promise<http.Server> {
   let server: http.Server;
   if (options.tls) {
     const reloading = await createReloadingHttpsServer({
@@ -254,11 +256,15 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     server = http.createServer(CONNECTION_BOUNDS, app);
   }
   server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
+  return server;
+}
 
+/** Listens (rejecting on e.g. EADDRINUSE), then logs server errors and cuts faulty clients. */
+async function listen(server: http.Server, host: string, port: number, logger: Logger): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const onError = (error: Error) => reject(error);
     server.once('error', onError);
-    server.listen(options.port, options.host, () => {
+    server.listen(port, host, () => {
       server.off('error', onError);
       resolve();
     });
@@ -271,6 +277,62 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     else socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n', () => socket.destroy());
     logger.debug({ err: error.message }, 'client error');
   });
+}
+
+/** Idempotent shutdown: stop accepting, let busy requests finish within the grace, stop polling. */
+function gracefulClose(
+  server: http.Server,
+  stopTokenWatch: () => void,
+  background: { stop(): Promise<void> | void }[],
+): () => Promise<void> {
+  let closing: Promise<void> | null = null;
+  return () => {
+    closing ??= (async () => {
+      stopTokenWatch();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // close() stops accepting and drops idle keep-alive sockets (Node ≥ 19); busy ones finish first.
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+      try {
+        await Promise.all([closed, ...background.map((part) => part.stop())]);
+      } finally {
+        clearTimeout(grace);
+      }
+    })();
+    return closing;
+  };
+}
+
+export async function startWebhookServer(options: WebhookServerOptions): Promise<RunningWebhookServer> {
+  const { config } = options;
+  const logger = options.logger ?? createLogger();
+  const metrics = options.metrics ?? createWebhookMetrics(options.now ? { now: options.now } : {});
+  const store = options.store ?? createStore(config.store);
+  // The cache follows the target set once it exists (the first round runs before it does).
+  let followTargets: (names: string[]) => void = () => undefined;
+  const registry = options.registry ?? defaultRegistry(config, logger, (names) => followTargets(names));
+  // The first discovery round (bounded by its own deadline) runs before the server listens, so a
+  // discovered KCP is never denied as "no target" just because the webhook has not looked yet.
+  await registry.refresh();
+  const parts: ServerParts = { options, logger, metrics, store, registry };
+  const cache = createCache(parts);
+  followTargets = (names) => cache.setTargets(names);
+  const onDemand = createOnDemand(parts, cache);
+  const parentLabels = createParentLabels(options);
+  const app = createWebhookApp({
+    config,
+    cache,
+    onDemand,
+    metrics,
+    logger,
+    parentLabels,
+    readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
+    targets: () => registry.all(),
+    ...(options.now ? { now: options.now } : {}),
+  });
+
+  const server = await createServer(options, app, logger);
+  await listen(server, options.host, options.port, logger);
   cache.start();
   const stopTokenWatch = options.tokenFile
     ? watchTokenFile(options.tokenFile, onDemand, logger, options.tokenStatIntervalMs ?? 10_000)
@@ -279,24 +341,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
 
   const address = server.address() as AddressInfo;
   const url = `${options.tls ? 'https' : 'http'}://${urlHost(options.host)}:${address.port}`;
-
-  let closing: Promise<void> | null = null;
-  const close = (): Promise<void> => {
-    closing ??= (async () => {
-      stopTokenWatch();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // close() stops accepting and drops idle keep-alive sockets (Node ≥ 19); busy ones finish first.
-      server.closeIdleConnections();
-      const grace = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
-      try {
-        await Promise.all([closed, cache.stop(), registry.stop()]);
-      } finally {
-        clearTimeout(grace);
-      }
-    })();
-    return closing;
-  };
-
+  const close = gracefulClose(server, stopTokenWatch, [cache, registry]);
   return { url, port: address.port, cache, metrics, onDemand, close };
 }
 
