@@ -7,7 +7,7 @@ import { rmSync } from 'node:fs';
 import { mkdtemp, mkdir, open, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { generateTestCerts } from './certs.js';
+import { generateTestCerts, type TestCerts } from './certs.js';
 import { freePorts } from './free-port.js';
 
 const ETCD_BIN = process.env.ETCD_BIN ?? 'etcd';
@@ -50,6 +50,8 @@ export interface EtcdTestCluster {
   /** The right client credentials, in the shape a target's `tls` config takes. */
   clientTls: { caFile: string; certFile: string; keyFile: string };
   dir: string;
+  /** The test PKI the cluster was started with; pass it as `pki` to start another cluster under the same CA. */
+  pki: TestCerts;
   /** SIGKILL; resolves when the child's 'exit' event fired. */
   kill(index: number): Promise<void>;
   /** SIGSTOP: the TCP listener stays open and nothing answers. */
@@ -78,6 +80,12 @@ export interface StartEtcdClusterOptions {
   name?: string;
   /** The CA's key type; ECDSA P-256 by default, RSA 2048 like kubeadm. */
   caKeyType?: 'ec' | 'rsa';
+  /**
+   * Another cluster's PKI (its `pki`): both clusters then trust the same CA and accept the same
+   * client certificate, so a client reaches a member of either and sees its cluster ID. The files
+   * live in the first cluster's dir: destroy the second cluster first.
+   */
+  pki?: TestCerts;
 }
 
 interface RunningProcess {
@@ -158,7 +166,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
   liveDirs.add(dir);
   // Member names are node names in a kubeadm cluster; its serving certificate names the node.
   const memberNames = Array.from({ length: size }, (_, index) => `${prefix}-${index}`);
-  const certs = await generateTestCerts(dir, { caKeyType: options.caKeyType, serverNames: memberNames });
+  const certs = options.pki ?? (await generateTestCerts(dir, { caKeyType: options.caKeyType, serverNames: memberNames }));
   const token = `${prefix}-${randomBytes(4).toString('hex')}`;
   const ports = await freePorts(size * 2);
 
@@ -253,6 +261,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
     },
     clientTls: { caFile: certs.caFile, certFile: certs.certFile, keyFile: certs.keyFile },
     dir,
+    pki: certs,
 
     async kill(index) {
       const running = processes.get(index);
