@@ -48,6 +48,7 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     expect(stored?.metadata.annotations).toEqual({
       'etcd-guard.io/verdict': 'Degraded',
       'etcd-guard.io/evaluated-at': evaluation.evaluatedAt,
+      'etcd-guard.io/sequence': '1',
     });
     expect(Object.keys(stored?.data ?? {})).toEqual([CONFIGMAP_DATA_KEY]);
     expect(storedEvaluation()).toEqual(evaluation);

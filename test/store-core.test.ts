@@ -1,7 +1,7 @@
 // The rules both stores (file, ConfigMap) share, as pure functions: newest wins, what a stored
 // document must be to be used, and what an evaluation must be to be written.
 import { describe, expect, it } from 'vitest';
-import { invalidEvaluationError, parseStoredEvaluation, StoreError, supersedes } from '../functions/core/store.js';
+import { invalidEvaluationError, parseSequence, parseStoredEvaluation, StoreError, supersedes } from '../functions/core/store.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 
 describe('supersedes (newest wins, never a future stamp)', () => {
@@ -77,5 +77,31 @@ describe('invalidEvaluationError', () => {
     expect(error?.kind).toBe('invalid');
     expect(error?.message).toContain('refusing to store an invalid evaluation');
     expect(error?.message).toContain('durationMs');
+  });
+});
+
+describe('parseSequence (the stored write sequence)', () => {
+  it.each([
+    { value: undefined, sequence: 0 },
+    { value: '0', sequence: 0 },
+    { value: '41', sequence: 41 },
+    { value: 41, sequence: 41 },
+    { value: '999999999999999', sequence: 999_999_999_999_999 },
+  ])('$value reads as $sequence', ({ value, sequence }) => {
+    expect(parseSequence(value, 'the-holder')).toBe(sequence);
+  });
+
+  it.each([
+    { value: '1e99', shown: '"1e99"' },
+    { value: '1000000000000000', shown: '"1000000000000000"' },
+    { value: '007', shown: '"007"' },
+    { value: '-1', shown: '"-1"' },
+    { value: 1.5, shown: '1.5' },
+    { value: null, shown: 'object' },
+  ])('$value is a corrupt StoreError naming the holder and $shown', ({ value, shown }) => {
+    const result = parseSequence(value, 'the-holder');
+    expect(result).toBeInstanceOf(StoreError);
+    expect((result as StoreError).kind).toBe('corrupt');
+    expect((result as StoreError).message).toContain(`the-holder has write sequence ${shown}`);
   });
 });

@@ -97,7 +97,9 @@ describe('EvaluationCache over ConfigMapStore.readAll', () => {
     const startedAt = performance.now();
     await cache.pollOnce();
     const elapsedMs = performance.now() - startedAt;
-    expect(elapsedMs).toBeGreaterThanOrEqual(300);
+    // Node starts a timer from the event loop's cached clock, read when this tick began, so it can
+    // fire up to the time this tick already ran (a millisecond or two) before 300 ms of performance.now.
+    expect(elapsedMs).toBeGreaterThanOrEqual(300 - 5);
     expect(elapsedMs).toBeLessThan(300 + 250);
     expect(errors).toEqual(['static: reading the stored evaluation of every target took longer than 300 ms']);
     expect(cache.get('capi-default-prod')?.evaluatedAt).toBe(held);

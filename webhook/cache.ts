@@ -7,13 +7,16 @@
 // guard's namespace) is read in one call per poll, which also brings in targets nobody configured
 // (discovered ones, whose names are decided at run time). Where RBAC refuses the list (the base
 // manifests grant get by name only) the cache falls back to reading each configured target.
+//
+// Which stored document is newer is decided by the store's write sequence, never by the stamp
+// the writer's clock put on it (storedSupersedes): a document written later replaces the held one.
 import { Deadline, withDeadline } from '../functions/core/deadline.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
-import { MAX_CLOCK_SKEW_MS, StoreError, supersedes, type EvaluationStore } from '../functions/core/store.js';
+import { MAX_CLOCK_SKEW_MS, StoreError, storedSupersedes, type EvaluationStore } from '../functions/core/store.js';
 import type { Logger } from '../functions/shared/logger.js';
 
 export interface EvaluationCacheOptions {
-  store: Pick<EvaluationStore, 'read' | 'readAll'>;
+  store: Pick<EvaluationStore, 'read' | 'readSequenced' | 'readAll'>;
   targets: readonly string[];
   /** Time between polls of the store; default 3 s. */
   pollIntervalMs?: number;
@@ -38,8 +41,14 @@ function toError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
 }
 
+/** What the cache holds per target; no sequence when it came from memory (inline refresh, on demand). */
+interface HeldEvaluation {
+  evaluation: Evaluation;
+  sequence?: number;
+}
+
 export class EvaluationCache {
-  private readonly latest = new Map<string, Evaluation>();
+  private readonly latest = new Map<string, HeldEvaluation>();
   private readonly readOnce = new Set<string>();
   private readonly inFlight = new Map<string, Promise<void>>();
   /** Store reads that outlived their deadline and have not settled yet, per target. */
@@ -96,22 +105,25 @@ export class EvaluationCache {
   }
 
   get(target: string): Evaluation | null {
-    return this.latest.get(target) ?? null;
+    return this.latest.get(target)?.evaluation ?? null;
   }
 
   evaluatedAt(target: string): string | null {
-    return this.latest.get(target)?.evaluatedAt ?? null;
+    return this.latest.get(target)?.evaluation.evaluatedAt ?? null;
   }
 
   /**
-   * Offers an evaluation (from the feed, an inline refresh or the on-demand endpoint). It is kept
-   * only if it supersedes the one held (newest wins, future stamps never win over present ones),
-   * so a slow feed can never roll the cache back. Returns whether it was taken.
+   * Offers an evaluation (from the feed with its store `sequence`, or from an inline refresh or
+   * the on-demand endpoint without one). It is kept only if it supersedes the one held: a stored
+   * document with a higher sequence than the held one was written later and wins; otherwise newest
+   * stamp wins and future stamps never win over present ones (storedSupersedes), so a slow feed
+   * can never roll the cache back. Returns whether it was taken.
    */
-  put(evaluation: Evaluation): boolean {
+  put(evaluation: Evaluation, sequence?: number): boolean {
     const now = this.options.now?.() ?? new Date();
     const held = this.latest.get(evaluation.target);
-    if (held && !supersedes(evaluation, held, now)) return false;
+    const candidate: HeldEvaluation = sequence === undefined ? { evaluation } : { evaluation, sequence };
+    if (held && !storedSupersedes(candidate, held, now)) return false;
     // Held, not refused: refusing a future-stamped Unhealthy evaluation would leave an older
     // Healthy one in charge. The decision does not count it as fresh, so the gate fails closed.
     if (Date.parse(evaluation.evaluatedAt) - now.getTime() > MAX_CLOCK_SKEW_MS) {
@@ -120,7 +132,7 @@ export class EvaluationCache {
         'holding an evaluation dated in the future as not fresh; check the clocks of the evaluator and the webhook',
       );
     }
-    this.latest.set(evaluation.target, evaluation);
+    this.latest.set(evaluation.target, candidate);
     return true;
   }
 
@@ -156,9 +168,9 @@ export class EvaluationCache {
     let refused = false;
     const read = this.readWithDeadline(LIST_KEY, () => this.listAll())
       .then(({ evaluations, problems }) => {
-        for (const evaluation of evaluations) {
+        for (const { evaluation, sequence } of evaluations) {
           if (!this.targetNames.includes(evaluation.target)) this.listedTargets.add(evaluation.target);
-          this.put(evaluation);
+          this.put(evaluation, sequence);
         }
         for (const problem of problems) this.options.logger?.warn({ err: problem }, 'cannot use a stored evaluation');
         for (const target of this.targetNames) this.markRead(target);
@@ -187,12 +199,13 @@ export class EvaluationCache {
   private pollTarget(target: string): Promise<void> {
     const running = this.inFlight.get(target);
     if (running) return running;
-    const read = this.readWithDeadline(target, () => this.options.store.read(target))
-      .then((evaluation) => {
+    const read = this.readWithDeadline(target, () => this.readOne(target))
+      .then((stored) => {
+        const evaluation = stored?.evaluation;
         if (evaluation && evaluation.target !== target) {
           throw new Error(`store returned an evaluation of ${JSON.stringify(evaluation.target)} when asked for ${target}`);
         }
-        if (evaluation) this.put(evaluation);
+        if (evaluation) this.put(evaluation, stored?.sequence);
         this.markRead(target);
       })
       .catch((error: unknown) => {
@@ -203,6 +216,14 @@ export class EvaluationCache {
       .finally(() => this.inFlight.delete(target));
     this.inFlight.set(target, read);
     return read;
+  }
+
+  /** One target's stored evaluation, with its sequence when the store keeps one. */
+  private async readOne(target: string): Promise<HeldEvaluation | null> {
+    const { store } = this.options;
+    if (store.readSequenced !== undefined) return store.readSequenced(target);
+    const evaluation = await store.read(target);
+    return evaluation === null ? null : { evaluation };
   }
 
   private readWithDeadline<T>(key: string, read: () => Promise<T>): Promise<T> {

@@ -1,16 +1,21 @@
 // Evaluations cached in ConfigMaps: `etcd-guard-<target>` holds the document under
 // `evaluation.json`, labelled and annotated so `kubectl get cm -L` shows target and verdict.
 // Writes are optimistic (resourceVersion) and monotonic: a newer stored evaluation always wins.
+// Each accepted write sets annotation etcd-guard.io/sequence to the previous value + 1 under the
+// same resourceVersion precondition, so two writers can never both claim one number and readers
+// order documents by write, not by a writer's wall clock.
 import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
 import { Deadline } from '../core/deadline.js';
 import { isDnsLabel } from '../shared/names.js';
 import type { Evaluation } from '../core/evaluation.js';
 import {
   invalidEvaluationError,
+  parseSequence,
   parseStoredEvaluation,
   StoreError,
   supersedes,
   type EvaluationStore,
+  type SequencedEvaluation,
   type StoredEvaluations,
   type WriteOutcome,
 } from '../core/store.js';
@@ -22,6 +27,7 @@ export const LABEL_APP_NAME = 'app.kubernetes.io/name';
 export const LABEL_TARGET = 'etcd-guard.io/target';
 export const ANNOTATION_VERDICT = 'etcd-guard.io/verdict';
 export const ANNOTATION_EVALUATED_AT = 'etcd-guard.io/evaluated-at';
+export const ANNOTATION_SEQUENCE = 'etcd-guard.io/sequence';
 
 /** Kubernetes rejects a ConfigMap whose data (keys included) exceeds this many bytes. */
 export const CONFIGMAP_LIMIT_BYTES = 1_048_576;
@@ -84,6 +90,10 @@ export class ConfigMapStore implements EvaluationStore {
   }
 
   async read(target: string): Promise<Evaluation | null> {
+    return (await this.readSequenced(target))?.evaluation ?? null;
+  }
+
+  async readSequenced(target: string): Promise<SequencedEvaluation | null> {
     const name = this.nameFor(target);
     const configMap = await this.get(name, Deadline.after(this.callTimeoutMs));
     if (configMap === null) return null;
@@ -147,13 +157,13 @@ export class ConfigMapStore implements EvaluationStore {
       if (current !== null) {
         const stored = this.parseStored(current, name, evaluation.target);
         // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
-        if (!(stored instanceof StoreError) && !supersedes(evaluation, stored, new Date())) {
-          return { written: false, keptEvaluatedAt: stored.evaluatedAt };
+        if (!(stored instanceof StoreError) && !supersedes(evaluation, stored.evaluation, new Date())) {
+          return { written: false, keptEvaluatedAt: stored.evaluation.evaluatedAt };
         }
       }
       try {
         if (current === null) await this.create(name, evaluation, text, deadline);
-        else await this.replace(name, current, evaluation, text, deadline);
+        else await this.replace(name, current, evaluation, text, deadline, this.sequenceOf(current, name) + 1);
         return { written: true };
       } catch (error) {
         // Someone created or changed it since our GET: go round and compare with theirs.
@@ -207,22 +217,39 @@ export class ConfigMapStore implements EvaluationStore {
     }
   }
 
-  /** The stored evaluation, or a 'corrupt' StoreError saying exactly what is wrong with it. */
-  private parseStored(configMap: V1ConfigMap, name: string, target: string): Evaluation | StoreError {
-    const where = `ConfigMap ${JSON.stringify(name)} in namespace ${JSON.stringify(this.namespace)}`;
+  private where(name: string): string {
+    return `ConfigMap ${JSON.stringify(name)} in namespace ${JSON.stringify(this.namespace)}`;
+  }
+
+  /** The stored evaluation and sequence, or a 'corrupt' StoreError saying exactly what is wrong. */
+  private parseStored(configMap: V1ConfigMap, name: string, target: string): SequencedEvaluation | StoreError {
+    const where = this.where(name);
     const text = configMap.data?.[CONFIGMAP_DATA_KEY];
     if (text === undefined) {
       return new StoreError('corrupt', `${where} has no ${JSON.stringify(CONFIGMAP_DATA_KEY)} key; not using it`);
     }
-    return parseStoredEvaluation(text, target, { source: `${where} (key ${CONFIGMAP_DATA_KEY})`, holder: where });
+    const sequence = parseSequence(configMap.metadata?.annotations?.[ANNOTATION_SEQUENCE], where);
+    if (sequence instanceof StoreError) return sequence;
+    const evaluation = parseStoredEvaluation(text, target, { source: `${where} (key ${CONFIGMAP_DATA_KEY})`, holder: where });
+    return evaluation instanceof StoreError ? evaluation : { evaluation, sequence };
+  }
+
+  /** The sequence `current` carries; 0 when it has none we can trust (the next write restarts at 1). */
+  private sequenceOf(current: V1ConfigMap, name: string): number {
+    const sequence = parseSequence(current.metadata?.annotations?.[ANNOTATION_SEQUENCE], this.where(name));
+    return sequence instanceof StoreError ? 0 : sequence;
   }
 
   private labels(target: string): Record<string, string> {
     return { [LABEL_APP_NAME]: 'etcd-guard', [LABEL_TARGET]: target };
   }
 
-  private annotations(evaluation: Evaluation): Record<string, string> {
-    return { [ANNOTATION_VERDICT]: evaluation.verdict, [ANNOTATION_EVALUATED_AT]: evaluation.evaluatedAt };
+  private annotations(evaluation: Evaluation, sequence: number): Record<string, string> {
+    return {
+      [ANNOTATION_VERDICT]: evaluation.verdict,
+      [ANNOTATION_EVALUATED_AT]: evaluation.evaluatedAt,
+      [ANNOTATION_SEQUENCE]: String(sequence),
+    };
   }
 
   private async create(name: string, evaluation: Evaluation, text: string, deadline: Deadline): Promise<void> {
@@ -234,7 +261,7 @@ export class ConfigMapStore implements EvaluationStore {
         name,
         namespace: this.namespace,
         labels: this.labels(evaluation.target),
-        annotations: this.annotations(evaluation),
+        annotations: this.annotations(evaluation, 1),
       },
       data: { [CONFIGMAP_DATA_KEY]: text },
     };
@@ -249,6 +276,7 @@ export class ConfigMapStore implements EvaluationStore {
     evaluation: Evaluation,
     text: string,
     deadline: Deadline,
+    sequence: number,
   ): Promise<void> {
     const api = this.client();
     // Keep what others put on the object (extra labels, annotations, keys); own only ours.
@@ -260,7 +288,7 @@ export class ConfigMapStore implements EvaluationStore {
         name,
         namespace: this.namespace,
         labels: { ...current.metadata?.labels, ...this.labels(evaluation.target) },
-        annotations: { ...current.metadata?.annotations, ...this.annotations(evaluation) },
+        annotations: { ...current.metadata?.annotations, ...this.annotations(evaluation, sequence) },
       },
       data: { ...current.data, [CONFIGMAP_DATA_KEY]: text },
     };

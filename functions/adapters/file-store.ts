@@ -7,6 +7,11 @@
 // write the same target at the same instant, the one renaming last wins even if it is older.
 // That window is a few milliseconds and the next scheduled evaluation repairs it; stores that
 // several writers share should be ConfigMaps, whose writes are conditional on resourceVersion.
+//
+// The document is the Evaluation JSON plus a top-level "sequence": the previous file's + 1, read
+// and written inside the same serialized compare-then-rename, so readers order documents by write,
+// not by a writer's wall clock. The single-writer caveat above applies: two processes racing can
+// both write the same number (the later rename wins, as for the document itself).
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises';
@@ -15,10 +20,12 @@ import type { Evaluation } from '../core/evaluation.js';
 import { isDnsLabel } from '../shared/names.js';
 import {
   invalidEvaluationError,
+  parseSequence,
   parseStoredEvaluation,
   StoreError,
   supersedes,
   type EvaluationStore,
+  type SequencedEvaluation,
   type StoreErrorKind,
   type WriteOutcome,
 } from '../core/store.js';
@@ -112,6 +119,10 @@ export class FileStore implements EvaluationStore {
   }
 
   async read(target: string): Promise<Evaluation | null> {
+    return (await this.readSequenced(target))?.evaluation ?? null;
+  }
+
+  async readSequenced(target: string): Promise<SequencedEvaluation | null> {
     const file = this.pathFor(target);
     const stored = await this.readFileEvaluation(file, target);
     if (stored instanceof StoreError) throw stored;
@@ -145,8 +156,8 @@ export class FileStore implements EvaluationStore {
     if (writeChains.get(file) === settled) writeChains.delete(file);
   }
 
-  /** The evaluation in `file`, null when absent, or a StoreError (corrupt / unreadable). */
-  private async readFileEvaluation(file: string, target: string): Promise<Evaluation | null | StoreError> {
+  /** The evaluation and sequence in `file`, null when absent, or a StoreError (corrupt / unreadable). */
+  private async readFileEvaluation(file: string, target: string): Promise<SequencedEvaluation | null | StoreError> {
     let text: string | null | StoreError;
     try {
       text = await readRegularFile(file);
@@ -155,7 +166,11 @@ export class FileStore implements EvaluationStore {
       return new StoreError(kindForErrno(code), `cannot read ${file}: ${code ?? (error as Error).message}`, { cause: error });
     }
     if (text === null || text instanceof StoreError) return text;
-    return parseStoredEvaluation(text, target, { source: file, holder: file });
+    const evaluation = parseStoredEvaluation(text, target, { source: file, holder: file });
+    if (evaluation instanceof StoreError) return evaluation;
+    // The text parsed as an Evaluation above, so it is a JSON object.
+    const sequence = parseSequence((JSON.parse(text) as { sequence?: unknown }).sequence, file);
+    return sequence instanceof StoreError ? sequence : { evaluation, sequence };
   }
 
   private async writeNow(file: string, evaluation: Evaluation): Promise<WriteOutcome> {
@@ -163,9 +178,11 @@ export class FileStore implements EvaluationStore {
     // Unreadable for a reason other than content (EACCES, EIO): writing would likely fail too,
     // and we cannot know what we would overwrite.
     if (stored instanceof StoreError && stored.kind !== 'corrupt') throw stored;
-    if (stored !== null && !(stored instanceof StoreError) && !supersedes(evaluation, stored, new Date())) {
-      return { written: false, keptEvaluatedAt: stored.evaluatedAt };
+    if (stored !== null && !(stored instanceof StoreError) && !supersedes(evaluation, stored.evaluation, new Date())) {
+      return { written: false, keptEvaluatedAt: stored.evaluation.evaluatedAt };
     }
+    // A corrupt document's sequence is not trusted: the count restarts at 1.
+    const sequence = (stored === null || stored instanceof StoreError ? 0 : stored.sequence) + 1;
     try {
       await mkdir(this.dir, { recursive: true });
     } catch (error) {
@@ -179,7 +196,7 @@ export class FileStore implements EvaluationStore {
     try {
       const handle = await open(temp, 'wx', 0o644);
       try {
-        await handle.writeFile(`${JSON.stringify(evaluation, null, 2)}\n`, 'utf8');
+        await handle.writeFile(`${JSON.stringify({ ...evaluation, sequence }, null, 2)}\n`, 'utf8');
         await handle.sync();
       } finally {
         await handle.close();

@@ -1,8 +1,14 @@
 // Picks the EvaluationStore a StoreConfig describes. Entrypoints import only this.
 import type { StoreConfig } from '../config.js';
 import type { Evaluation } from '../core/evaluation.js';
-import { StoreError, type EvaluationStore, type StoredEvaluations, type WriteOutcome } from '../core/store.js';
-import type { ConfigMapStoreOptions } from './configmap-store.js';
+import {
+  StoreError,
+  type EvaluationStore,
+  type SequencedEvaluation,
+  type StoredEvaluations,
+  type WriteOutcome,
+} from '../core/store.js';
+import type { ConfigMapStore, ConfigMapStoreOptions } from './configmap-store.js';
 import { FileStore } from './file-store.js';
 import { isDnsLabel } from '../shared/names.js';
 
@@ -40,7 +46,7 @@ export function createStore(config: StoreConfig, options: CreateStoreOptions = {
  * client. The namespace is still checked at once, as ConfigMapStore's constructor does.
  */
 class LazyConfigMapStore implements EvaluationStore {
-  private loading: Promise<EvaluationStore> | undefined;
+  private loading: Promise<ConfigMapStore> | undefined;
 
   constructor(private readonly options: ConfigMapStoreOptions) {
     if (!isDnsLabel(options.namespace)) {
@@ -51,7 +57,7 @@ class LazyConfigMapStore implements EvaluationStore {
     }
   }
 
-  private store(): Promise<EvaluationStore> {
+  private store(): Promise<ConfigMapStore> {
     this.loading ??= import('./configmap-store.js').then(
       (module) => new module.ConfigMapStore(this.options),
       (error: unknown) => {
@@ -73,13 +79,15 @@ class LazyConfigMapStore implements EvaluationStore {
     return (await this.store()).read(target);
   }
 
+  async readSequenced(target: string): Promise<SequencedEvaluation | null> {
+    return (await this.store()).readSequenced(target);
+  }
+
   async write(evaluation: Evaluation): Promise<WriteOutcome> {
     return (await this.store()).write(evaluation);
   }
 
   async readAll(): Promise<StoredEvaluations> {
-    const store = await this.store();
-    if (store.readAll === undefined) throw new StoreError('invalid', `${this.describe()} cannot list evaluations`);
-    return store.readAll();
+    return (await this.store()).readAll();
   }
 }

@@ -8,9 +8,21 @@ export type WriteOutcome =
   /** The store already held an evaluation at least as new; it was kept. */
   | { written: false; keptEvaluatedAt: string };
 
+/**
+ * A stored evaluation with the store's write sequence: 1 for the first write of a target, +1 for
+ * each accepted write after it, so a higher sequence was written later whatever the stamps say.
+ * 0 for a document written before stores kept sequences.
+ */
+export interface SequencedEvaluation {
+  evaluation: Evaluation;
+  sequence: number;
+}
+
 export interface EvaluationStore {
   /** The stored evaluation for a target, or null when there is none. Throws StoreError. */
   read(target: string): Promise<Evaluation | null>;
+  /** As read, with the write sequence. Optional: a store without it orders by the clock rules alone. */
+  readSequenced?(target: string): Promise<SequencedEvaluation | null>;
   /** Writes unless the store holds a newer evaluation for the same target. Throws StoreError. */
   write(evaluation: Evaluation): Promise<WriteOutcome>;
   /** Human-readable location, e.g. "file:/var/lib/etcd-guard" or "configmap:etcd-guard". */
@@ -23,7 +35,7 @@ export interface EvaluationStore {
 }
 
 export interface StoredEvaluations {
-  evaluations: Evaluation[];
+  evaluations: SequencedEvaluation[];
   /** Stored documents that could not be used, e.g. a corrupt evaluation.json; one line each. */
   problems: string[];
 }
@@ -73,6 +85,46 @@ export function supersedes(candidate: Evaluation, stored: Evaluation, now: Date)
   if (candidateFromFuture && !storedFromFuture) return false;
   if (storedFromFuture && !candidateFromFuture) return stored.verdict !== 'Unhealthy' || candidate.verdict === 'Unhealthy';
   return candidateAt > storedAt;
+}
+
+/**
+ * Which of two stored documents wins, `held` being the one a reader (the webhook's cache) has and
+ * `candidate` one it reads now; either may lack a sequence (an inline refresh held in memory). A
+ * higher sequence was written later, and the store only accepted it because it superseded what it
+ * held then, so it replaces `held` even when the reader's clock would rank the stamps otherwise;
+ * except that an Unhealthy evaluation is never replaced by an older-stamped healthier one. Without
+ * two sequences to compare, or when the candidate's is not higher (a recreated ConfigMap starts at
+ * 1 again), the clock rules of supersedes decide.
+ */
+export function storedSupersedes(
+  candidate: { evaluation: Evaluation; sequence?: number },
+  held: { evaluation: Evaluation; sequence?: number },
+  now: Date,
+): boolean {
+  if (candidate.sequence !== undefined && held.sequence !== undefined && candidate.sequence > held.sequence) {
+    const olderHealthierOverUnhealthy =
+      held.evaluation.verdict === 'Unhealthy' &&
+      candidate.evaluation.verdict !== 'Unhealthy' &&
+      Date.parse(candidate.evaluation.evaluatedAt) < Date.parse(held.evaluation.evaluatedAt);
+    return !olderHealthierOverUnhealthy;
+  }
+  return supersedes(candidate.evaluation, held.evaluation, now);
+}
+
+/** Sequences are stored as decimal text (annotation, JSON); 15 digits stay below 2^53, so +1 is exact. */
+const SEQUENCE_PATTERN = /^(0|[1-9][0-9]{0,14})$/;
+
+/**
+ * The write sequence stored as `value` (an annotation's text or a JSON field): 0 when absent (a
+ * document from before sequences), else a 'corrupt' StoreError naming `where` and the value.
+ */
+export function parseSequence(value: unknown, where: string): number | StoreError {
+  if (value === undefined) return 0;
+  const text = typeof value === 'number' ? String(value) : value;
+  if (typeof text === 'string' && SEQUENCE_PATTERN.test(text)) return Number(text);
+  const shown =
+    typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : typeof value === 'number' ? String(value) : typeof value;
+  return new StoreError('corrupt', `${where} has write sequence ${shown}, not a whole number below 10^15; not using it`);
 }
 
 /**

@@ -50,7 +50,7 @@ export interface FakeKubeApiServer {
    */
   onRequest(hook: RequestHook | null): void;
   /** Create or overwrite a ConfigMap's data directly, bypassing validation; bumps resourceVersion. */
-  putRaw(namespace: string, name: string, data: Record<string, string>, labels?: Record<string, string>): StoredConfigMap;
+  putRaw: ConfigMapRoutes['putRaw'];
   getConfigMap(namespace: string, name: string): StoredConfigMap | undefined;
   setNodes(nodes: FakeNodeSpec[]): void;
   /** Store a read-only object (Secret, Cluster, KubeadmControlPlane, Machine, Etcd) under its plural resource. */
@@ -215,7 +215,7 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     hang: (pathPrefix) => void hangPrefixes.push(pathPrefix),
     unhang: () => void (hangPrefixes = []),
     onRequest: (next) => void (hook = next),
-    putRaw: (namespace, name, data, labels) => configMaps.putRaw(namespace, name, data, labels),
+    putRaw: (...args) => configMaps.putRaw(...args),
     getConfigMap: (namespace, name) => configMaps.get(namespace, name),
     setNodes: (next) => nodes.set(next),
     putObject: (resource, object) => objects.put(resource, object),

@@ -197,7 +197,13 @@ export class ConfigMapRoutes implements RouteHandler {
   }
 
   /** Create or overwrite a ConfigMap's data directly, bypassing validation; bumps resourceVersion. */
-  putRaw(namespace: string, name: string, data: Record<string, string>, labels?: Record<string, string>): StoredConfigMap {
+  putRaw(
+    namespace: string,
+    name: string,
+    data: Record<string, string>,
+    labels?: Record<string, string>,
+    annotations?: Record<string, string>,
+  ): StoredConfigMap {
     const existing = this.objects.get(`${namespace}/${name}`);
     const object: StoredConfigMap = existing
       ? { ...clone(existing), data: { ...data } }
@@ -208,6 +214,7 @@ export class ConfigMapRoutes implements RouteHandler {
           data: { ...data },
         };
     if (labels) object.metadata.labels = { ...labels };
+    if (annotations) object.metadata.annotations = { ...annotations };
     return this.store(object);
   }
 
