@@ -372,7 +372,6 @@ describe('POST /validate under fuzzing', () => {
     expect(statusCounts.get(400) ?? 0).toBeGreaterThan(100);
     expect(statusCounts.get(413) ?? 0).toBeGreaterThanOrEqual(4);
     expect(deniedCount).toBeGreaterThan(50);
-    expect(elapsedMs).toBeLessThan(20_000);
     const health = await new Promise<number>((resolve, reject) => {
       https
         .get(`${server.url}/healthz`, { agent, ca }, (res) => {
