@@ -11,6 +11,7 @@ import {
   type DiscoveredMember,
   type EndpointProbe,
   type Outcome,
+  type WatchOutcome,
 } from './core/evaluate.js';
 import { Deadline, withDeadline } from './core/deadline.js';
 import type { EndpointMemberList, MemberListAnswer } from './core/member-view.js';
@@ -109,7 +110,10 @@ function presentProbe(probe: EndpointProbe, access: EtcdAccess, memberIdByEndpoi
     alarms: relabelOutcome(probe.alarms, access, dialled),
     linearizableRead: relabelOutcome(probe.linearizableRead, access, dialled),
   };
-  if (probe.watch !== undefined) presented.watch = relabelOutcome(probe.watch, access, dialled);
+  if (probe.watch !== undefined) {
+    const watch = relabelOutcome(probe.watch, access, dialled);
+    presented.watch = !watch.ok && !probe.watch.ok && probe.watch.writeFailed === true ? { ...watch, writeFailed: true } : watch;
+  }
   const memberId = memberIdByEndpoint.get(probe.endpoint);
   if (memberId !== undefined) presented.forMemberId = memberId;
   return presented;
@@ -158,7 +162,7 @@ function watchRoundTrips(
   memberIdByEndpoint: Map<string, string>,
   probes: Map<string, Promise<EndpointProbe>>,
   deadline: Deadline,
-): Map<string, Promise<Outcome<number>>> {
+): Map<string, Promise<WatchOutcome>> {
   const watched = [...memberIdByEndpoint].filter(([endpoint]) => probes.has(endpoint));
   return new Map(
     watched.map(([endpoint, memberId]) => {

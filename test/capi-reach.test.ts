@@ -3,7 +3,6 @@
 // workload stand-in's WebSocket pod port-forward. Two workload clusters, A with an RSA CA (as
 // kubeadm makes it) and B with an ECDSA CA; faults hit B and must leave A alone.
 import { readFile } from 'node:fs/promises';
-import { readdirSync, readlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCoreV1Api, type CoreV1Api } from '../functions/adapters/kube.js';
@@ -17,6 +16,7 @@ import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js'
 import type { Target } from '../functions/core/targets.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 import { putCapiSecrets, secretObject, startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
+import { openSockets } from './harness/sockets.js';
 import { waitFor } from './harness/wait.js';
 
 const BOUND_SLACK_MS = 250;
@@ -44,18 +44,6 @@ async function evaluate(
   seen.push(JSON.stringify(evaluation));
   evaluationSchema.parse(evaluation);
   return { evaluation, wallMs };
-}
-
-function openSockets(): number {
-  let count = 0;
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      if (readlinkSync(`/proc/self/fd/${fd}`).startsWith('socket:')) count += 1;
-    } catch {
-      // Closed while listing.
-    }
-  }
-  return count;
 }
 
 beforeAll(async () => {

@@ -9,6 +9,7 @@ import {
   type EvaluationInput,
   type MemberStatus,
   type Outcome,
+  type WatchOutcome,
 } from '../functions/core/evaluate.js';
 import { evaluationSchema, type Evaluation, type Verdict } from '../functions/core/evaluation.js';
 
@@ -25,7 +26,7 @@ interface MemberSpec {
   alarms?: Outcome<Array<{ memberId: string; alarm: string }>>;
   latencyMs?: number;
   /** The watch round trip's outcome, when the watch probe ran. */
-  watch?: Outcome<number>;
+  watch?: WatchOutcome;
   /** No probe at all for this member (e.g. not started). */
   unprobed?: boolean;
   clientUrls?: string[];
@@ -170,7 +171,7 @@ function removedMemberInput(): EvaluationInput {
   };
 }
 
-const delivered = (ms: number): Outcome<number> => ({ ok: true, value: ms });
+const delivered = (ms: number): WatchOutcome => ({ ok: true, value: ms });
 const watchedThree: MemberSpec[] = three.map((spec, index) => ({ ...spec, watch: delivered(4 + index) }));
 
 const rows: Row[] = [
@@ -201,6 +202,28 @@ const rows: Row[] = [
     check: 'watch',
     status: 'fail',
     names: 'member etcd-c watch delivered nothing: https://10.0.0.3:2379: watch cancelled by etcd: permission denied',
+  },
+  {
+    behaviour: 'a watch whose write never got through (no leader for it) warns that the member was not tested',
+    input: build(
+      withMember(
+        0,
+        {
+          watch: {
+            ok: false,
+            writeFailed: true,
+            error:
+              'https://10.0.0.1:2379: the write through another member failed: https://10.0.0.2:2379: timed out after 2000 ms',
+          },
+        },
+        watchedThree,
+      ),
+    ),
+    verdict: 'Degraded',
+    check: 'watch',
+    status: 'warn',
+    names:
+      'watch on member etcd-a (https://10.0.0.1:2379) not tested: https://10.0.0.1:2379: the write through another member failed',
   },
   {
     behaviour: 'an unreachable voting member fails reachable, naming it',

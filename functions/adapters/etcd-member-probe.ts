@@ -7,7 +7,7 @@ import { isIP } from 'node:net';
 import { noop } from 'cockatiel';
 import { Etcd3, type IDuplexStream, type IOptions, type IWatchRequest, type IWatchResponse } from 'etcd3';
 import { withDeadline, type Deadline } from '../core/deadline.js';
-import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm } from '../core/evaluate.js';
+import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../core/evaluate.js';
 import type { MemberListAnswer } from '../core/member-view.js';
 
 export interface ProbeCredentials {
@@ -48,6 +48,8 @@ const CHANNEL_OPTIONS = {
 } as const;
 
 class WallClockTimeout extends Error {}
+/** The round trip's write did not get through: the watched member was not tested. */
+class WatchWriteFailed extends Error {}
 
 type WatchStream = IDuplexStream<IWatchRequest, IWatchResponse>;
 
@@ -73,7 +75,10 @@ function nextResponse(stream: WatchStream, wanted: (response: IWatchResponse) =>
  * etcd's answers while leadership moves or a proposal is dropped: the same call a moment later
  * succeeds. One retry, inside the same deadline (it never extends it).
  */
-const TRANSIENT = /leader changed|raft proposal dropped|no leader|etcdserver: request timed out|too many requests/i;
+// "Stream refused by server" is HTTP/2 REFUSED_STREAM: the server processed nothing (safe for a
+// write too); etcd's TLS listener refuses a new stream now and then on a busy connection.
+const TRANSIENT =
+  /leader changed|raft proposal dropped|no leader|etcdserver: request timed out|too many requests|stream refused by server/i;
 const RETRY_PAUSE_MS = 20;
 /**
  * The share of the remaining deadline a call through raft (alarm list, linearizable read) gets on
@@ -424,7 +429,7 @@ export class EtcdProbeSession {
     writer: Promise<string | null>,
     key: string,
     deadline: Deadline,
-  ): Promise<Outcome<number>> {
+  ): Promise<WatchOutcome> {
     if (this.closed) return { ok: false, error: `${watchEndpoint}: probe session closed` };
     if (deadline.expired()) return { ok: false, error: `${watchEndpoint}: timed out (no time left in the deadline)` };
     const keyBytes = Buffer.from(key);
@@ -447,12 +452,12 @@ export class EtcdProbeSession {
         (response.events ?? []).some((event) => event.type === 'Put' && Buffer.from(event.kv.key).equals(keyBytes)),
       );
       writtenThrough = await writer;
-      if (writtenThrough === null) throw new Error('no other member answered to write through');
+      if (writtenThrough === null) throw new WatchWriteFailed('no other member answered to write through');
       const started = performance.now();
       const put = await this.call(writtenThrough, deadline, (client, callDeadline) =>
         client.kv.put({ key: keyBytes, value: Buffer.from(new Date().toISOString()) }, { deadline: callDeadline }),
       );
-      if (!put.ok) throw new Error(`the write through another member failed: ${put.error}`);
+      if (!put.ok) throw new WatchWriteFailed(`the write through another member failed: ${put.error}`);
       await delivered;
       return Math.round((performance.now() - started) * 10) / 10;
     };
@@ -464,7 +469,10 @@ export class EtcdProbeSession {
       );
       return { ok: true, value };
     } catch (error) {
-      return { ok: false, error: describeProbeError(watchEndpoint, error, deadline.timeoutMs) };
+      const described = describeProbeError(watchEndpoint, error, deadline.timeoutMs);
+      return error instanceof WatchWriteFailed
+        ? { ok: false, error: described, writeFailed: true }
+        : { ok: false, error: described };
     } finally {
       finished = true;
       stream?.cancel();
