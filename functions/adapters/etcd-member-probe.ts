@@ -454,7 +454,7 @@ export class EtcdProbeSession {
       writtenThrough = await writer;
       if (writtenThrough === null) throw new WatchWriteFailed('no other member answered to write through');
       const started = performance.now();
-      const put = await this.call(writtenThrough, deadline, (client, callDeadline) =>
+      const put = await this.callThroughRaft(writtenThrough, deadline, (client, callDeadline) =>
         client.kv.put({ key: keyBytes, value: Buffer.from(new Date().toISOString()) }, { deadline: callDeadline }),
       );
       if (!put.ok) throw new WatchWriteFailed(`the write through another member failed: ${put.error}`);
@@ -469,7 +469,7 @@ export class EtcdProbeSession {
       );
       return { ok: true, value };
     } catch (error) {
-      const described = describeProbeError(watchEndpoint, error, deadline.timeoutMs);
+      const described = this.describe(watchEndpoint, error, deadline.timeoutMs);
       return error instanceof WatchWriteFailed
         ? { ok: false, error: described, writeFailed: true }
         : { ok: false, error: described };
@@ -477,7 +477,7 @@ export class EtcdProbeSession {
       finished = true;
       stream?.cancel();
       if (writtenThrough !== null) {
-        await this.call(writtenThrough, deadline, (client, callDeadline) =>
+        await this.callThroughRaft(writtenThrough, deadline, (client, callDeadline) =>
           client.kv.deleteRange({ key: keyBytes }, { deadline: callDeadline }),
         );
       }
