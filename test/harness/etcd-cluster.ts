@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { generateTestCerts, type TestCerts } from './certs.js';
 import { freePorts } from './free-port.js';
+import { startPeerProxy, type PeerIsolation, type PeerProxy } from './peer-proxy.js';
 
 const ETCD_BIN = process.env.ETCD_BIN ?? 'etcd';
 const ETCDCTL_BIN = process.env.ETCDCTL_BIN ?? 'etcdctl';
@@ -70,6 +71,11 @@ export interface EtcdTestCluster {
   leaderIndex(): Promise<number>;
   /** `member add --learner`; start() launches the new process and appends it to members. */
   addLearner(): Promise<{ memberId: string; memberIdDecimal: string; name: string; start(): Promise<void> }>;
+  /**
+   * Cuts the member off from its peers in both directions (needs `peerProxies`); it keeps
+   * running and serving its clients. Resolves with its member id (hex).
+   */
+  isolate(index: number): Promise<string>;
   /** SIGKILL everything, wait for the exits, remove the temp dir. */
   destroy(): Promise<void>;
 }
@@ -86,6 +92,8 @@ export interface StartEtcdClusterOptions {
    * live in the first cluster's dir: destroy the second cluster first.
    */
   pki?: TestCerts;
+  /** Puts a relay (test/harness/peer-proxy.ts) in front of each member's advertised peer URL, for isolate(). */
+  peerProxies?: boolean;
 }
 
 interface RunningProcess {
@@ -168,11 +176,16 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
   const memberNames = Array.from({ length: size }, (_, index) => `${prefix}-${index}`);
   const certs = options.pki ?? (await generateTestCerts(dir, { caKeyType: options.caKeyType, serverNames: memberNames }));
   const token = `${prefix}-${randomBytes(4).toString('hex')}`;
-  const ports = await freePorts(size * 2);
+  const ports = await freePorts(size * (options.peerProxies ? 3 : 2));
 
   const members: EtcdTestMember[] = [];
+  // With relays, a member advertises (and its peers dial) the relay's port and listens on its own.
+  const listenPeerUrls = new Map<string, string>();
+  const isolation: PeerIsolation = { isolated: new Set() };
+  const proxies: PeerProxy[] = [];
   for (let index = 0; index < size; index += 1) {
     const name = `${prefix}-${index}`;
+    if (options.peerProxies) listenPeerUrls.set(name, `http://127.0.0.1:${ports[size * 2 + index]}`);
     members.push({
       name,
       clientUrl: `https://127.0.0.1:${ports[index * 2]}`,
@@ -199,7 +212,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
       `--data-dir=${member.dataDir}`,
       `--listen-client-urls=${member.clientUrl}`,
       `--advertise-client-urls=${member.clientUrl}`,
-      `--listen-peer-urls=${member.peerUrl}`,
+      `--listen-peer-urls=${listenPeerUrls.get(member.name) ?? member.peerUrl}`,
       `--initial-advertise-peer-urls=${member.peerUrl}`,
       `--initial-cluster=${args.initialCluster}`,
       `--initial-cluster-state=${clusterState}`,
@@ -369,7 +382,26 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
       };
     },
 
+    async isolate(index) {
+      const member = members[index];
+      const proxy = proxies[index];
+      if (!member || !proxy) throw new Error(`etcd member ${index} has no peer relay (start with peerProxies)`);
+      const listed = await cluster.etcdctl(['member', 'list']);
+      // Plain output: "<id hex>, started, <name>, <peer urls>, <client urls>, <is learner>".
+      for (const line of listed.stdout.split('\n')) {
+        const [id, , , peerUrls] = line.split(', ');
+        const relayed = proxies.find((candidate) => peerUrls === `http://127.0.0.1:${candidate.port}`);
+        if (id && relayed) relayed.memberIdHex = id.trim();
+      }
+      if (proxy.memberIdHex === undefined)
+        throw new Error(`${member.name} not in the member list: ${listed.stdout} ${listed.stderr}`);
+      isolation.isolated.add(proxy.memberIdHex);
+      for (const relay of proxies) relay.cutAll();
+      return proxy.memberIdHex;
+    },
+
     async destroy() {
+      await Promise.all(proxies.map((proxy) => proxy.close()));
       const exits = [...processes.values()].map((running) => {
         running.child.kill('SIGKILL');
         return running.exited;
@@ -382,6 +414,11 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
 
   for (const member of members) memberArgs.set(member.name, { initialCluster });
   try {
+    for (const member of members) {
+      const listen = listenPeerUrls.get(member.name);
+      if (listen)
+        proxies.push(await startPeerProxy(Number(new URL(member.peerUrl).port), Number(new URL(listen).port), isolation));
+    }
     await Promise.all(members.map((_, index) => launch(index, 'new')));
     await cluster.waitHealthy();
   } catch (error) {
