@@ -250,6 +250,19 @@ const rows: Row[] = [
     names: 'members disagree on the leader',
   },
   {
+    behaviour: 'a member still naming the leader of an older term (leadership moved mid-probe) passes the leader check',
+    input: build(withMember(2, { status: { leaderId: '3', raftTerm: 1 } })),
+    verdict: 'Healthy',
+  },
+  {
+    behaviour: 'members naming different leaders at the newest term fail the leader check',
+    input: build(withMember(2, { status: { leaderId: '3', raftTerm: 3 } }, withMember(1, { status: { raftTerm: 3 } }))),
+    verdict: 'Unhealthy',
+    check: 'leader',
+    status: 'fail',
+    names: 'members disagree on the leader',
+  },
+  {
     behaviour: 'members that know no leader fail the leader check',
     input: build(three.map((spec) => ({ ...spec, status: { leaderId: '0' } }))),
     verdict: 'Unhealthy',

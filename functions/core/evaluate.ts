@@ -325,6 +325,8 @@ function agreedLeader(members: JudgedMember[], voting: JudgedMember[], healthy: 
       problem: `no leader: ${state} (${healthy} of ${voting.length} voting members answered a linearizable read)`,
     };
   }
+  const newest = newestTermLeader(reachable);
+  if (leaderViews.size > 1 && newest !== null) return { id: newest, agreedBy: reachable.length };
   if (leaderViews.size > 1) {
     const views = [...leaderViews.entries()].map(
       ([id, names]) => `${names.join(', ')} → ${id === '0' ? 'none' : nameOf(members, id)}`,
@@ -337,6 +339,25 @@ function agreedLeader(members: JudgedMember[], voting: JudgedMember[], healthy: 
     return { id: null, problem: `leader ${onlyView} is not a voting member in the member list` };
   }
   return { id: onlyView, agreedBy: reachable.length };
+}
+
+/**
+ * Raft elects at most one leader per term, so members asked a moment apart while leadership moves
+ * name different leaders at different terms; the leader of the highest term is the current one.
+ * It counts only when every member at that term names it and every member naming another leader
+ * is at an older term. Null when that does not hold: a real disagreement, reported as one.
+ */
+function newestTermLeader(reachable: JudgedMember[]): string | null {
+  const statuses = reachable.flatMap((member) => {
+    const status = statusOf(member);
+    return status === null ? [] : [status];
+  });
+  const newestTerm = Math.max(...statuses.map((status) => status.raftTerm));
+  const atNewest = new Set(statuses.filter((status) => status.raftTerm === newestTerm).map((status) => status.leaderId));
+  const [leader] = [...atNewest];
+  if (atNewest.size !== 1 || leader === undefined || leader === '0') return null;
+  const olderOnly = statuses.every((status) => status.leaderId === leader || status.raftTerm < newestTerm);
+  return olderOnly ? leader : null;
 }
 
 function mergedAlarms(members: JudgedMember[]): { alarmsByMember: Map<string, Set<string>>; alarmAnswers: number } {
