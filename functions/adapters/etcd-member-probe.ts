@@ -81,11 +81,38 @@ const TRANSIENT =
   /leader changed|raft proposal dropped|no leader|etcdserver: request timed out|too many requests|stream refused by server/i;
 const RETRY_PAUSE_MS = 20;
 /**
- * The share of the remaining deadline a call through raft (alarm list, linearizable read) gets on
- * its first attempt. etcd drops a request proposed during a leader transfer without answering,
- * so a first attempt allowed the whole deadline would leave its retry no time at all.
+ * The share of the budget after which a call through raft (alarm list, linearizable read) that
+ * has not answered is sent once more beside the first attempt (see `call`).
  */
-const FIRST_RAFT_ATTEMPT_SHARE = 0.5;
+const HEDGE_AFTER_SHARE = 0.5;
+
+type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+/** The attempt's result if it settles within `ms`, else null (the attempt goes on). */
+async function settledWithin<T>(attempt: Promise<Settled<T>>, ms: number): Promise<Settled<T> | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const due = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), ms);
+  });
+  try {
+    return await Promise.race([attempt, due]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The first successful of two attempts; when both fail, the first attempt's error (it had the whole budget). */
+function firstSuccess<T>(first: Promise<Settled<T>>, hedge: Promise<Settled<T>>): Promise<Settled<T>> {
+  return new Promise((resolve) => {
+    let failures = 0;
+    const settle = (result: Settled<T>) => {
+      if (result.ok) resolve(result);
+      else if (++failures === 2) void first.then(resolve);
+    };
+    void first.then(settle);
+    void hedge.then(settle);
+  });
+}
 
 function isTimeout(error: unknown): boolean {
   return error instanceof WallClockTimeout || /deadline exceeded/i.test(errorMessage(error));
@@ -322,8 +349,10 @@ export class EtcdProbeSession {
   /**
    * Runs one unary call under `deadline`, never throwing. gRPC gets the deadline as its call
    * option; a wall-clock guard a little later settles the call if gRPC does not. A transient
-   * answer is retried once; a call `throughRaft` first tries within a share of the deadline, so
-   * a request etcd dropped unanswered is retried too, inside the same bound.
+   * answer is retried once. A call `throughRaft` that has not answered by a share of the budget is
+   * hedged: the same read is sent again beside it, and the first answer wins. etcd drops a request
+   * proposed during a leader transfer without answering; the hedge gets it through, while the
+   * first attempt keeps its whole deadline, so a slow but live member is never cut short.
    */
   private async call<T>(
     endpoint: string,
@@ -334,25 +363,30 @@ export class EtcdProbeSession {
     const budgetMs = Math.round(deadline.remainingMs());
     if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
     if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
-    const attempt = (bound: Deadline) =>
-      withDeadline(run(this.client(endpoint), bound.toDate()), bound.extendedBy(WALL_CLOCK_GRACE_MS), () => {
+    const attempt = (): Promise<Settled<T>> =>
+      withDeadline(run(this.client(endpoint), deadline.toDate()), deadline.extendedBy(WALL_CLOCK_GRACE_MS), () => {
         return new WallClockTimeout('wall clock');
-      });
-    const firstBound = throughRaft ? deadline.within(budgetMs * FIRST_RAFT_ATTEMPT_SHARE) : deadline;
-    try {
-      return { ok: true, value: await attempt(firstBound) };
-    } catch (error) {
-      const retriable = TRANSIENT.test(errorMessage(error)) || (throughRaft && isTimeout(error));
-      if (!retriable || deadline.remainingMs() <= RETRY_PAUSE_MS || this.closed) {
-        return { ok: false, error: this.describe(endpoint, error, deadline.timeoutMs) };
-      }
+      }).then(
+        (value): Settled<T> => ({ ok: true, value }),
+        (error: unknown): Settled<T> => ({ ok: false, error }),
+      );
+    const failed = (error: unknown): Outcome<T> => ({ ok: false, error: this.describe(endpoint, error, deadline.timeoutMs) });
+    const canTryAgain = () => !this.closed && deadline.remainingMs() > RETRY_PAUSE_MS;
+    const first = attempt();
+    const early = throughRaft ? await settledWithin(first, budgetMs * HEDGE_AFTER_SHARE) : await first;
+    if (early !== null) {
+      if (early.ok) return early;
+      if (!TRANSIENT.test(errorMessage(early.error)) || !canTryAgain()) return failed(early.error);
+      await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
+      const again = await attempt();
+      return again.ok ? again : failed(again.error);
     }
-    await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
-    try {
-      return { ok: true, value: await attempt(deadline) };
-    } catch (error) {
-      return { ok: false, error: this.describe(endpoint, error, deadline.timeoutMs) };
+    if (!canTryAgain()) {
+      const only = await first;
+      return only.ok ? only : failed(only.error);
     }
+    const answer = await firstSuccess(first, attempt());
+    return answer.ok ? answer : failed(answer.error);
   }
 
   private callThroughRaft<T>(
