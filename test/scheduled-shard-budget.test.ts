@@ -147,7 +147,9 @@ describe('the run budget', () => {
       const results = await runScheduledEvaluation({ ...deps, logger: { info: () => {}, error: (line) => lines.push(line) } });
       const wallMs = performance.now() - startedAt;
       console.log(`budget 1500 ms, hung target timeout 8000 ms: run returned after ${Math.round(wallMs)} ms`);
-      expect(wallMs).toBeGreaterThanOrEqual(1500);
+      // Node starts a timer from the event loop's cached clock, so it can fire a millisecond or two
+      // before 1500 ms of performance.now() have passed.
+      expect(wallMs).toBeGreaterThanOrEqual(1500 - 5);
       expect(wallMs).toBeLessThan(1500 + 250);
       expect(results.map((result) => result.target)).toEqual(['hung', 'whole']);
       const [hung, whole] = results;
