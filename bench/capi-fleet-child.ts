@@ -2,13 +2,14 @@
 // (16 at a time, as the scheduled run does), either through KCP's way in (Secrets, minted client
 // certificate, pod port-forward: MODE capi) or directly at the same etcd members with TLS files
 // (MODE direct). Timeout 5 s: the bench measures cost, and this shared machine runs at load 15+. Reports wall time of the first and second round, open sockets and RSS over IPC.
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { openCapiEtcdAccess } from '../functions/adapters/capi-etcd-access.js';
 import { targetSchema, type TargetConfig } from '../functions/config.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import { evaluateTarget, evaluateThroughAccess } from '../functions/evaluate-target.js';
 import { peakRssMiB } from './lib.js';
+import { openSockets } from '../test/harness/sockets.js';
 
 export interface CapiFleetSetup {
   managementKubeconfig: string;
@@ -44,18 +45,6 @@ if ((mode !== 'capi' && mode !== 'direct') || !setupFile || !(rounds >= 2)) {
 const setup = JSON.parse(readFileSync(setupFile, 'utf8')) as CapiFleetSetup;
 const management = createCoreV1Api(setup.managementKubeconfig);
 const CONCURRENCY = 16;
-
-function openSockets(): number {
-  let count = 0;
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      if (readlinkSync(`/proc/self/fd/${fd}`).startsWith('socket:')) count += 1;
-    } catch {
-      // Closed while listing.
-    }
-  }
-  return count;
-}
 
 const rssMiB = () => process.memoryUsage().rss / (1024 * 1024);
 
