@@ -13,7 +13,8 @@ import {
   parseSequence,
   parseStoredEvaluation,
   StoreError,
-  supersedes,
+  nextSequence,
+  writeDecision,
   type EvaluationStore,
   type SequencedEvaluation,
   type StoredEvaluations,
@@ -54,6 +55,8 @@ export interface ConfigMapStoreOptions {
   maxAttempts?: number;
   /** Refuse documents larger than this before sending; tests raise it to reach the apiserver's 422. */
   maxDocumentBytes?: number;
+  /** The writer's clock (tests set a skewed one); the API server's Date header is the store's. */
+  now?: () => Date;
 }
 
 export function configMapNameFor(target: string): string {
@@ -67,6 +70,7 @@ export class ConfigMapStore implements EvaluationStore {
   private readonly maxAttempts: number;
   private readonly maxDocumentBytes: number;
   private readonly kubeconfigFile: string | undefined;
+  private readonly now: () => Date;
   private api: CoreV1Api | undefined;
 
   constructor(options: ConfigMapStoreOptions) {
@@ -82,6 +86,7 @@ export class ConfigMapStore implements EvaluationStore {
     this.maxAttempts = options.maxAttempts ?? 6;
     this.maxDocumentBytes = options.maxDocumentBytes ?? MAX_DOCUMENT_BYTES;
     this.kubeconfigFile = options.kubeconfigFile;
+    this.now = options.now ?? (() => new Date());
     this.api = options.api;
   }
 
@@ -153,18 +158,22 @@ export class ConfigMapStore implements EvaluationStore {
 
     const deadline = Deadline.after(this.writeTimeoutMs);
     for (let attempt = 1; attempt <= this.maxAttempts; attempt += 1) {
-      const current = await this.get(name, deadline);
-      if (current !== null) {
-        const stored = this.parseStored(current, name, evaluation.target);
-        // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
-        if (!(stored instanceof StoreError) && !supersedes(evaluation, stored.evaluation, new Date())) {
-          return { written: false, keptEvaluatedAt: stored.evaluation.evaluatedAt };
-        }
-      }
+      const clocks: { writerNowMs: number; storeNowMs?: number } = { writerNowMs: this.now().getTime() };
+      const current = await this.get(name, deadline, (ms) => (clocks.storeNowMs = ms));
+      const stored = current === null ? null : this.parseStored(current, name, evaluation.target);
+      // A corrupt document is never trusted, so it cannot block a valid write: we replace it.
+      const held = stored instanceof StoreError ? null : (stored?.evaluation ?? null);
+      const decision = writeDecision(evaluation, held, clocks);
+      // Refused only in favour of a held document, so `held` is there.
+      if (!decision.write) return { written: false, keptEvaluatedAt: held?.evaluatedAt ?? '' };
+      const written = decision.evaluation;
+      const body = written === evaluation ? text : JSON.stringify(written);
       try {
-        if (current === null) await this.create(name, evaluation, text, deadline);
-        else await this.replace(name, current, evaluation, text, deadline, this.sequenceOf(current, name) + 1);
-        return { written: true };
+        if (current === null) await this.create(name, written, body, deadline);
+        else await this.replace(name, current, written, body, deadline, nextSequence(this.sequenceOf(current, name)));
+        return decision.stampCorrectedByMs === undefined
+          ? { written: true }
+          : { written: true, stampCorrectedByMs: decision.stampCorrectedByMs };
       } catch (error) {
         // Someone created or changed it since our GET: go round and compare with theirs.
         if (error instanceof KubeApiError && error.status === 409) {
@@ -205,11 +214,14 @@ export class ConfigMapStore implements EvaluationStore {
     return deadline.within(this.callTimeoutMs);
   }
 
-  private async get(name: string, deadline: Deadline): Promise<V1ConfigMap | null> {
+  private async get(name: string, deadline: Deadline, serverDate?: (ms: number) => void): Promise<V1ConfigMap | null> {
     const api = this.client();
     try {
-      return await callKube(this.operation('get', name), this.budget(deadline), (options) =>
-        api.readNamespacedConfigMap({ name, namespace: this.namespace }, options),
+      return await callKube(
+        this.operation('get', name),
+        this.budget(deadline),
+        (options) => api.readNamespacedConfigMap({ name, namespace: this.namespace }, options),
+        serverDate === undefined ? {} : { serverDate },
       );
     } catch (error) {
       if (error instanceof KubeApiError && error.isNotFound) return null;

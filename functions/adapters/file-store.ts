@@ -23,7 +23,8 @@ import {
   parseSequence,
   parseStoredEvaluation,
   StoreError,
-  supersedes,
+  nextSequence,
+  writeDecision,
   type EvaluationStore,
   type SequencedEvaluation,
   type StoreErrorKind,
@@ -91,10 +92,13 @@ const writeChains = new Map<string, Promise<unknown>>();
 
 export class FileStore implements EvaluationStore {
   readonly dir: string;
+  private readonly now: () => Date;
 
-  constructor(dir: string) {
+  /** `options.now`: the writer's clock (tests set a skewed one); the filesystem's mtime is the store's. */
+  constructor(dir: string, options: { now?: () => Date } = {}) {
     if (dir.trim() === '') throw new StoreError('invalid', 'the file store needs a directory (got an empty string)');
     this.dir = path.resolve(dir);
+    this.now = options.now ?? (() => new Date());
   }
 
   describe(): string {
@@ -178,11 +182,46 @@ export class FileStore implements EvaluationStore {
     // Unreadable for a reason other than content (EACCES, EIO): writing would likely fail too,
     // and we cannot know what we would overwrite.
     if (stored instanceof StoreError && stored.kind !== 'corrupt') throw stored;
-    if (stored !== null && !(stored instanceof StoreError) && !supersedes(evaluation, stored.evaluation, new Date())) {
-      return { written: false, keptEvaluatedAt: stored.evaluation.evaluatedAt };
-    }
+    const held = stored instanceof StoreError ? null : stored;
     // A corrupt document's sequence is not trusted: the count restarts at 1.
-    const sequence = (stored === null || stored instanceof StoreError ? 0 : stored.sequence) + 1;
+    const sequence = nextSequence(held?.sequence ?? 0);
+    await this.makeDirectory();
+    // Hidden, unique, same directory (rename must not cross filesystems), never "<target>.json".
+    const temp = path.join(this.dir, `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+    try {
+      const handle = await open(temp, 'wx', 0o644);
+      let decision: ReturnType<typeof writeDecision>;
+      try {
+        // The new file's mtime is the store's clock: the one every reader of this directory shares.
+        const writerNowMs = this.now().getTime();
+        decision = writeDecision(evaluation, held?.evaluation ?? null, {
+          writerNowMs,
+          storeNowMs: (await handle.stat()).mtimeMs,
+        });
+        if (decision.write) {
+          await handle.writeFile(`${JSON.stringify({ ...decision.evaluation, sequence }, null, 2)}\n`, 'utf8');
+          await handle.sync();
+        }
+      } finally {
+        await handle.close();
+      }
+      if (!decision.write) {
+        await unlink(temp);
+        return { written: false, keptEvaluatedAt: held?.evaluation.evaluatedAt ?? '' };
+      }
+      await rename(temp, file);
+      await this.syncDirectory();
+      return decision.stampCorrectedByMs === undefined
+        ? { written: true }
+        : { written: true, stampCorrectedByMs: decision.stampCorrectedByMs };
+    } catch (error) {
+      await unlink(temp).catch(() => undefined);
+      const code = errnoCode(error);
+      throw new StoreError(kindForErrno(code), `cannot write ${file}: ${code ?? (error as Error).message}`, { cause: error });
+    }
+  }
+
+  private async makeDirectory(): Promise<void> {
     try {
       await mkdir(this.dir, { recursive: true });
     } catch (error) {
@@ -191,24 +230,6 @@ export class FileStore implements EvaluationStore {
         cause: error,
       });
     }
-    // Hidden, unique, same directory (rename must not cross filesystems), never "<target>.json".
-    const temp = path.join(this.dir, `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
-    try {
-      const handle = await open(temp, 'wx', 0o644);
-      try {
-        await handle.writeFile(`${JSON.stringify({ ...evaluation, sequence }, null, 2)}\n`, 'utf8');
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      await rename(temp, file);
-    } catch (error) {
-      await unlink(temp).catch(() => undefined);
-      const code = errnoCode(error);
-      throw new StoreError(kindForErrno(code), `cannot write ${file}: ${code ?? (error as Error).message}`, { cause: error });
-    }
-    await this.syncDirectory();
-    return { written: true };
   }
 
   /** Makes the rename itself durable; best effort, since some filesystems refuse dir fsync. */

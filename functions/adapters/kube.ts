@@ -194,14 +194,23 @@ export function translateKubeError(error: unknown, operation: KubeOperation): Ku
   return new KubeApiError('unavailable', `unavailable: cannot ${what}: ${detail}`, operation, null, null, { cause: error });
 }
 
-/** Middleware that hands the request an AbortSignal, the only per-call cancel client-node 1.x offers. */
-function abortMiddleware(signal: AbortSignal): ObservableMiddleware {
+/**
+ * Middleware that hands the request an AbortSignal, the only per-call cancel client-node 1.x
+ * offers, and reports the answer's Date header (the API server's clock) to `serverDate`.
+ */
+function abortMiddleware(signal: AbortSignal, serverDate?: (ms: number) => void): ObservableMiddleware {
   return {
     pre: (context) => {
       context.setSignal(signal);
       return new Observable(Promise.resolve(context));
     },
-    post: (context) => new Observable(Promise.resolve(context)),
+    post: (context) => {
+      const date = serverDate === undefined ? undefined : context.headers.date;
+      const ms = typeof date === 'string' && date.length <= 64 ? Date.parse(date) : Number.NaN;
+      // An HTTP date has whole seconds: the middle of that second is the best guess of "now".
+      if (Number.isFinite(ms)) serverDate?.(ms + 500);
+      return new Observable(Promise.resolve(context));
+    },
   };
 }
 
@@ -214,6 +223,7 @@ export async function callKube<T>(
   operation: KubeOperation,
   deadline: Deadline,
   call: (options: ConfigurationOptions) => Promise<T>,
+  observe: { serverDate?: (ms: number) => void } = {},
 ): Promise<T> {
   const controller = new AbortController();
   const timeoutError = () =>
@@ -225,7 +235,7 @@ export async function callKube<T>(
       'Timeout',
     );
   const options: ConfigurationOptions = {
-    middleware: [abortMiddleware(controller.signal)],
+    middleware: [abortMiddleware(controller.signal, observe.serverDate)],
     middlewareMergeStrategy: 'append',
   };
   try {

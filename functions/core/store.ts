@@ -4,7 +4,11 @@ import { evaluationSchema, parseEvaluationJson, type Evaluation } from './evalua
 import { formatZodIssues } from '../shared/zod-issues.js';
 
 export type WriteOutcome =
-  | { written: true }
+  /**
+   * `stampCorrectedByMs`: the writer's clock was that far ahead of the store's (negative: behind),
+   * so the evaluation was stored with its stamp moved onto the store's clock (see writeDecision).
+   */
+  | { written: true; stampCorrectedByMs?: number }
   /** The store already held an evaluation at least as new; it was kept. */
   | { written: false; keptEvaluatedAt: string };
 
@@ -111,8 +115,53 @@ export function storedSupersedes(
   return supersedes(candidate.evaluation, held.evaluation, now);
 }
 
-/** Sequences are stored as decimal text (annotation, JSON); 15 digits stay below 2^53, so +1 is exact. */
+/**
+ * The largest write sequence a reader accepts: sequences are decimal text (annotation, JSON) of at
+ * most 15 digits, so they stay below 2^53 and +1 is exact. Writers and readers share this one rule.
+ */
+export const MAX_SEQUENCE = 999_999_999_999_999;
 const SEQUENCE_PATTERN = /^(0|[1-9][0-9]{0,14})$/;
+
+/**
+ * The sequence a writer stores after `stored`: +1, wrapping to 1 past MAX_SEQUENCE (a forged or
+ * very old count), so a writer never produces a value its own readers refuse. After a wrap,
+ * readers order by the stamps, as for a recreated document (see storedSupersedes).
+ */
+export function nextSequence(stored: number): number {
+  return Number.isSafeInteger(stored) && stored >= 0 && stored < MAX_SEQUENCE ? stored + 1 : 1;
+}
+
+/**
+ * What a writer stores, judged by the store's clock when it knows one (the API server's Date
+ * header, the filesystem's mtime): `storeNowMs`. A writer whose own clock (`writerNowMs`) is off
+ * by more than MAX_CLOCK_SKEW_MS stamped its evaluation wrong by that much: stored as is, it would
+ * look stale or from the future to every reader and displace a fresh, present evaluation. Its
+ * verdict is still the newest truth, so the stamp is moved onto the store's clock and the usual
+ * newest-wins rule then decides against the stored document by that clock. Without a store clock,
+ * the writer's clock decides, as before.
+ */
+export function writeDecision(
+  candidate: Evaluation,
+  stored: Evaluation | null,
+  clocks: { writerNowMs: number; storeNowMs?: number | undefined },
+): { write: false } | { write: true; evaluation: Evaluation; stampCorrectedByMs?: number } {
+  const { writerNowMs, storeNowMs } = clocks;
+  let evaluation = candidate;
+  let correction: number | undefined;
+  if (storeNowMs !== undefined && Number.isFinite(storeNowMs)) {
+    const errorMs = Math.round(writerNowMs - storeNowMs);
+    if (Math.abs(errorMs) > MAX_CLOCK_SKEW_MS) {
+      const corrected = Date.parse(candidate.evaluatedAt) - errorMs;
+      if (Number.isFinite(corrected) && corrected > 0) {
+        evaluation = { ...candidate, evaluatedAt: new Date(corrected).toISOString() };
+        correction = errorMs;
+      }
+    }
+  }
+  const now = new Date(storeNowMs !== undefined && Number.isFinite(storeNowMs) ? storeNowMs : writerNowMs);
+  if (stored !== null && !supersedes(evaluation, stored, now)) return { write: false };
+  return correction === undefined ? { write: true, evaluation } : { write: true, evaluation, stampCorrectedByMs: correction };
+}
 
 /**
  * The write sequence stored as `value` (an annotation's text or a JSON field): 0 when absent (a
