@@ -75,6 +75,14 @@ export const tlsFilesSchema = z
   });
 export type TlsFiles = z.infer<typeof tlsFilesSchema>;
 
+/**
+ * How a would-be denial is applied: `enforce` denies, `warn` allows with the denial as an admission
+ * warning, `audit` allows silently. All three count, audit and record the would-be denial.
+ */
+export const ENFORCEMENT_MODES = ['enforce', 'warn', 'audit'] as const;
+export const enforcementSchema = z.enum(ENFORCEMENT_MODES);
+export type EnforcementMode = z.infer<typeof enforcementSchema>;
+
 /** Which guarded objects belong to a target. {} matches every object. */
 export const matchSchema = z
   .object({
@@ -122,6 +130,8 @@ export const targetSchema = z
      * within the timeout. With etcd auth the client needs readwrite on that prefix.
      */
     watchProbe: z.boolean().optional(),
+    /** This target's enforcement; the config's `enforcement` when absent. */
+    enforcement: enforcementSchema.optional(),
   })
   .strict();
 export type TargetConfig = z.infer<typeof targetSchema>;
@@ -135,6 +145,8 @@ const discoveryScopeSchema = z
       .optional(),
     /** Equality-based selector, e.g. { "etcd-guard.io/guard": "true" }. */
     labelSelector: z.record(z.string()).optional(),
+    /** Enforcement of every target this provider discovers; the config's `enforcement` when absent. */
+    enforcement: enforcementSchema.optional(),
   })
   .strict();
 export type DiscoveryScope = z.infer<typeof discoveryScopeSchema>;
@@ -171,6 +183,8 @@ export const guardConfigSchema = z
     /** At most an hour: an older evaluation says nothing about etcd now, and the bound keeps timers in range. */
     maxAgeSeconds: z.number().int().positive().max(MAX_AGE_SECONDS_LIMIT).default(120),
     inlineRefresh: z.boolean().default(true),
+    /** The enforcement of every target that names none (and of denials no target owns). */
+    enforcement: enforcementSchema.default('enforce'),
     /** How many targets the scheduled function evaluates at once. */
     concurrency: z.number().int().min(1).max(256).default(16),
     /**
@@ -213,6 +227,14 @@ export const guardConfigSchema = z
     message: 'needs at least one target (or discovery to find them)',
   });
 export type GuardConfig = z.infer<typeof guardConfigSchema>;
+
+/** The enforcement that applies to a target (or, with none, to a request no target owns). */
+export function enforcementOf(
+  config: Pick<GuardConfig, 'enforcement'>,
+  target?: Pick<TargetConfig, 'enforcement'>,
+): EnforcementMode {
+  return target?.enforcement ?? config.enforcement;
+}
 
 export class ConfigError extends Error {
   constructor(

@@ -2,9 +2,9 @@
 // provider finds in the management cluster now. One listing per provider, all under one deadline;
 // a provider that cannot list is reported and leaves the others' targets intact.
 import type { CustomObjectsApi } from './adapters/kube-discovery.js';
-import type { GuardConfig } from './config.js';
+import type { EnforcementMode, GuardConfig } from './config.js';
 import { Deadline } from './core/deadline.js';
-import { capiTargets, druidTargets, type ProviderResult } from './core/discovery.js';
+import { capiTargets, druidTargets, type DiscoveryDefaults, type ProviderResult } from './core/discovery.js';
 import { mergeTargets, staticTarget, type DiscoveryProblem, type Target } from './core/targets.js';
 
 /** How long one discovery round (every provider, every page) may take. */
@@ -32,6 +32,11 @@ export interface ResolveOptions {
 /** The static targets alone, for deployables that must not wait for the apiserver. */
 export function staticTargets(config: GuardConfig): Target[] {
   return config.targets.map(staticTarget);
+}
+
+/** A provider's defaults with its scope's enforcement, when the scope names one. */
+function withEnforcement(defaults: DiscoveryDefaults, enforcement: EnforcementMode | undefined): DiscoveryDefaults {
+  return enforcement === undefined ? defaults : { ...defaults, enforcement };
 }
 
 export async function resolveTargets(config: GuardConfig, options: ResolveOptions = {}): Promise<ResolvedTargets> {
@@ -73,14 +78,14 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
       ? run(
           'capi',
           () => adapter.listKubeadmControlPlanes(api, capi, deadline),
-          (items) => capiTargets(items, defaults),
+          (items) => capiTargets(items, withEnforcement(defaults, capi.enforcement)),
         )
       : null,
     druid
       ? run(
           'druid',
           () => adapter.listEtcds(api, druid, deadline),
-          (items) => druidTargets(items, defaults),
+          (items) => druidTargets(items, withEnforcement(defaults, druid.enforcement)),
         )
       : null,
   ]);

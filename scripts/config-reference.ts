@@ -26,6 +26,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   maxAgeSeconds: 'An evaluation older than this is stale: the webhook refreshes it inline or denies.',
   inlineRefresh:
     "On a missing or stale evaluation, evaluate during the admission request when the apiserver's remaining timeout leaves at least 1 s.",
+  enforcement:
+    'What a would-be denial does for every target that names no `enforcement` (and for denials no target owns, e.g. no target matches): `enforce` denies; `warn` allows with the denial as admission warnings (kubectl prints them); `audit` allows silently. All three count it (`etcd_guard_admission_decisions_total{decision="denied",mode=…}`), add audit annotations and record an Event. Adopt with `audit`, then `warn`, then `enforce` (see operations.md).',
   concurrency: 'How many targets the scheduled evaluation probes at once.',
   runBudget:
     'Overall time budget of one scheduled run (CLI `--budget`). Targets not finished by then are reported, logged and make the run exit 1; each is still bounded by its own `timeout`. The default fits the Lambda (55 s) and the CronJob (`activeDeadlineSeconds: 50`).',
@@ -50,6 +52,7 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'targets[].inventory.nodeLabel': 'Label that marks control-plane Nodes.',
   'targets[].watchProbe':
     'Opt-in watch round trip (the `watch` check): per member, a watch on `/etcd-guard/watch-probe/<target>/<member id>` must deliver a write made through another member within `timeout`. Off by default because it writes (one put and one delete per member per evaluation); see [the watch probe](#the-watch-probe-and-the-etcd-permission-it-needs).',
+  'targets[].enforcement': "This target's enforcement (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.",
   override: 'How an authorized user lets one denied change through.',
   'override.annotation':
     'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
@@ -61,10 +64,14 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     "A target per KubeadmControlPlane (v1beta2, else v1beta1) with stacked etcd, guarding that KCP by identity (also via `/scale`). Its Cluster is the KCP's Cluster owner reference, else its `cluster.x-k8s.io/cluster-name` label. A KCP with external etcd is skipped (reported by `etcd-guard targets`): give it a static target.",
   'discovery.capi.namespaces': 'Namespaces to look in; every namespace when absent.',
   'discovery.capi.labelSelector': 'Labels a KubeadmControlPlane must carry with exactly these values.',
+  'discovery.capi.enforcement':
+    'Enforcement of every target this provider discovers (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.',
   'discovery.druid':
     'A target per etcd-druid Etcd, guarding it by identity: members at `<etcd>-<i>.<etcd>-peer.<namespace>.svc:<clientPort>`, TLS from the Secrets `spec.etcd.clientUrlTls` names (held in memory).',
   'discovery.druid.namespaces': 'Namespaces to look in; every namespace when absent.',
   'discovery.druid.labelSelector': 'Labels an Etcd must carry with exactly these values.',
+  'discovery.druid.enforcement':
+    'Enforcement of every target this provider discovers (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.',
   'discovery.refreshSeconds':
     'How often the webhook lists again (each round within 10 s). A target that disappears stops being evaluated; its last evaluation ages out.',
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',

@@ -162,11 +162,11 @@ describe('webhook metrics', () => {
   it('counts decisions, inline refreshes and feed errors on its own registry', async () => {
     const first = createWebhookMetrics();
     const second = createWebhookMetrics();
-    first.recordDecision('denied', 'stale', 0.002);
+    first.recordDecision({ target: 'prod', decision: 'denied', mode: 'warn', reason: 'stale' }, 0.002);
     first.recordInlineRefresh('prod', 'success');
     first.recordCacheFeedError('prod');
     const text = await first.render();
-    expect(text).toMatch(/etcd_guard_admission_decisions_total\{result="denied",reason="stale"\} 1/);
+    expect(text).toMatch(/etcd_guard_admission_decisions_total\{target="prod",decision="denied",mode="warn",reason="stale"\} 1/);
     expect(text).toMatch(/etcd_guard_admission_duration_seconds_bucket\{le="0.0025"\} 1/);
     expect(text).toMatch(/etcd_guard_inline_refresh_total\{target="prod",result="success"\} 1/);
     expect(text).toMatch(/etcd_guard_cache_feed_errors_total\{target="prod"\} 1/);

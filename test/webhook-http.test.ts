@@ -464,8 +464,12 @@ describe('health, readiness, metrics and /evaluations', () => {
     const answer = await request('GET', '/metrics');
     expect(answer.status).toBe(200);
     expect(answer.headers['content-type']).toMatch(/text\/plain/);
-    expect(answer.text).toMatch(/etcd_guard_admission_decisions_total\{result="allowed",reason="[a-z-]+"\} [1-9]/);
-    expect(answer.text).toMatch(/etcd_guard_admission_decisions_total\{result="denied",reason="[a-z-]+"\} [1-9]/);
+    expect(answer.text).toMatch(
+      /etcd_guard_admission_decisions_total\{target="[a-z-]*",decision="allowed",mode="enforce",reason="[a-z-]+"\} [1-9]/,
+    );
+    expect(answer.text).toMatch(
+      /etcd_guard_admission_decisions_total\{target="unhealthy",decision="denied",mode="enforce",reason="[a-z-]+"\} [1-9]/,
+    );
     expect(answer.text).toMatch(/etcd_guard_admission_duration_seconds_count [1-9]/);
     expect(answer.text).toMatch(/etcd_guard_evaluation_age_seconds\{target="healthy"\} \d/);
     expect(answer.text).toMatch(/etcd_guard_inline_refresh_total\{target="stale",result="skipped"\} [1-9]/);

@@ -289,7 +289,15 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
     // The core owns the response, but the uid echo is the one thing the apiserver checks.
     const response: AdmissionResponse = { ...outcome.decision.response, uid };
     const seconds = (performance.now() - startedAt) / 1000;
-    ctx.metrics.recordDecision(outcome.decision.result, outcome.decision.reason, seconds);
+    ctx.metrics.recordDecision(
+      {
+        target: outcome.target ?? '',
+        decision: outcome.decision.result,
+        mode: ctx.config.enforcement,
+        reason: outcome.decision.reason,
+      },
+      seconds,
+    );
     logDecision(ctx.logger, request, outcome, seconds);
     res.status(200).json(ctx.core.buildAdmissionReviewResponse(response));
   } catch (error) {
@@ -299,7 +307,10 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
 
 function failClosed(ctx: AppContext, res: Response, uid: string | null, error: unknown, startedAt: number): void {
   const message = shorten(errorMessage(error));
-  ctx.metrics.recordDecision('denied', 'internal-error', (performance.now() - startedAt) / 1000);
+  ctx.metrics.recordDecision(
+    { target: '', decision: 'denied', mode: 'enforce', reason: 'internal-error' },
+    (performance.now() - startedAt) / 1000,
+  );
   ctx.logger.error({ uid, err: message }, 'admission review failed; denying');
   if (res.headersSent) return;
   if (uid === null) {

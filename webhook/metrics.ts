@@ -1,6 +1,7 @@
 // Prometheus metrics for the webhook, on a registry of its own so tests (and several servers in
 // one process) never share counters through prom-client's global registry.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { EnforcementMode } from '../functions/config.js';
 import { evaluationAgeMs } from '../functions/core/evaluation.js';
 
 /** What the age gauge needs from the cache: read at scrape time, so the age keeps growing while the feed is silent. */
@@ -9,9 +10,22 @@ export interface EvaluatedAtSource {
   evaluatedAt(target: string): string | null;
 }
 
+/**
+ * The labels of one admission decision. `decision` is what the guard concluded; `mode` is how it
+ * was applied: a `denied` decision under `warn` or `audit` was let through (a would-be denial).
+ * `target` is empty for requests no target owns. Every value comes from a bounded set: the
+ * targets (config and discovery), three decisions, three modes, the core's short reason words.
+ */
+export interface DecisionLabels {
+  target: string;
+  decision: 'allowed' | 'denied' | 'overridden';
+  mode: EnforcementMode;
+  reason: string;
+}
+
 export interface WebhookMetrics {
   readonly registry: Registry;
-  recordDecision(result: string, reason: string, durationSeconds: number): void;
+  recordDecision(labels: DecisionLabels, durationSeconds: number): void;
   recordInlineRefresh(target: string, result: 'success' | 'error' | 'skipped'): void;
   recordCacheFeedError(target: string): void;
   /** Connects the evaluation-age gauge to its source; until then it reports nothing. */
@@ -32,8 +46,10 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
 
   const decisions = new Counter({
     name: 'etcd_guard_admission_decisions_total',
-    help: 'Admission decisions by result (allowed, denied, overridden, error) and reason.',
-    labelNames: ['result', 'reason'] as const,
+    help:
+      'Admission decisions per target: decision (allowed, denied, overridden), the enforcement mode it was applied in ' +
+      '(denied with mode warn or audit was allowed: a would-be denial) and a short reason.',
+    labelNames: ['target', 'decision', 'mode', 'reason'] as const,
     registers: [registry],
   });
   const duration = new Histogram({
@@ -74,8 +90,8 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
   return {
     registry,
     contentType: registry.contentType,
-    recordDecision(result, reason, durationSeconds) {
-      decisions.inc({ result, reason });
+    recordDecision(labels, durationSeconds) {
+      decisions.inc({ target: labels.target, decision: labels.decision, mode: labels.mode, reason: labels.reason });
       duration.observe(durationSeconds);
     },
     recordInlineRefresh(target, result) {

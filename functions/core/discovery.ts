@@ -1,6 +1,7 @@
 // Discovery's pure half: turns the objects a provider listed into targets (see core/targets.ts for
 // the names). The adapter lists; this decides. Objects arrive as the apiserver's JSON, untrusted:
 // every field is read defensively and a problem names the object, never quotes its content.
+import type { EnforcementMode } from '../config.js';
 import { discoveredTargetName, type DiscoveryProblem, type GuardedObject, type Target } from './targets.js';
 
 export const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
@@ -19,6 +20,8 @@ export interface DiscoveryDefaults {
   kubeconfigFile?: string;
   /** Run the opt-in watch round trip on every discovered target. */
   watchProbe?: boolean;
+  /** The provider scope's enforcement, copied onto each of its targets. */
+  enforcement?: EnforcementMode;
 }
 
 export interface ProviderResult {
@@ -132,6 +135,7 @@ export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefault
       quotaBackendBytes: kcpQuotaBytes(at(etcd, 'local')),
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
+      ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
     };
   });
 }
@@ -183,6 +187,7 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
       quotaBackendBytes: quantityBytes(at(etcd, 'spec', 'etcd', 'quota')) ?? DRUID_DEFAULT_QUOTA,
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
+      ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
     };
   });
 }
