@@ -58,20 +58,47 @@ function evaluationWith(dead: number[], count = 3): Evaluation {
 }
 
 /** A Machine as Cluster API v1beta2 serves it, for node etcd-<index>. */
-function machine(index: number, options: { annotated?: boolean; node?: string | null } = {}): ControlPlaneMachine {
+interface MachineOptions {
+  annotated?: boolean;
+  node?: string | null;
+  /** Minutes after 09:00 the Machine was created (default: all at 09:20, the same second). */
+  createdMinute?: number;
+  upToDate?: boolean;
+  failureDomain?: string;
+  deleting?: boolean;
+}
+
+function machine(index: number, options: MachineOptions = {}): ControlPlaneMachine {
   const node = options.node === undefined ? `etcd-${index}` : options.node;
+  const minute = String(options.createdMinute ?? 20).padStart(2, '0');
+  const conditions =
+    options.upToDate === undefined
+      ? []
+      : [
+          {
+            type: 'UpToDate',
+            status: options.upToDate ? 'True' : 'False',
+            reason: 'UpToDate',
+            lastTransitionTime: '2026-11-02T09:30:00Z',
+          },
+        ];
   const parsed = machineFromObject({
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     kind: 'Machine',
     metadata: {
       name: `prod-control-plane-${index}x7k`,
       namespace: 'default',
-      creationTimestamp: '2026-11-02T09:20:00Z',
+      creationTimestamp: `2026-11-02T09:${minute}:00Z`,
       labels: { 'cluster.x-k8s.io/cluster-name': 'prod', 'cluster.x-k8s.io/control-plane': '' },
       ...(options.annotated ? { annotations: { 'cluster.x-k8s.io/delete-machine': '' } } : {}),
+      ...(options.deleting ? { deletionTimestamp: '2026-11-30T01:59:00Z' } : {}),
     },
-    spec: { clusterName: 'prod', version: 'v1.34.0' },
-    status: node === null ? { phase: 'Provisioning' } : { phase: 'Running', nodeRef: { name: node } },
+    spec: {
+      clusterName: 'prod',
+      version: 'v1.34.0',
+      ...(options.failureDomain === undefined ? {} : { failureDomain: options.failureDomain }),
+    },
+    status: node === null ? { phase: 'Provisioning', conditions } : { phase: 'Running', nodeRef: { name: node }, conditions },
   });
   if (parsed === null) throw new Error('machine fixture has no name');
   return parsed;
@@ -79,7 +106,7 @@ function machine(index: number, options: { annotated?: boolean; node?: string | 
 
 const machinesRead = (machines: ControlPlaneMachine[]): MachinesRead => ({ ok: true, machines });
 
-function decideOn(request: AdmissionRequest, evaluation: Evaluation, machines?: MachinesRead) {
+function decideOn(request: AdmissionRequest, evaluation: Evaluation | null, machines?: MachinesRead) {
   const classification = classifyRequest(request, CONFIG);
   if (classification.kind !== 'needs-evaluation') throw new Error(`not guarded: ${JSON.stringify(classification)}`);
   return decide({
@@ -93,6 +120,31 @@ function decideOn(request: AdmissionRequest, evaluation: Evaluation, machines?: 
 }
 
 const kcpScaleDown = fixture('kcp-scale-down-3-to-2.json');
+const kcpSpecScaleDown = fixture('kcp-v1beta2-replicas-3-to-2.json');
+/** All three up to date in one failure domain, created at minutes 10, 20, 30 unless `oldest` says which is first. */
+const settled = (oldest: number, extra: MachineOptions = {}) =>
+  [0, 1, 2].map((index) =>
+    machine(index, { upToDate: true, createdMinute: index === oldest ? 5 : 20 + index, failureDomain: 'fd-a', ...extra }),
+  );
+const withAlarm = (alarmed: number): Evaluation =>
+  makeEvaluation({
+    members: [0, 1, 2].map((index) => makeMember(index, index === alarmed ? { alarms: ['NOSPACE'] } : {})),
+    evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+    verdict: 'Unhealthy',
+  });
+const withLearner = makeEvaluation({
+  members: [makeMember(0), makeMember(1), makeMember(2), makeMember(3, { learner: true, leader: false })],
+  evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+  verdict: 'Degraded',
+  reasons: ['learner etcd-3 joining for 40s'],
+});
+const strategyEdit = (surgeBefore: number, surgeAfter: number, before: number, after: number) =>
+  fixture('kcp-v1beta2-edit-version.json', (request) => {
+    request.object = structuredClone(request.oldObject);
+    setReplicas(request, before, after);
+    request.oldObject.spec.rollout.strategy.rollingUpdate.maxSurge = surgeBefore;
+    request.object.spec.rollout.strategy.rollingUpdate.maxSurge = surgeAfter;
+  });
 const kcpScaleUp = fixture('kcp-scale-up-3-to-5.json');
 const setReplicas = (request: EditableRequest, before: number, after: number) => {
   request.oldObject.spec.replicas = before;
@@ -120,7 +172,7 @@ const stsScaleDown = fixture('statefulset-scale-3-to-4.json', (request) => setRe
 interface Row {
   behaviour: string;
   request: AdmissionRequest;
-  evaluation: Evaluation;
+  evaluation: Evaluation | null;
   machines?: MachinesRead;
   allowed: boolean;
   /** The denial message (or joined warnings) must contain each. */
@@ -128,7 +180,209 @@ interface Row {
   never?: RegExp;
 }
 
+const INCOMPLETE = 'do not account for the control plane';
+const allDown = makeEvaluation({
+  members: [0, 1, 2].map((index) =>
+    makeMember(index, { healthy: false, leader: false, error: 'unreachable: connection refused' }),
+  ),
+  evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+  verdict: 'Unhealthy',
+  reasons: ['no voting member answered'],
+});
+const hibernationRows: Row[] = [
+  {
+    behaviour: 'druid Etcd 3→0 via /scale (a Scale without spec.replicas) is allowed while Unhealthy, naming the user',
+    request: fixture('etcd-druid-scale-3-to-0-hibernate.json'),
+    evaluation: evaluationWith([1]),
+    allowed: true,
+    says: ['hibernation 3 to 0 replicas allowed whatever the etcd verdict (by system:serviceaccount:garden:gardenlet)'],
+  },
+  {
+    behaviour: 'druid Etcd 3→0 is allowed without any evaluation',
+    request: fixture('etcd-druid-scale-3-to-0-hibernate.json'),
+    evaluation: null,
+    allowed: true,
+  },
+  {
+    behaviour: 'druid Etcd wake-up 0→3 with every member down is allowed',
+    request: fixture('etcd-druid-scale-0-to-3-wake-up.json'),
+    evaluation: allDown,
+    allowed: true,
+    says: ['wake-up 0 to 3 replicas allowed whatever the etcd verdict'],
+  },
+  {
+    behaviour: 'KCP 3→0 via /scale stays denied',
+    request: fixture('kcp-scale-to-0-omitted-replicas.json'),
+    evaluation: evaluationWith([]),
+    allowed: false,
+    says: ['cannot scale etcd below 1 replica (requested 0)'],
+  },
+  {
+    behaviour: 'StatefulSet 3→0 stays denied',
+    request: fixture('statefulset-scale-3-to-4.json', (request) => setReplicas(request, 3, 0)),
+    evaluation: evaluationWith([]),
+    allowed: false,
+    says: ['cannot scale etcd below 1 replica (requested 0)'],
+  },
+];
+
 const rows: Row[] = [
+  // Less information never allows more (issue 17): a listing that misses Machines decides nothing.
+  ...[
+    ['/scale', kcpScaleDown],
+    ['a spec edit', kcpSpecScaleDown],
+  ].flatMap(([how, request]) =>
+    (
+      [
+        ['an empty listing', []],
+        ['a listing of only the dead member’s Machine', [machine(2)]],
+        ['a listing missing one healthy member’s Machine', [machine(0), machine(2)]],
+        ['a listing where a healthy member’s Machine has no Node yet', [machine(0), machine(1, { node: null }), machine(2)]],
+        ['a listing where two Machines claim one Node', [machine(0), machine(1), machine(2), machine(3, { node: 'etcd-1' })]],
+      ] as const
+    ).map(([what, machines]) => ({
+      behaviour: `KCP 3→2 by ${String(how)} with a member dead and ${what} is denied (undetermined, worst case)`,
+      request: request as AdmissionRequest,
+      evaluation: evaluationWith([2]),
+      machines: machinesRead([...machines]),
+      allowed: false,
+      says: [INCOMPLETE],
+    })),
+  ),
+  {
+    behaviour: 'KCP 3→2 with the dead Machine annotated but one live Machine fewer than replicas is denied',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([machine(0), machine(1, { deleting: true }), machine(2, { annotated: true })]),
+    allowed: false,
+    says: ['2 live Machine(s) for 3 replicas', INCOMPLETE],
+  },
+  // KCP's own pick: oldest in the one failure domain when nothing is outdated or annotated.
+  {
+    behaviour: 'KCP 3→2, all up to date in one failure domain, the dead member’s Machine oldest: allowed (KCP removes it)',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead(settled(2)),
+    allowed: true,
+    says: ['unhealthy etcd members: etcd-2'],
+  },
+  {
+    behaviour: 'KCP 3→2, all up to date in one failure domain, a healthy Machine oldest: denied without a worst-case hint',
+    request: kcpSpecScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead(settled(0)),
+    allowed: false,
+    says: ['below quorum 2'],
+    never: /not determined/,
+  },
+  {
+    behaviour:
+      'KCP 3→2 with the dead Machine oldest but one Machine not reporting UpToDate: not determined (outdated ones go first)',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([...settled(2).slice(0, 2), machine(2, { createdMinute: 5, failureDomain: 'fd-a' })]),
+    allowed: false,
+    says: ['not determined'],
+  },
+  {
+    behaviour: 'KCP 3→2 with the dead Machine oldest but the Machines in two failure domains: not determined',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([...settled(2).slice(0, 2), machine(2, { createdMinute: 5, upToDate: true, failureDomain: 'fd-b' })]),
+    allowed: false,
+    says: ['not determined'],
+  },
+  {
+    behaviour: 'KCP 3→2 with the dead Machine oldest by the creation time alone (no UpToDate) is judged worst case',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([0, 1, 2].map((index) => machine(index, { createdMinute: index === 2 ? 5 : 20 + index }))),
+    allowed: false,
+    says: ['not determined'],
+  },
+  {
+    behaviour: 'KCP 3→2 with a 4th Machine already deleting: its member goes first, then KCP’s pick (the dead one, oldest)',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2], 4),
+    machines: machinesRead([...settled(2), machine(3, { deleting: true, upToDate: true, failureDomain: 'fd-a' })]),
+    allowed: true,
+  },
+  // KCP's scale-down preflight skips the Machine it deletes, alarms included.
+  {
+    behaviour: 'KCP 3→2 removing the annotated Machine whose member has a NOSPACE alarm: allowed (KCP ignores its alarm)',
+    request: kcpScaleDown,
+    evaluation: withAlarm(2),
+    machines: machinesRead([machine(0), machine(1), machine(2, { annotated: true })]),
+    allowed: true,
+  },
+  {
+    behaviour: 'KCP 3→2 removing a Machine while another member keeps a NOSPACE alarm: denied',
+    request: kcpScaleDown,
+    evaluation: withAlarm(0),
+    machines: machinesRead([machine(0), machine(1), machine(2, { annotated: true })]),
+    allowed: false,
+    says: ['1 active alarm'],
+  },
+  {
+    behaviour: 'KCP 3→4 while a member has an alarm: denied (scale up checks every Machine)',
+    request: fixture('kcp-scale-up-3-to-5.json', (request) => setReplicas(request, 3, 4)),
+    evaluation: withAlarm(2),
+    allowed: false,
+    says: ['1 active alarm'],
+  },
+  // One learner at a time.
+  ...(
+    [
+      ['scale up', kcpScaleUp],
+      ['scale down', kcpScaleDown],
+      ['rollout', versionBump(3, 1)],
+    ] as const
+  ).map(([what, request]) => ({
+    behaviour: `a ${what} while a learner is joining is denied saying a member is joining`,
+    request,
+    evaluation: withLearner,
+    machines: machinesRead([machine(0, { annotated: true }), machine(1), machine(2), machine(3)]),
+    allowed: false,
+    says: ['a member is joining', 'one learner at a time', 'learner etcd-3 joining for 40s'],
+  })),
+  // maxSurge / rollout strategy.
+  {
+    behaviour: 'a change of maxSurge alone starts no rollout: allowed even while etcd is Unhealthy',
+    request: strategyEdit(1, 0, 3, 3),
+    evaluation: evaluationWith([1, 2]),
+    allowed: true,
+  },
+  {
+    behaviour: 'maxSurge 1→0 with replicas 1→3 is a plain scale up (not remove-then-add below 3)',
+    request: strategyEdit(1, 0, 1, 3),
+    evaluation: makeEvaluation({ members: [makeMember(0)], evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString() }),
+    allowed: true,
+    says: ['a 1-member etcd has no quorum until its new member starts'],
+  },
+  {
+    behaviour: 'a version bump at 2 replicas with a maxSurge the guard cannot read ("50%") is projected both ways: denied',
+    request: fixture('kcp-v1beta2-edit-version.json', (request) => {
+      setReplicas(request, 2, 2);
+      (request.object.spec.rollout.strategy.rollingUpdate as { maxSurge: unknown }).maxSurge = '50%';
+    }),
+    evaluation: makeEvaluation({
+      members: [makeMember(0), makeMember(1)],
+      evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+    }),
+    allowed: false,
+    says: ['maxSurge unreadable'],
+  },
+  {
+    behaviour: 'StatefulSet members etcd-5..7 that are not the pods etcd-0..2: the removal is judged worst case',
+    request: stsScaleDown,
+    evaluation: makeEvaluation({
+      members: [5, 6, 7].map((index) => makeMember(index, { healthy: index !== 7, leader: index === 5 })),
+      evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+      verdict: 'Unhealthy',
+    }),
+    allowed: false,
+    says: ['below quorum 2'],
+  },
   {
     behaviour: 'KCP 3→2 with the dead member’s Machine annotated delete-machine is allowed (2 healthy of 2)',
     request: kcpScaleDown,
@@ -252,6 +506,22 @@ const rows: Row[] = [
   },
 ];
 
+describe('hibernation: an etcd-druid Etcd may go to 0 and come back; KCP and StatefulSets may not', () => {
+  it.each(hibernationRows)('$behaviour', ({ request, evaluation, allowed, says }) => {
+    const classification = classifyRequest(request, CONFIG);
+    if (classification.kind !== 'needs-evaluation') throw new Error('not guarded');
+    const decision = decide({ request, config: CONFIG, classification, evaluation, now: NOW });
+    const { response } = decision;
+    const text = response.allowed ? (response.warnings ?? []).join(' | ') : (response.status?.message ?? '');
+    expect(response.allowed, text).toBe(allowed);
+    for (const part of says ?? []) expect(text).toContain(part);
+    if (allowed) {
+      expect(response.auditAnnotations).toMatchObject({ 'hibernation-user': request.userInfo.username });
+      expect(decision.reason).toMatch(/^(hibernation|wake-up)$/);
+    }
+  });
+});
+
 describe('which member leaves, decided end to end on real request shapes', () => {
   it.each(rows)('$behaviour', ({ request, evaluation, machines, allowed, says, never }) => {
     const response = decideOn(request, evaluation, machines);
@@ -267,8 +537,8 @@ describe('removal orders', () => {
   it('KCP: annotated Machines go first; when all candidates remove the same kind, the step is determined', () => {
     const machines = [machine(0), machine(1, { annotated: true }), machine(2, { annotated: true })];
     // Step 1 picks between a healthy and a dead annotated Machine: open, so the worst case; step 2 is the other.
-    expect(kcpRemovalOrder(members, machines, 1, 3)).toEqual({ order: [null, 'unhealthy'], determined: false });
-    expect(kcpRemovalOrder(members, [machine(0), machine(1), machine(2, { annotated: true })], 2, 3)).toEqual({
+    expect(kcpRemovalOrder(members, machines, 1, 3)).toMatchObject({ order: [null, 'unhealthy'], determined: false });
+    expect(kcpRemovalOrder(members, [machine(0), machine(1), machine(2, { annotated: true })], 2, 3)).toMatchObject({
       order: ['unhealthy'],
       determined: true,
     });

@@ -15,6 +15,13 @@ export interface ControlPlaneMachine {
   deleting: boolean;
   /** RFC 3339 creation time, null when absent. */
   createdAt: string | null;
+  /** `spec.failureDomain`; null when absent. */
+  failureDomain: string | null;
+  /**
+   * The Machine's `UpToDate` condition as KCP last set it (v1beta2 `status.conditions`, v1beta1
+   * `status.v1beta2.conditions`): true or false, null when the Machine does not report it.
+   */
+  upToDate: boolean | null;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -26,18 +33,32 @@ function recordAt(value: unknown, key: string): Record<string, unknown> {
   return isRecord(child) ? child : {};
 }
 
+/** The status of condition `type` in a Kubernetes conditions list: true, false, or null (absent/Unknown). */
+function conditionStatus(conditions: unknown, type: string): boolean | null {
+  if (!Array.isArray(conditions)) return null;
+  const found: unknown = conditions.find((condition) => isRecord(condition) && condition.type === type);
+  if (!isRecord(found)) return null;
+  return found.status === 'True' ? true : found.status === 'False' ? false : null;
+}
+
 /** A Machine as the apiserver returns it (either API version); null when it has no name. */
 export function machineFromObject(object: unknown): ControlPlaneMachine | null {
   const metadata = recordAt(object, 'metadata');
   const name = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : null;
   if (name === null) return null;
-  const nodeName = recordAt(recordAt(object, 'status'), 'nodeRef').name;
+  const status = recordAt(object, 'status');
+  const nodeName = recordAt(status, 'nodeRef').name;
   const annotations = recordAt(object, 'metadata').annotations;
+  const failureDomain = recordAt(object, 'spec').failureDomain;
+  const upToDate =
+    conditionStatus(status.conditions, 'UpToDate') ?? conditionStatus(recordAt(status, 'v1beta2').conditions, 'UpToDate');
   return {
     name,
     nodeName: typeof nodeName === 'string' && nodeName !== '' ? nodeName : null,
     deleteRequested: isRecord(annotations) && typeof annotations[DELETE_MACHINE_ANNOTATION] === 'string',
     deleting: typeof metadata.deletionTimestamp === 'string',
     createdAt: typeof metadata.creationTimestamp === 'string' ? metadata.creationTimestamp : null,
+    failureDomain: typeof failureDomain === 'string' && failureDomain !== '' ? failureDomain : null,
+    upToDate,
   };
 }

@@ -115,6 +115,11 @@ export interface DecisionInput {
   machines?: MachinesRead;
   /** Why no fresh evaluation could be had, when that is so (e.g. "inline refresh skipped: budget 0.8s"). */
   refreshNote?: string;
+  /**
+   * The API server's SubjectAccessReview said the requesting user may override (verb `override` on
+   * `targets.etcd-guard.io`); absent or false: only `config.override.groups` let a user override.
+   */
+  overrideByRbac?: boolean;
 }
 
 export interface Decision {

@@ -12,11 +12,15 @@ import type { Evaluation } from '../../functions/core/evaluation.js';
 import { annotationsOf, describeObject } from './classify.js';
 import type { Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
 import { judgeFreshness } from './freshness.js';
-import { projectOntoEvaluation } from './projection.js';
+import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
 import { allowDecision, clip, denyDecision, oneLine } from './respond.js';
-import { projectionOptionsFor } from './removal.js';
+import { effectiveChange, hibernationOf, projectionOptionsFor } from './removal.js';
 
 const MAX_REASONS_IN_MESSAGE = 3;
+/** The permission that lets a user override, granted like any other: `verbs: [override]` on `targets` in `etcd-guard.io`. */
+export const OVERRIDE_GROUP = 'etcd-guard.io';
+export const OVERRIDE_RESOURCE = 'targets';
+export const OVERRIDE_VERB = 'override';
 /** Stored evaluations are untrusted input: each reason is cut here (respond.ts bounds the whole). */
 const MAX_REASON_LENGTH = 200;
 const MAX_OVERRIDE_REASON_LENGTH = 200;
@@ -24,6 +28,8 @@ const MAX_OVERRIDE_REASON_LENGTH = 200;
 export const AUDIT_OVERRIDE_USER = 'override-user';
 export const AUDIT_OVERRIDE_REASON = 'override-reason';
 export const AUDIT_OVERRIDDEN_DENIAL = 'overridden-denial';
+export const AUDIT_HIBERNATION_USER = 'hibernation-user';
+export const AUDIT_HIBERNATION = 'hibernation';
 
 export function describeChange(change: MembershipChange | TargetMove): string {
   switch (change.kind) {
@@ -51,7 +57,7 @@ export type OverrideAttempt =
  * An override counts only when the annotation is newly set or changed by this request: a leftover
  * annotation from an earlier change must not silently wave through every later one.
  */
-export function readOverride(input: Pick<DecisionInput, 'request' | 'config'>): OverrideAttempt {
+export function readOverride(input: Pick<DecisionInput, 'request' | 'config' | 'overrideByRbac'>): OverrideAttempt {
   const key = input.config.override.annotation;
   const value = annotationsOf(input.request.object)[key];
   const previous = annotationsOf(input.request.oldObject)[key];
@@ -59,16 +65,28 @@ export function readOverride(input: Pick<DecisionInput, 'request' | 'config'>): 
   const user = input.request.userInfo.username ?? '(unknown user)';
   const reason = oneLine(value).slice(0, MAX_OVERRIDE_REASON_LENGTH);
   const groups = input.request.userInfo.groups ?? [];
-  const permitted = groups.some((group) => input.config.override.groups.includes(group));
+  const permitted = input.overrideByRbac === true || groups.some((group) => input.config.override.groups.includes(group));
   return permitted ? { kind: 'permitted', user, reason } : { kind: 'forbidden', user, reason };
+}
+
+/** Whether the request sets an override annotation at all (then the server asks RBAC who may). */
+export function attemptsOverride(input: Pick<DecisionInput, 'request' | 'config'>): boolean {
+  return readOverride(input).kind !== 'none';
 }
 
 function formatAge(ms: number): string {
   return `${Math.round(ms / 1000)}s`;
 }
 
+/** Who may override: RBAC (verb override on targets.etcd-guard.io) or the configured groups. */
+function whoMayOverride(input: DecisionInput): string {
+  const groups = input.config.override.groups;
+  const rbac = `RBAC verb ${OVERRIDE_VERB} on ${OVERRIDE_RESOURCE}.${OVERRIDE_GROUP} ${input.classification.target.name}`;
+  return groups.length > 0 ? `${rbac}, or membership in ${groups.join(' or ')}` : rbac;
+}
+
 function overrideHint(input: DecisionInput): string {
-  return `to override, annotate with ${input.config.override.annotation}=<reason> as a member of ${input.config.override.groups.join(' or ')}`;
+  return `to override, annotate with ${input.config.override.annotation}=<reason> (needs ${whoMayOverride(input)})`;
 }
 
 function deny(input: DecisionInput, reason: string, message: string): Decision {
@@ -118,11 +136,14 @@ function deniedMessage(input: DecisionInput, evaluation: Evaluation, ageMs: numb
   );
 }
 
-function judge(input: DecisionInput): Judgement {
+function judge(original: DecisionInput): Judgement {
+  const change = effectiveChange(original.classification, original.request);
+  // e.g. only KCP's rollout strategy changed: no member moves, nothing to judge.
+  if (change === null) return { allowed: true, reason: 'no-membership-change', warnings: [] };
+  const input: DecisionInput = { ...original, classification: { ...original.classification, change } };
   const fresh = freshEvaluation(input);
   if (!('evaluation' in fresh)) return fresh;
   const { evaluation, ageMs } = fresh;
-  const { change } = input.classification;
   const target = input.classification.target.name;
   const degradedWarnings = () =>
     evaluation.verdict === 'Degraded' ? evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`) : [];
@@ -146,13 +167,32 @@ function judge(input: DecisionInput): Judgement {
       evaluation.verdict === 'Unhealthy'
         ? [...evaluation.reasons, ...projection.reasons]
         : [...projection.reasons, ...evaluation.reasons];
+    const joining = projection.reasons.includes(JOINING_REASON);
     return {
       allowed: false,
-      reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : 'quorum',
+      reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : joining ? 'member-joining' : 'quorum',
       message: deniedMessage(input, evaluation, ageMs, failing) + (projection.hint === undefined ? '' : `; ${projection.hint}`),
     };
   }
   return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: [...projection.warnings, ...degradedWarnings()] };
+}
+
+/**
+ * etcd-druid hibernation: Gardener scales an Etcd to 0 and back, which druid's CRD allows. At 0 no
+ * member runs, so no evaluation can pass; waking up from 0 starts every member afresh. Allowed
+ * whatever the verdict (or without one), said in a warning and the audit log with the user.
+ */
+function allowHibernation(input: DecisionInput, hibernation: { from: number; to: number }): Decision {
+  const user = input.request.userInfo.username ?? '(unknown user)';
+  const what = hibernation.to === 0 ? 'hibernation' : 'wake-up';
+  const decision = allow(input, what, [
+    `etcd-guard: ${what} ${hibernation.from} to ${hibernation.to} replicas allowed whatever the etcd verdict (by ${user})`,
+  ]);
+  decision.response.auditAnnotations = {
+    [AUDIT_HIBERNATION_USER]: user,
+    [AUDIT_HIBERNATION]: `${what}: ${hibernation.from} to ${hibernation.to} replicas`,
+  };
+  return decision;
 }
 
 export function decide(input: DecisionInput): Decision {
@@ -162,9 +202,11 @@ export function decide(input: DecisionInput): Decision {
       input,
       'forbidden-override',
       `etcd-guard: user ${override.user} is not allowed to override (annotation ${input.config.override.annotation} ` +
-        `needs membership in ${input.config.override.groups.join(' or ')}); remove the annotation`,
+        `needs ${whoMayOverride(input)}); remove the annotation`,
     );
   }
+  const hibernation = hibernationOf(input.classification);
+  if (hibernation !== null) return allowHibernation(input, hibernation);
   const judgement = judge(input);
   if (judgement.allowed) return allow(input, judgement.reason, judgement.warnings);
   if (override.kind === 'permitted') {

@@ -14,7 +14,11 @@
 //   1 replica. The verdict may be Unhealthy — that is how an operator removes a dead member — and
 //   then a warning names the unhealthy members.
 // - KCP with maxSurge 0 (`removeBeforeAdd`) removes an old member before adding its replacement:
-//   denied below 3 replicas (KCP's own rule) and projected remove-then-add.
+//   denied below 3 replicas (KCP's own rule) and projected remove-then-add; a maxSurge the guard
+//   cannot read is projected both ways.
+// - a learner (a member joining) blocks every membership change: etcd takes one learner at a time.
+// - alarms of the member KCP deletes first do not count for a scale down (`excusedAlarms`): KCP's
+//   scale-down preflight skips that Machine (cluster-api controlplane/kubeadm/internal/controllers/scale.go).
 // - KCP with external etcd (`externalEtcd`): replicas are API servers, not etcd members; no
 //   membership projection, no size warnings; the target's evaluation must pass for anything but a
 //   scale down.
@@ -45,8 +49,13 @@ export interface ProjectionOptions {
   removalOrder?: readonly (RemovedMember | null)[];
   /** Why the choice is not determined and how to make it so; added to a denial that the worst case caused. */
   undeterminedHint?: string;
-  /** KCP rollout strategy maxSurge 0: an old member leaves before its replacement joins. */
-  removeBeforeAdd?: boolean;
+  /**
+   * KCP rollout strategy maxSurge 0: an old member leaves before its replacement joins; 'unknown'
+   * (a value the guard cannot read): either order, both projected.
+   */
+  removeBeforeAdd?: boolean | 'unknown';
+  /** Alarms the controller does not wait on: KCP's scale-down preflight skips the Machine it deletes. */
+  excusedAlarms?: number;
   /** KCP with external etcd: replica changes are not etcd membership changes. */
   externalEtcd?: boolean;
 }
@@ -60,6 +69,9 @@ export interface ProjectionResult {
   hint?: string;
 }
 
+/** etcd admits one learner at a time (its --experimental-max-learners defaults to 1); kubeadm joins as a learner. */
+export const JOINING_REASON =
+  'a member is joining (learner not yet promoted); etcd takes one learner at a time, so membership changes wait until it is promoted';
 export const ONE_MEMBER_GROWTH_WARNING = 'a 1-member etcd has no quorum until its new member starts';
 /** KCP's own admission rule for `rollout.strategy.rollingUpdate.maxSurge: 0`. */
 export const REMOVE_FIRST_MIN_REPLICAS = 3;
@@ -144,21 +156,28 @@ function stepPlans(state: MembershipState, change: MembershipChange, options: Pr
   }
   const previous = change.previousReplicas ?? change.replicas;
   // A rollout replaces members that are all healthy (a precondition), so its removal is a healthy one.
-  const replace: Step[] = options.removeBeforeAdd === true ? ['healthy', 'add'] : ['add', 'healthy'];
+  const replaces: Step[][] =
+    options.removeBeforeAdd === 'unknown'
+      ? [
+          ['add', 'healthy'],
+          ['healthy', 'add'],
+        ]
+      : [options.removeBeforeAdd === true ? ['healthy', 'add'] : ['add', 'healthy']];
   const scale = previous <= change.replicas ? adds(change.replicas - previous) : removals(previous - change.replicas);
   // The controller may scale first and replace afterwards or the other way round: both must hold.
-  return [
+  return replaces.flatMap((replace) => [
     [...scale, ...replace],
     [...replace, ...scale],
-  ];
+  ]);
 }
 
 /** Rules every change needs, whichever members move. */
 function preconditions(state: MembershipState, change: MembershipChange, options: ProjectionOptions): string[] {
   const reasons: string[] = [];
   if (!state.leaderPresent) reasons.push('etcd has no leader');
-  if (state.alarms > 0) reasons.push(`etcd has ${plural(state.alarms, 'active alarm')}`);
-  if (state.learners > 0) reasons.push(`etcd has ${plural(state.learners, 'learner')} not yet promoted`);
+  const alarms = Math.max(0, state.alarms - (options.excusedAlarms ?? 0));
+  if (alarms > 0) reasons.push(`etcd has ${plural(alarms, 'active alarm')}`);
+  if (state.learners > 0) reasons.push(JOINING_REASON);
   if (state.voting < 1) reasons.push('etcd has no voting members');
   else if (state.healthyVoting < quorumOf(state.voting)) {
     reasons.push(
@@ -172,9 +191,14 @@ function preconditions(state: MembershipState, change: MembershipChange, options
       reasons.push(`only ${state.healthyVoting} of ${state.voting} voting members healthy; adding a member needs all healthy`);
     }
   }
-  if (change.kind === 'rollout' && options.removeBeforeAdd === true && change.replicas < REMOVE_FIRST_MIN_REPLICAS) {
+  if (
+    change.kind === 'rollout' &&
+    options.removeBeforeAdd !== undefined &&
+    options.removeBeforeAdd !== false &&
+    change.replicas < REMOVE_FIRST_MIN_REPLICAS
+  ) {
     reasons.push(
-      `a rollout with maxSurge 0 removes a member before adding one and needs at least ${REMOVE_FIRST_MIN_REPLICAS} replicas (has ${change.replicas})`,
+      `a rollout with maxSurge ${options.removeBeforeAdd === true ? '0' : 'unreadable (maybe 0)'} removes a member before adding one and needs at least ${REMOVE_FIRST_MIN_REPLICAS} replicas (has ${change.replicas})`,
     );
   }
   return reasons;

@@ -16,7 +16,7 @@ import type { Evaluation, MemberReport } from '../../functions/core/evaluation.j
 import { DELETE_MACHINE_ANNOTATION, type ControlPlaneMachine } from '../../functions/core/machines.js';
 import { labelsOf } from './classify.js';
 import type { Classification, MembershipChange, TargetMove } from './contract.js';
-import { valueAtPointer } from './detect-change.js';
+import { jsonEqual, valueAtPointer } from './detect-change.js';
 import type { ProjectionOptions, RemovedMember } from './projection.js';
 
 export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
@@ -49,11 +49,21 @@ export function clusterNameOf(object: unknown): string | null {
   return labelsOf(object)[CLUSTER_NAME_LABEL] ?? null;
 }
 
-function maxSurgeIsZero(object: unknown): boolean {
+/**
+ * Whether KCP removes an old member before adding its replacement: maxSurge 0 does; an absent
+ * maxSurge is KCP's default 1 (adds first); a value the guard cannot read may be either, so both
+ * orders are projected.
+ */
+export function surgeOf(object: unknown): boolean | 'unknown' {
   const surge =
     valueAtPointer(object, '/spec/rollout/strategy/rollingUpdate/maxSurge') ??
     valueAtPointer(object, '/spec/rolloutStrategy/rollingUpdate/maxSurge');
-  return surge === 0 || surge === '0' || surge === '0%';
+  if (surge === undefined || surge === null) return false;
+  if (surge === 0 || surge === '0' || surge === '0%') return true;
+  if (typeof surge === 'number' && Number.isInteger(surge) && surge > 0) return false;
+  // KCP reads it with IntValue(), which makes "50%" a 0: only plain numbers are read here.
+  if (typeof surge === 'string' && /^[1-9]\d*$/.test(surge)) return false;
+  return 'unknown';
 }
 
 function hasExternalEtcd(object: unknown): boolean {
@@ -75,42 +85,110 @@ function annotateHint(namespace: string, machines: readonly string[]): string {
   return `to choose the Machine KCP removes: ${commands.join('; ')}`;
 }
 
+/** What KCP's removals look like as far as the listed Machines tell. */
+export interface KcpRemovalPlan {
+  /** Every removal in KCP's order (null: open, the worst case); undefined: every removal is the worst case. */
+  order: (RemovedMember | null)[] | undefined;
+  determined: boolean;
+  /** Why the listing cannot determine anything (it misses Machines), when that is so. */
+  incomplete?: string;
+  /** The Machine KCP deletes first when exactly one can be it: KCP's preflight ignores its member's alarms. */
+  firstPick: ControlPlaneMachine | null;
+}
+
 /**
- * KCP's removals, step by step: candidates are the annotated Machines when any is left, else all
- * (the outdated tiers are not told apart: that only widens the candidates). A step is determined
- * when every candidate removes the same kind of member; a Machine whose Node names no member
- * removes none, but only when every voting member has a Machine (else its member is unknown).
+ * Why the listing may miss Machines KCP sees, or null when it accounts for everything: every voting
+ * member needs exactly one Machine whose Node carries its name (a member with none, or with two, is
+ * unknown), and at least as many live Machines as the current replicas. Without that, KCP may
+ * delete a Machine the webhook never saw, so nothing about the removal is known (issue 17).
+ */
+export function listingGap(
+  members: readonly MemberReport[],
+  machines: readonly ControlPlaneMachine[],
+  from: number,
+): string | null {
+  const voting = members.filter((member) => !member.learner);
+  const unnamed = voting.filter((member) => member.name === '').length;
+  if (unnamed > 0) return `${unnamed} voting member(s) report no name, so no Machine can be matched to them`;
+  for (const member of voting) {
+    const owners = machines.filter((machine) => machine.nodeName === member.name).length;
+    if (owners !== 1) return `member ${member.name} has ${owners === 0 ? 'no Machine' : `${owners} Machines`} in the listing`;
+  }
+  const live = machines.filter((machine) => !machine.deleting).length;
+  if (live < from) return `the listing has ${live} live Machine(s) for ${from} replicas`;
+  return null;
+}
+
+function createdMs(machine: ControlPlaneMachine): number | null {
+  const parsed = machine.createdAt === null ? Number.NaN : Date.parse(machine.createdAt);
+  return Number.isFinite(parsed) ? parsed : null;
+}
+
+/**
+ * The Machines KCP may delete next, following selectMachineForScaleDown (cluster-api
+ * controlplane/kubeadm/internal/controllers/scale.go): annotated Machines (outdated ones first),
+ * else outdated ones with unhealthy components, else outdated ones, else all; then, in the failure
+ * domain with the most Machines, the oldest (MachineInFailureDomainWithMostMachines,
+ * controlplane/kubeadm/internal/control_plane.go). Outdatedness is known only when every live
+ * Machine reports UpToDate=True (then none is outdated); the failure domain only when every live
+ * Machine is in the same one; age only from distinct creation times. Anything unknown widens the
+ * answer to every Machine the tiers allow.
+ */
+function possiblePicks(remaining: readonly ControlPlaneMachine[], predictByAge: boolean): readonly ControlPlaneMachine[] {
+  const annotated = remaining.filter((machine) => machine.deleteRequested);
+  const eligible = annotated.length > 0 ? annotated : remaining;
+  if (!predictByAge || eligible.length <= 1) return eligible;
+  if (!remaining.every((machine) => machine.upToDate === true)) return eligible;
+  const domain = remaining[0]?.failureDomain ?? null;
+  if (!remaining.every((machine) => machine.failureDomain === domain)) return eligible;
+  const ages = eligible.map(createdMs);
+  if (ages.some((age) => age === null)) return eligible;
+  const oldest = Math.min(...(ages as number[]));
+  const picks = eligible.filter((_machine, index) => ages[index] === oldest);
+  return picks.length === 1 ? picks : eligible;
+}
+
+/**
+ * KCP's removals, step by step. Machines already being deleted go first: KCP's preflight waits for
+ * them and they count towards its Machines (scale.go preflightChecks). Then one pick per step
+ * until the live Machines are down to `to`. A step is determined when every possible pick removes
+ * the same kind of member; a Machine whose Node names no member removes none, one without a Node
+ * may take any member. `predictByAge`: the change is a plain scale down, so the request itself
+ * outdates no Machine and KCP's age rule may be applied.
  */
 export function kcpRemovalOrder(
   members: readonly MemberReport[],
   machines: readonly ControlPlaneMachine[],
   to: number,
   from: number,
-): { order: (RemovedMember | null)[]; determined: boolean } {
-  const byName = new Map(members.filter((member) => member.name !== '').map((member) => [member.name, member]));
-  const voting = members.filter((member) => !member.learner);
-  const everyMemberHasMachine = voting.every((member) => machines.some((machine) => machine.nodeName === member.name));
+  predictByAge = false,
+): KcpRemovalPlan {
+  const incomplete = listingGap(members, machines, from);
+  if (incomplete !== null) return { order: undefined, determined: false, incomplete, firstPick: null };
+  const byName = new Map(members.map((member) => [member.name, member]));
   const kindOf = (machine: ControlPlaneMachine): RemovedMember | null =>
-    removedBy(byName.get(machine.nodeName ?? '')) ?? (machine.nodeName !== null && everyMemberHasMachine ? 'none' : null);
+    machine.nodeName === null ? null : (removedBy(byName.get(machine.nodeName)) ?? 'none');
+  const deleting = machines.filter((machine) => machine.deleting);
   let remaining = machines.filter((machine) => !machine.deleting);
-  const steps = Math.min(remaining.length, Math.max(from - to, remaining.length - to));
-  const order: (RemovedMember | null)[] = [];
-  let determined = true;
+  const order: (RemovedMember | null)[] = deleting.map(kindOf);
+  let determined = !order.includes(null);
+  let firstPick: ControlPlaneMachine | null = null;
+  const steps = Math.max(0, remaining.length - to);
   for (let step = 0; step < steps; step += 1) {
-    const annotated = remaining.filter((machine) => machine.deleteRequested);
-    const candidates = annotated.length > 0 ? annotated : remaining;
+    const candidates = possiblePicks(remaining, predictByAge);
+    if (step === 0 && deleting.length === 0 && candidates.length === 1) firstPick = candidates[0] ?? null;
     const kinds = new Set(candidates.map(kindOf));
     const chosenKind = kinds.size === 1 && !kinds.has(null) ? (candidates.map(kindOf)[0] ?? null) : null;
     if (chosenKind === null) determined = false;
     order.push(chosenKind);
-    // Undetermined: drop the candidate whose loss hurts most, as the worst case assumes.
+    // Open: drop the candidate whose loss hurts most, as the worst case assumes.
     const dropped =
       WORST_FIRST.map((kind) => candidates.find((machine) => (kindOf(machine) ?? 'healthy') === kind)).find(
         (machine) => machine !== undefined,
       ) ?? candidates[0];
     remaining = remaining.filter((machine) => machine !== dropped);
   }
-  return { order, determined };
+  return { order, determined, firstPick };
 }
 
 /**
@@ -131,6 +209,12 @@ export function ordinalRemovalOrder(
   };
   const voting = members.filter((member) => !member.learner);
   if (voting.length === 0 || voting.some((member) => ordinalOf(member) === null)) return undefined;
+  // A voting member outside the pods' ordinals is not one of these pods: which pod is whose is unknown.
+  const outside = (member: MemberReport) => {
+    const ordinal = ordinalOf(member) ?? -1;
+    return ordinal < start || ordinal >= start + from;
+  };
+  if (voting.some(outside)) return undefined;
   return members
     .map((member) => ({ member, ordinal: ordinalOf(member) }))
     .filter((entry): entry is { member: MemberReport; ordinal: number } => entry.ordinal !== null)
@@ -147,10 +231,25 @@ export interface ProjectionFacts {
   machines?: MachinesRead;
 }
 
+function deadMachineNames(members: readonly MemberReport[], machines: readonly ControlPlaneMachine[]): string[] {
+  return machines
+    .filter((machine) => {
+      const member = members.find((candidate) => candidate.name === machine.nodeName);
+      return member !== undefined && !member.healthy && !member.learner && !machine.deleting;
+    })
+    .map((machine) => machine.name);
+}
+
+/** The alarms KCP's scale-down preflight does not look at: those of the member it deletes (scale.go). */
+function alarmsOf(members: readonly MemberReport[], machine: ControlPlaneMachine | null): number {
+  const member = machine === null ? undefined : members.find((candidate) => candidate.name === machine.nodeName);
+  return member === undefined ? 0 : member.alarms.length;
+}
+
 function kcpOptions(facts: ProjectionFacts, shrink: { from: number; to: number } | null): ProjectionOptions {
   const { object, oldObject } = facts.request;
   const options: ProjectionOptions = {
-    removeBeforeAdd: maxSurgeIsZero(object),
+    removeBeforeAdd: surgeOf(object),
     externalEtcd: hasExternalEtcd(object) || hasExternalEtcd(oldObject),
   };
   if (shrink === null || options.externalEtcd === true) return options;
@@ -163,22 +262,68 @@ function kcpOptions(facts: ProjectionFacts, shrink: { from: number; to: number }
       undeterminedHint: `the KCP's Machines could not be read (${why}), so a healthy member is assumed to leave; ${annotateHint(namespace, [])}`,
     };
   }
-  const { order, determined } = kcpRemovalOrder(facts.evaluation.members, machines.machines, shrink.to, shrink.from);
-  const deadMachines = machines.machines
-    .filter((machine) => {
-      const member = facts.evaluation.members.find((candidate) => candidate.name === machine.nodeName);
-      return member !== undefined && !member.healthy && !member.learner && !machine.deleting;
-    })
-    .map((machine) => machine.name);
+  const { members } = facts.evaluation;
+  const plainScaleDown = facts.classification.change.kind === 'scale-down';
+  const plan = kcpRemovalOrder(members, machines.machines, shrink.to, shrink.from, plainScaleDown);
+  const hint = annotateHint(namespace, deadMachineNames(members, machines.machines));
+  if (plan.order === undefined) {
+    return {
+      ...options,
+      undeterminedHint: `the Machines listed do not account for the control plane (${plan.incomplete ?? 'incomplete'}), so KCP may remove any member and a healthy one is assumed to leave; ${hint}`,
+    };
+  }
+  const excused = plainScaleDown ? alarmsOf(members, plan.firstPick) : 0;
   return {
     ...options,
-    removalOrder: order,
-    ...(determined
+    removalOrder: plan.order,
+    ...(excused > 0 ? { excusedAlarms: excused } : {}),
+    ...(plan.determined
       ? {}
-      : {
-          undeterminedHint: `which Machine KCP removes is not determined, so a healthy member is assumed to leave; ${annotateHint(namespace, deadMachines)}`,
-        }),
+      : { undeterminedHint: `which Machine KCP removes is not determined, so a healthy member is assumed to leave; ${hint}` }),
   };
+}
+
+const DRUID_GROUP = 'druid.gardener.cloud';
+
+/** A KCP rollout path that is only the rollout strategy (v1beta1 rolloutStrategy, v1beta2 rollout.strategy). */
+function strategyOnly(path: string, request: { object?: unknown; oldObject?: unknown }): boolean {
+  if (path === '/spec/rolloutStrategy') return true;
+  if (path !== '/spec/rollout') return false;
+  const rest = (object: unknown): Record<string, unknown> => {
+    const rollout = valueAtPointer(object, '/spec/rollout');
+    if (rollout === null || typeof rollout !== 'object' || Array.isArray(rollout)) return {};
+    const { strategy: _strategy, ...others } = rollout as Record<string, unknown>;
+    return others;
+  };
+  return jsonEqual(rest(request.oldObject), rest(request.object));
+}
+
+/**
+ * The membership change the controller really makes. KCP reads its rollout strategy only while it
+ * replaces outdated Machines (cluster-api controlplane/kubeadm/internal/controllers/upgrade.go,
+ * upgradeControlPlane); the strategy is not part of what makes a Machine outdated, so a change of
+ * the strategy alone starts no rollout: with replicas it is a plain scale, alone it moves nothing (null).
+ */
+export function effectiveChange(
+  classification: Guarded,
+  request: { object?: unknown; oldObject?: unknown },
+): MembershipChange | TargetMove | null {
+  const { change } = classification;
+  if (change.kind !== 'rollout' || !isKubeadmControlPlane(classification)) return change;
+  if (!change.changedPaths.every((path) => strategyOnly(path, request))) return change;
+  const from = change.previousReplicas;
+  if (from === undefined || from === change.replicas) return null;
+  return { kind: from < change.replicas ? 'scale-up' : 'scale-down', from, to: change.replicas };
+}
+
+/** An etcd-druid Etcd going to 0 replicas or coming back from 0 (hibernation and wake-up), as from → to. */
+export function hibernationOf(classification: Guarded): { from: number; to: number } | null {
+  if (classification.object.group !== DRUID_GROUP) return null;
+  const { change } = classification;
+  if (change.kind === 'retarget') return null;
+  const from = change.kind === 'rollout' ? (change.previousReplicas ?? change.replicas) : change.from;
+  const to = change.kind === 'rollout' ? change.replicas : change.to;
+  return from === 0 || to === 0 ? { from, to } : null;
 }
 
 /** How the guarded object's controller will carry the change out, as far as known. */
