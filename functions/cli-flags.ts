@@ -180,7 +180,7 @@ const TARGETS = {
   },
   examples: ['etcd-guard targets --config guard.yaml', 'etcd-guard targets --config guard.yaml --output json'],
   notes: [
-    'Discovered names: <source>-<namespace>-<name> (capi: the Cluster, druid: the Etcd) when unambiguous and at most 48 characters, else a readable prefix and 8 hex digits of SHA-256.',
+    'Discovered names: <source>-<namespace>-<name> (capi: the Cluster, druid: the Etcd) when unambiguous and at most 48 characters, else a readable prefix, "--" and 16 hex digits of SHA-256.',
     'Objects discovery skipped (external etcd, no Cluster, a name collision) are listed on stderr with the reason.',
     'Exit codes: 0 listed, 1 a discovery provider could not list (the rest is shown), 2 usage or configuration error.',
   ],

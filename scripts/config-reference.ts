@@ -59,7 +59,7 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'override.groups': 'Only users in one of these groups may override; anyone else setting the annotation is denied.',
   auth: 'Access control for `/evaluations`.',
   discovery:
-    'Targets found in the management cluster itself, beside `targets`: no endpoint, TLS file or per-target RBAC name. Names: `<source>-<namespace>-<name>` (capi: the Cluster, druid: the Etcd) when the namespace has no `-`, the name no `.` and the whole fits 48 characters; else a readable prefix, `-` and 8 hex digits of SHA-256 over `<source>/<namespace>/<name>`.',
+    'Targets found in the management cluster itself, beside `targets`: no endpoint, TLS file or per-target RBAC name. Names: `<source>-<namespace>-<name>` (capi: the Cluster, druid: the Etcd) when the namespace has no `-`, the name is a DNS label without `.` or `--` and the whole fits 48 characters; else a readable prefix, `--` and 16 hex digits of SHA-256 over the JSON array of source, namespace and name (readable names never hold `--`, so the two forms never collide).',
   'discovery.capi':
     "A target per KubeadmControlPlane (v1beta2, else v1beta1) with stacked etcd, guarding that KCP by identity (also via `/scale`). Its Cluster is the KCP's Cluster owner reference, else its `cluster.x-k8s.io/cluster-name` label. A KCP with external etcd is skipped (reported by `etcd-guard targets`): give it a static target.",
   'discovery.capi.namespaces': 'Namespaces to look in; every namespace when absent.',

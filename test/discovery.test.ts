@@ -23,10 +23,15 @@ describe('discovered target names', () => {
   });
 
   it.each([
-    ['a namespace with "-" (the split would be ambiguous)', 'team-a', 'prod', /^capi-team-a-prod-[0-9a-f]{8}$/],
-    ['a name with "."', 'fleet', 'staging.eu', /^capi-fleet-staging-eu-[0-9a-f]{8}$/],
-    ['a name too long for 48 characters', 'fleet', 'x'.repeat(60), /^capi-fleet-x{28}-[0-9a-f]{8}$/],
-  ])('%s gets a hash suffix', (_case, namespace, name, expected) => {
+    ['a namespace with "-" (the split would be ambiguous)', 'team-a', 'prod', /^capi-team-a-prod--[0-9a-f]{16}$/],
+    ['a name with "."', 'fleet', 'staging.eu', /^capi-fleet-staging-eu--[0-9a-f]{16}$/],
+    ['a name with "--"', 'fleet', 'a--b', /^capi-fleet-a-b--[0-9a-f]{16}$/],
+    ['a name too long for 48 characters', 'fleet', 'x'.repeat(60), /^capi-fleet-x{19}--[0-9a-f]{16}$/],
+    ['an owner name with "/"', 'fleet', 'a/b', /^capi-fleet-a-b--[0-9a-f]{16}$/],
+    ['an owner name in uppercase', 'fleet', 'Prod', /^capi-fleet-prod--[0-9a-f]{16}$/],
+    ['an owner name with a newline', 'fleet', 'prod\nx', /^capi-fleet-prod-x--[0-9a-f]{16}$/],
+    ['an owner name of symbols only', 'fleet', '/..\n', /^capi-fleet--[0-9a-f]{16}$/],
+  ])('%s gets a hash suffix after "--"', (_case, namespace, name, expected) => {
     const target = discoveredTargetName('capi', namespace, name);
     expect(target).toMatch(expected);
     expect(target.length).toBeLessThanOrEqual(MAX_TARGET_NAME);
@@ -44,6 +49,54 @@ describe('discovered target names', () => {
     const names = pairs.map(([namespace, name]) => discoveredTargetName('capi', namespace, name));
     expect(new Set(names).size).toBe(pairs.length);
     expect(discoveredTargetName('capi', 'fleet', 'prod')).not.toBe(discoveredTargetName('druid', 'fleet', 'prod'));
+  });
+
+  it('a tenant in namespace "team" cannot take the hashed name of team-a/prod by its cluster name', () => {
+    const victim = discoveredTargetName('capi', 'team-a', 'prod');
+    const suffix = victim.slice('capi-team-'.length);
+    // Both spellings a tenant could aim at: the name itself, and with the old single "-".
+    for (const name of [suffix, suffix.replace('--', '-')]) {
+      expect(discoveredTargetName('capi', 'team', name)).not.toBe(victim);
+    }
+  });
+
+  it('exhaustively: every name is a DNS label a store accepts, readable and hashed names are disjoint, and no two objects share one', () => {
+    // Every namespace and name up to 4 characters over an alphabet with the separators that made
+    // names ambiguous, plus characters a store refuses; both sources.
+    const alphabet = ['a', 'b', '-', '.', 'A', '/', '\n'];
+    const words = (letters: readonly string[], maxLength: number) => {
+      const all: string[] = [];
+      for (let length = 1, layer = ['']; length <= maxLength; length += 1) {
+        layer = layer.flatMap((text) => letters.map((letter) => text + letter));
+        all.push(...layer);
+      }
+      return all;
+    };
+    const namespaces = words(alphabet, 2);
+    const texts = [...words(alphabet, 3), ...words(['a', '-', '.', '/'], 4).filter((word) => word.length === 4)];
+    const owners = new Map<string, string>();
+    let readable = 0;
+    let hashed = 0;
+    const bad: string[] = [];
+    for (const source of ['capi', 'druid'] as const) {
+      for (const namespace of namespaces) {
+        for (const name of texts) {
+          const target = discoveredTargetName(source, namespace, name);
+          const object = JSON.stringify([source, namespace, name]);
+          if (!isDnsLabel(target, MAX_TARGET_NAME)) bad.push(`${object} -> ${JSON.stringify(target)} is not a store name`);
+          const isHashed = /--[0-9a-f]{16}$/.test(target);
+          if (isHashed) hashed += 1;
+          else if (target.includes('--')) bad.push(`${object} -> ${target} is readable but holds "--"`);
+          else readable += 1;
+          const previous = owners.get(target);
+          if (previous !== undefined) bad.push(`${object} and ${previous} share ${target}`);
+          owners.set(target, object);
+        }
+      }
+    }
+    expect(bad).toEqual([]);
+    expect(readable).toBeGreaterThan(100);
+    expect(hashed).toBeGreaterThan(70_000);
   });
 });
 

@@ -63,7 +63,7 @@ describe('etcd-guard targets', () => {
     ).toEqual([
       ['local', 'static'],
       ['capi-fleet-prod', 'capi'],
-      [expect.stringMatching(/^druid-shoot--dev--alpha-etcd-main-[0-9a-f]{8}$/), 'druid'],
+      [expect.stringMatching(/^druid-shoot-dev-alpha-etcd-mai--[0-9a-f]{16}$/), 'druid'],
     ]);
     expect(result.stdout).toContain('KubeadmControlPlane fleet/prod-control-plane');
     expect(result.stdout).toContain('Cluster fleet/prod (port-forward)');

@@ -3,12 +3,16 @@
 // druid: an etcd-druid Etcd). Pure: turns listed objects into targets, names them, merges them.
 //
 // Discovered target names are `<source>-<namespace>-<name>` (capi: the Cluster's name; druid: the
-// Etcd's name), e.g. `capi-fleet-prod`, ConfigMap `etcd-guard-capi-fleet-prod`. That form is used
-// only when it is unambiguous and fits: the namespace has no "-" (so the name splits back at the
-// first "-"), the object name has no "." (mapped to "-") and the whole is at most 48 characters.
-// Otherwise the name is a readable prefix cut to fit, then "-" and the first 8 hex digits of
-// SHA-256 over `<source>/<namespace>/<name>`: `capi-team-a-prod-5f0c2a91`. Two discovered objects
-// that still end up with one name (or one a static target already has) are reported, not guessed.
+// Etcd's name), e.g. `capi-fleet-prod`, ConfigMap `etcd-guard-capi-fleet-prod`. That readable form
+// is used only when it is unambiguous and fits: the namespace has no "-" (so the name splits back
+// at the first two "-"), the name is a DNS label without "--", and the whole is at most 48
+// characters. So a readable name never holds "--". Every other object gets a hashed name: a
+// readable prefix (cut to fit, characters outside [a-z0-9-] and runs of "-" made one "-"), then
+// "--" and 16 hex digits of SHA-256 over the JSON text `["<source>","<namespace>","<name>"]`:
+// `capi-team-a-prod--5f0c2a91d3e4b607`. Readable and hashed names are disjoint sets ("--"), the
+// readable form is injective by its split and the hashed one by 64 bits of SHA-256, so no object
+// a tenant names can take another's name; whatever the input, the result is a DNS label every
+// store accepts. A name that still collides (with a static target's) is reported, not guessed.
 import { createHash } from 'node:crypto';
 import type { TargetConfig } from '../config.js';
 
@@ -62,15 +66,33 @@ export interface DiscoveryProblem {
 
 /** A target name becomes part of ConfigMap and file names; 48 leaves room for their prefixes. */
 export const MAX_TARGET_NAME = 48;
-const HASH_LENGTH = 8;
+const HASH_LENGTH = 16;
+/** What separates a hashed name's prefix from its hash; a readable name never holds it. */
+export const HASH_SEPARATOR = '--';
+const READABLE_PART = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /** The deterministic target name of a discovered object (see the top of this file). */
 export function discoveredTargetName(source: Exclude<TargetSource, 'static'>, namespace: string, name: string): string {
-  const readable = `${source}-${namespace}-${name.replace(/\./g, '-')}`;
-  if (!namespace.includes('-') && !name.includes('.') && readable.length <= MAX_TARGET_NAME) return readable;
-  const hash = createHash('sha256').update(`${source}/${namespace}/${name}`).digest('hex').slice(0, HASH_LENGTH);
-  const prefix = readable.slice(0, MAX_TARGET_NAME - HASH_LENGTH - 1).replace(/-+$/, '');
-  return `${prefix}-${hash}`;
+  const readable = `${source}-${namespace}-${name}`;
+  const unambiguous =
+    READABLE_PART.test(namespace) &&
+    !namespace.includes('-') &&
+    READABLE_PART.test(name) &&
+    !name.includes(HASH_SEPARATOR) &&
+    readable.length <= MAX_TARGET_NAME;
+  if (unambiguous) return readable;
+  // JSON, not "a/b/c": owner names are untrusted and may hold "/" themselves.
+  const hash = createHash('sha256')
+    .update(JSON.stringify([source, namespace, name]))
+    .digest('hex')
+    .slice(0, HASH_LENGTH);
+  const prefix = readable
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/-+/g, '-')
+    .slice(0, MAX_TARGET_NAME - HASH_LENGTH - HASH_SEPARATOR.length)
+    .replace(/-+$/, '');
+  return `${prefix}${HASH_SEPARATOR}${hash}`;
 }
 
 /** A static target as the model sees it. */
