@@ -152,8 +152,12 @@ function possiblePicks(remaining: readonly ControlPlaneMachine[], predictByAge: 
  * KCP's removals, step by step. Machines already being deleted go first: KCP's preflight waits for
  * them and they count towards its Machines (scale.go preflightChecks). Then one pick per step
  * until the live Machines are down to `to`. A step is determined when every possible pick removes
- * the same kind of member; a Machine whose Node names no member removes none, one without a Node
- * may take any member. `predictByAge`: the change is a plain scale down, so the request itself
+ * the same kind of member. Only a complete listing gets here (listingGap), so every voting member
+ * sits on exactly one Machine with its Node: a Machine whose Node names no member, or that has no
+ * Node yet, holds no voting member and removes none. KCP deletes a Machine only while every other
+ * Machine has a Node and a healthy member (preflightChecks), so it takes etcd no lower than `to`:
+ * at most max(from, voting) − to removals take a member, as many as when nothing is known; later
+ * picks are left out. `predictByAge`: the change is a plain scale down, so the request itself
  * outdates no Machine and KCP's age rule may be applied.
  */
 export function kcpRemovalOrder(
@@ -166,35 +170,60 @@ export function kcpRemovalOrder(
   const incomplete = listingGap(members, machines, from);
   if (incomplete !== null) return { order: undefined, determined: false, incomplete, firstPick: null };
   const byName = new Map(members.map((member) => [member.name, member]));
-  const kindOf = (machine: ControlPlaneMachine): RemovedMember | null =>
-    machine.nodeName === null ? null : (removedBy(byName.get(machine.nodeName)) ?? 'none');
+  const kindOf = (machine: ControlPlaneMachine): RemovedMember => removedBy(byName.get(machine.nodeName ?? '')) ?? 'none';
+  const voting = members.filter((member) => !member.learner).length;
+  const memberRemovals = Math.max(from - to, voting - to, 0);
   const deleting = machines.filter((machine) => machine.deleting);
   let remaining = machines.filter((machine) => !machine.deleting);
   const order: (RemovedMember | null)[] = deleting.map(kindOf);
-  let determined = !order.includes(null);
+  let determined = true;
   let firstPick: ControlPlaneMachine | null = null;
   const steps = Math.max(0, remaining.length - to);
   for (let step = 0; step < steps; step += 1) {
+    if (order.filter((kind) => kind !== 'none').length >= memberRemovals) break;
     const candidates = possiblePicks(remaining, predictByAge);
     if (step === 0 && deleting.length === 0 && candidates.length === 1) firstPick = candidates[0] ?? null;
     const kinds = new Set(candidates.map(kindOf));
-    const chosenKind = kinds.size === 1 && !kinds.has(null) ? (candidates.map(kindOf)[0] ?? null) : null;
+    const chosenKind = kinds.size === 1 ? (candidates.map(kindOf)[0] ?? null) : null;
     if (chosenKind === null) determined = false;
     order.push(chosenKind);
     // Open: drop the candidate whose loss hurts most, as the worst case assumes.
     const dropped =
-      WORST_FIRST.map((kind) => candidates.find((machine) => (kindOf(machine) ?? 'healthy') === kind)).find(
+      WORST_FIRST.map((kind) => candidates.find((machine) => kindOf(machine) === kind)).find(
         (machine) => machine !== undefined,
       ) ?? candidates[0];
     remaining = remaining.filter((machine) => machine !== dropped);
   }
-  return { order, determined, firstPick };
+  const kept = order.reduce<{ taken: number; entries: (RemovedMember | null)[] }>(
+    (acc, kind) => {
+      if (kind !== 'none' && acc.taken >= memberRemovals) return acc;
+      return { taken: acc.taken + (kind === 'none' ? 0 : 1), entries: [...acc.entries, kind] };
+    },
+    { taken: 0, entries: [] },
+  );
+  return { order: kept.entries, determined, firstPick };
+}
+
+/** The order for one known `start`, or undefined when a voting member is not one of the pods. */
+function ordinalOrderFrom(
+  entries: readonly { member: MemberReport; ordinal: number }[],
+  start: number,
+  from: number,
+  to: number,
+): (RemovedMember | null)[] | undefined {
+  // A voting member outside the pods' ordinals is not one of these pods: which pod is whose is unknown.
+  if (entries.some(({ member, ordinal }) => !member.learner && (ordinal < start || ordinal >= start + from))) return undefined;
+  return entries
+    .filter(({ ordinal }) => ordinal >= start + to && ordinal < start + from)
+    .sort((a, b) => b.ordinal - a.ordinal)
+    .map(({ member }) => removedBy(member) ?? null);
 }
 
 /**
  * StatefulSet / druid removals: ordinals from start+from−1 down to start+to. Determined only when
- * every voting member is named `<name>-<ordinal>`; a removed ordinal without a member removes none.
- * O(members): the ordinals themselves (which may be absurd numbers) are never walked.
+ * every voting member is named `<name>-<ordinal>` within the pods' ordinals; a removed ordinal
+ * without a member removes none. O(members): the ordinals themselves (which may be absurd
+ * numbers) are never walked.
  */
 export function ordinalRemovalOrder(
   members: readonly MemberReport[],
@@ -209,18 +238,23 @@ export function ordinalRemovalOrder(
   };
   const voting = members.filter((member) => !member.learner);
   if (voting.length === 0 || voting.some((member) => ordinalOf(member) === null)) return undefined;
-  // A voting member outside the pods' ordinals is not one of these pods: which pod is whose is unknown.
-  const outside = (member: MemberReport) => {
-    const ordinal = ordinalOf(member) ?? -1;
-    return ordinal < start || ordinal >= start + from;
-  };
-  if (voting.some(outside)) return undefined;
-  return members
+  const entries = members
     .map((member) => ({ member, ordinal: ordinalOf(member) }))
-    .filter((entry): entry is { member: MemberReport; ordinal: number } => entry.ordinal !== null)
-    .filter(({ ordinal }) => ordinal >= start + to && ordinal < start + from)
-    .sort((a, b) => b.ordinal - a.ordinal)
-    .map(({ member }) => removedBy(member) ?? null);
+    .filter((entry): entry is { member: MemberReport; ordinal: number } => entry.ordinal !== null);
+  return ordinalOrderFrom(entries, start, from, to);
+}
+
+/**
+ * The StatefulSet's first ordinal, as far as the request tells: 0 when spec.ordinals is absent
+ * (the default), null when it cannot be told (a /scale request carries a Scale, not the
+ * StatefulSet; an unreadable value). etcd-druid names its pods from 0.
+ */
+function ordinalStartOf(facts: ProjectionFacts): number | null {
+  if (facts.classification.object.kind !== 'StatefulSet') return 0;
+  if (facts.classification.object.viaScale) return null;
+  const value = valueAtPointer(facts.request.oldObject, '/spec/ordinals/start');
+  if (value === undefined || value === null) return 0;
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : null;
 }
 
 export interface ProjectionFacts {
@@ -332,10 +366,17 @@ export function projectionOptionsFor(facts: ProjectionFacts): ProjectionOptions 
   const shrink = shrinkOf(classification.change);
   if (isKubeadmControlPlane(classification)) return kcpOptions(facts, shrink);
   if (shrink === null) return {};
-  const startValue = valueAtPointer(facts.request.oldObject, '/spec/ordinals/start');
-  const start = typeof startValue === 'number' && Number.isInteger(startValue) && startValue >= 0 ? startValue : 0;
-  const order = ordinalRemovalOrder(facts.evaluation.members, classification.object.name, start, shrink.from, shrink.to);
+  const start = ordinalStartOf(facts);
+  const order =
+    start === null
+      ? undefined
+      : ordinalRemovalOrder(facts.evaluation.members, classification.object.name, start, shrink.from, shrink.to);
   if (order !== undefined) return { removalOrder: order };
+  if (start === null) {
+    return {
+      undeterminedHint: `a /scale request does not carry the StatefulSet's spec.ordinals, so which pods go is unknown and a healthy member is assumed to leave; change spec.replicas with kubectl patch instead`,
+    };
+  }
   return {
     undeterminedHint: `etcd member names do not follow the pod names ${classification.object.name}-<ordinal>, so a healthy member is assumed to leave`,
   };

@@ -1,0 +1,337 @@
+// Less information never allows more (issue 17): for generated inputs (an evaluation, the KCP's
+// Machines as the apiserver lists them, a real AdmissionReview edited to the generated change),
+// every degradation of what the projection reads — Machines missing from the listing, the listing
+// failing, a nodeRef, creation time or UpToDate condition blanked, a member name blanked, external
+// etcd or StatefulSet ordinals removed, a maxSurge made unreadable — must never turn decide()'s
+// deny into an allow. Seeded, so a failure names an input that reproduces.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { guardConfigSchema } from '../functions/config.js';
+import type { Evaluation, MemberReport } from '../functions/core/evaluation.js';
+import { machineFromObject, type ControlPlaneMachine } from '../functions/core/machines.js';
+import { classifyRequest } from '../webhook/core/classify.js';
+import type { AdmissionRequest } from '../webhook/core/contract.js';
+import { decide } from '../webhook/core/decide.js';
+import type { MachinesRead } from '../webhook/core/removal.js';
+import { parseAdmissionReview } from '../webhook/core/review.js';
+import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+
+const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
+const NOW = new Date('2026-11-30T02:00:00.000Z');
+const CONFIG = guardConfigSchema.parse({
+  maxAgeSeconds: 60,
+  targets: [
+    { name: 'etcd-sts', endpoints: ['https://127.0.0.1:2379'], match: { namespaces: ['etcd'], names: ['etcd'] } },
+    { name: 'prod', endpoints: ['https://127.0.0.1:12379'], match: {} },
+  ],
+});
+const INPUTS = 1500;
+
+type Json = Record<string, unknown>;
+
+function loadRequest(name: string): Json {
+  const review = JSON.parse(readFileSync(path.join(FIXTURE_DIR, name), 'utf8')) as { request: Json };
+  return review.request;
+}
+const FIXTURES = {
+  kcpScale: loadRequest('kcp-scale-down-3-to-2.json'),
+  kcpSpec: loadRequest('kcp-v1beta2-replicas-3-to-2.json'),
+  kcpVersion: loadRequest('kcp-v1beta2-edit-version.json'),
+  stsScale: loadRequest('statefulset-scale-3-to-4.json'),
+  stsSpec: loadRequest('statefulset-edit-ordinals.json'),
+};
+
+/** A small deterministic generator (LCG), so every failing input can be replayed from its index. */
+function rng(seed: number) {
+  let state = seed >>> 0;
+  const next = () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+  return {
+    chance: (p: number) => next() < p,
+    int: (min: number, max: number) => min + Math.floor(next() * (max - min + 1)),
+    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T,
+  };
+}
+type Rng = ReturnType<typeof rng>;
+
+/** The raw inputs, kept as JSON so degradations edit what the apiserver and the store would hold. */
+interface World {
+  kind: 'kcp-scale' | 'kcp-spec' | 'kcp-rollout' | 'sts-scale' | 'sts-spec';
+  members: MemberReport[];
+  machines: Json[] | null;
+  request: Json;
+}
+
+function spec(request: Json, which: 'object' | 'oldObject'): Json {
+  return (request[which] as { spec: Json }).spec;
+}
+
+function setReplicas(request: Json, from: number, to: number): void {
+  spec(request, 'oldObject').replicas = from;
+  if (to === 0 && (request.subResource as string | undefined) === 'scale') delete spec(request, 'object').replicas;
+  else spec(request, 'object').replicas = to;
+}
+
+function genMembers(random: Rng, count: number): MemberReport[] {
+  const members = Array.from({ length: count }, (_unused, index) =>
+    makeMember(index, {
+      healthy: random.chance(0.85),
+      leader: false,
+      alarms: random.chance(0.1) ? ['NOSPACE'] : [],
+      ...(random.chance(0.05) ? { learner: true } : {}),
+    }),
+  );
+  const leader = members.find((member) => member.healthy && !member.learner);
+  if (leader && random.chance(0.95)) leader.leader = true;
+  return members;
+}
+
+function machineJson(random: Rng, name: string, node: string | null, domains: readonly string[]): Json {
+  const conditions = random.chance(0.8) ? [{ type: 'UpToDate', status: random.chance(0.85) ? 'True' : 'False' }] : [];
+  return {
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'Machine',
+    metadata: {
+      name,
+      namespace: 'default',
+      creationTimestamp: `2026-11-02T09:${String(random.int(0, 5) * 10).padStart(2, '0')}:00Z`,
+      labels: { 'cluster.x-k8s.io/cluster-name': 'prod', 'cluster.x-k8s.io/control-plane': '' },
+      ...(random.chance(0.25) ? { annotations: { 'cluster.x-k8s.io/delete-machine': '' } } : {}),
+      ...(random.chance(0.08) ? { deletionTimestamp: '2026-11-30T01:59:00Z' } : {}),
+    },
+    spec: { clusterName: 'prod', version: 'v1.34.0', failureDomain: random.pick(domains) },
+    status: { ...(node === null ? {} : { nodeRef: { name: node } }), conditions },
+  };
+}
+
+function genMachines(random: Rng, members: readonly MemberReport[]): Json[] {
+  const domains = random.chance(0.7) ? ['fd-a'] : ['fd-a', 'fd-b'];
+  const machines = members
+    .filter((member) => !member.learner || random.chance(0.5))
+    .map((member, index) => machineJson(random, `cp-${index}`, member.name, domains));
+  const extras = random.int(0, 2);
+  for (let index = 0; index < extras; index += 1) {
+    machines.push(machineJson(random, `cp-extra-${index}`, random.chance(0.5) ? null : `spare-${index}`, domains));
+  }
+  return machines;
+}
+
+function genKcpRequest(random: Rng, kind: World['kind'], voting: number): Json {
+  const request = structuredClone(
+    kind === 'kcp-scale' ? FIXTURES.kcpScale : kind === 'kcp-spec' ? FIXTURES.kcpSpec : FIXTURES.kcpVersion,
+  );
+  const from = Math.max(1, voting + random.int(-1, 1));
+  const to = kind === 'kcp-rollout' ? random.int(1, from + 1) : random.int(0, from + 1);
+  setReplicas(request, from, to === from && kind !== 'kcp-rollout' ? Math.max(0, from - 1) : to);
+  if (kind !== 'kcp-scale') {
+    const surge = random.pick([0, 1, undefined]);
+    for (const which of ['object', 'oldObject'] as const) {
+      const rollout = spec(request, which).rollout as { strategy: { rollingUpdate: Json } };
+      if (surge === undefined) delete rollout.strategy.rollingUpdate.maxSurge;
+      else rollout.strategy.rollingUpdate.maxSurge = surge;
+      if (random.chance(0.15) || which === 'object') {
+        const etcd = (spec(request, which).kubeadmConfigSpec as { clusterConfiguration: Json }).clusterConfiguration;
+        if (which === 'object' ? random.chance(0.15) : false) etcd.etcd = { external: { endpoints: ['https://e:2379'] } };
+      }
+    }
+  }
+  return request;
+}
+
+function genStsRequest(random: Rng, kind: World['kind'], voting: number): Json {
+  const request = structuredClone(kind === 'sts-scale' ? FIXTURES.stsScale : FIXTURES.stsSpec);
+  if (kind === 'sts-spec') request.object = structuredClone(request.oldObject);
+  const from = Math.max(1, voting + random.int(-1, 1));
+  setReplicas(request, from, random.int(0, from - 1));
+  if (kind === 'sts-spec' && random.chance(0.5)) {
+    const start = random.int(0, 2);
+    spec(request, 'object').ordinals = { start };
+    spec(request, 'oldObject').ordinals = { start };
+  }
+  return request;
+}
+
+function genWorld(random: Rng): World {
+  const kind = random.pick(['kcp-scale', 'kcp-spec', 'kcp-rollout', 'sts-scale', 'sts-spec'] as const);
+  const count = random.int(1, 5);
+  let members = genMembers(random, count);
+  if (kind.startsWith('sts')) {
+    const offset = random.chance(0.8) ? 0 : random.int(1, 2);
+    members = members.map((member, index) => ({ ...member, name: `etcd-${index + offset}` }));
+  }
+  const voting = members.filter((member) => !member.learner).length;
+  const request = kind.startsWith('kcp') ? genKcpRequest(random, kind, voting) : genStsRequest(random, kind, voting);
+  return { kind, members, machines: kind.startsWith('kcp') ? genMachines(random, members) : null, request };
+}
+
+function evaluationOf(members: readonly MemberReport[]): Evaluation {
+  const unhealthy = members.some((member) => !member.healthy && !member.learner);
+  return makeEvaluation({
+    members: [...members],
+    evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+    verdict: unhealthy ? 'Unhealthy' : members.some((member) => member.learner) ? 'Degraded' : 'Healthy',
+    reasons: unhealthy ? ['a member is unhealthy'] : [],
+  });
+}
+
+/** decide() on a world: allowed or not, or null when the request is not a guarded change at all. */
+function allowedIn(world: World): boolean | null {
+  const parsed = parseAdmissionReview({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: world.request });
+  if (!parsed.ok) throw new Error(parsed.message);
+  const request: AdmissionRequest = parsed.review.request;
+  const classification = classifyRequest(request, CONFIG);
+  if (classification.kind !== 'needs-evaluation') return null;
+  let machines: MachinesRead | undefined;
+  if (world.machines !== null) {
+    const parsedMachines = world.machines
+      .map(machineFromObject)
+      .filter((machine): machine is ControlPlaneMachine => machine !== null);
+    machines = { ok: true, machines: parsedMachines };
+  }
+  if (world.machines !== null && (world as { listFails?: boolean }).listFails === true) {
+    machines = { ok: false, error: 'timed out' };
+  }
+  return decide({
+    request,
+    config: CONFIG,
+    classification,
+    evaluation: evaluationOf(world.members),
+    now: NOW,
+    ...(machines === undefined ? {} : { machines }),
+  }).response.allowed;
+}
+
+type Degradation = { name: string; apply: (world: World, random: Rng) => boolean };
+
+function onRandomMachine(edit: (machine: Json) => boolean): Degradation['apply'] {
+  return (world, random) => (world.machines === null || world.machines.length === 0 ? false : edit(random.pick(world.machines)));
+}
+
+const DEGRADATIONS: Degradation[] = [
+  {
+    name: 'the Machines listing fails',
+    apply: (world) => {
+      if (world.machines === null) return false;
+      (world as { listFails?: boolean }).listFails = true;
+      return true;
+    },
+  },
+  {
+    name: 'Machines missing from the listing (a random subset kept, maybe none)',
+    apply: (world, random) => {
+      if (world.machines === null || world.machines.length === 0) return false;
+      world.machines = world.machines.filter(() => random.chance(0.5));
+      return true;
+    },
+  },
+  {
+    name: 'only the dead members’ Machines listed',
+    apply: (world) => {
+      if (world.machines === null) return false;
+      const dead = new Set(world.members.filter((member) => !member.healthy).map((member) => member.name));
+      world.machines = world.machines.filter((machine) =>
+        dead.has(((machine.status as Json).nodeRef as { name?: string } | undefined)?.name ?? ''),
+      );
+      return true;
+    },
+  },
+  {
+    name: 'a nodeRef blanked',
+    apply: onRandomMachine((machine) => delete (machine.status as Json).nodeRef),
+  },
+  {
+    name: 'a creationTimestamp blanked',
+    apply: onRandomMachine((machine) => delete (machine.metadata as Json).creationTimestamp),
+  },
+  {
+    name: 'an UpToDate condition blanked',
+    apply: onRandomMachine((machine) => {
+      (machine.status as Json).conditions = [];
+      return true;
+    }),
+  },
+  {
+    name: 'a member name blanked in the evaluation',
+    apply: (world, random) => {
+      const member = random.pick(world.members);
+      member.name = '';
+      return true;
+    },
+  },
+  {
+    name: 'external etcd removed from the KCP',
+    apply: (world) => {
+      let changed = false;
+      for (const which of ['object', 'oldObject'] as const) {
+        const config = (spec(world.request, which).kubeadmConfigSpec as { clusterConfiguration?: Json } | undefined)
+          ?.clusterConfiguration;
+        if (config?.etcd !== undefined && (config.etcd as Json).external !== undefined) {
+          config.etcd = { local: {} };
+          changed = true;
+        }
+      }
+      return changed;
+    },
+  },
+  {
+    // A spec.ordinals the guard cannot read is what it knows of a /scale request (a Scale carries none).
+    name: 'StatefulSet ordinals made unreadable',
+    apply: (world) => {
+      if (world.kind !== 'sts-spec') return false;
+      for (const which of ['object', 'oldObject'] as const) spec(world.request, which).ordinals = { start: 'unknown' };
+      return true;
+    },
+  },
+  {
+    name: 'maxSurge made unreadable',
+    apply: (world) => {
+      const rollout = spec(world.request, 'object').rollout as { strategy: { rollingUpdate: Json } } | undefined;
+      if (rollout === undefined) return false;
+      rollout.strategy.rollingUpdate.maxSurge = '50%';
+      const old = spec(world.request, 'oldObject').rollout as { strategy: { rollingUpdate: Json } };
+      old.strategy.rollingUpdate.maxSurge = '50%';
+      return true;
+    },
+  },
+];
+
+describe('less information never allows more', () => {
+  it(`over ${INPUTS} generated inputs, no degradation turns a deny into an allow`, () => {
+    const random = rng(17);
+    const counts = { inputs: 0, guarded: 0, fullDenied: 0, degradations: 0, degradedStricter: 0 };
+    const byDegradation = new Map(DEGRADATIONS.map((degradation) => [degradation.name, 0]));
+    const violations: string[] = [];
+    for (let index = 0; index < INPUTS; index += 1) {
+      const world = genWorld(random);
+      counts.inputs += 1;
+      const full = allowedIn(structuredClone(world));
+      if (full === null) continue;
+      counts.guarded += 1;
+      if (!full) counts.fullDenied += 1;
+      // Each degradation alone, then two at once.
+      const plans = [...DEGRADATIONS.map((degradation) => [degradation]), [random.pick(DEGRADATIONS), random.pick(DEGRADATIONS)]];
+      for (const plan of plans) {
+        const degraded = structuredClone(world);
+        if (!plan.map((degradation) => degradation.apply(degraded, random)).some(Boolean)) continue;
+        counts.degradations += 1;
+        for (const degradation of plan) byDegradation.set(degradation.name, (byDegradation.get(degradation.name) ?? 0) + 1);
+        const allowed = allowedIn(degraded);
+        if (full && allowed === false) counts.degradedStricter += 1;
+        if (!full && allowed === true && violations.length < 5) {
+          violations.push(`input ${index} (${world.kind}): ${plan.map((degradation) => degradation.name).join(' + ')}`);
+        }
+      }
+    }
+    console.log(
+      `less-information property: ${JSON.stringify(counts)}; per degradation: ${JSON.stringify(Object.fromEntries(byDegradation))}`,
+    );
+    expect(violations).toEqual([]);
+    // The property is only worth something if the generator reaches denials and degradations bite.
+    expect(counts.fullDenied).toBeGreaterThan(INPUTS / 10);
+    expect(counts.degradedStricter).toBeGreaterThan(INPUTS / 20);
+  });
+});
