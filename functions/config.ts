@@ -185,6 +185,8 @@ export const guardConfigSchema = z
     inlineRefresh: z.boolean().default(true),
     /** The enforcement of every target that names none (and of denials no target owns). */
     enforcement: enforcementSchema.default('enforce'),
+    /** Kubernetes Events (events.k8s.io/v1) for denials, overrides and verdict transitions. */
+    events: z.boolean().default(true),
     /** How many targets the scheduled function evaluates at once. */
     concurrency: z.number().int().min(1).max(256).default(16),
     /**

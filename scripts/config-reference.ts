@@ -28,6 +28,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     "On a missing or stale evaluation, evaluate during the admission request when the apiserver's remaining timeout leaves at least 1 s.",
   enforcement:
     'What a would-be denial does for every target that names no `enforcement` (and for denials no target owns, e.g. no target matches): `enforce` denies; `warn` allows with the denial as admission warnings (kubectl prints them); `audit` allows silently. All three count it (`etcd_guard_admission_decisions_total{decision="denied",mode=…}`), add audit annotations and record an Event. Adopt with `audit`, then `warn`, then `enforce` (see operations.md).',
+  events:
+    'Record Kubernetes Events (events.k8s.io/v1) on the guarded object: every denial, would-be denial (`warn`, `audit`) and override from the webhook, and verdict transitions (into and out of Unhealthy) from the scheduled run. Repeats become one Event with a series count, as client-go does; writes are off the admission path. Needs `create` and `patch` on `events.events.k8s.io` (in manifests/).',
   concurrency: 'How many targets the scheduled evaluation probes at once.',
   runBudget:
     'Overall time budget of one scheduled run (CLI `--budget`). Targets not finished by then are reported, logged and make the run exit 1; each is still bounded by its own `timeout`. The default fits the Lambda (55 s) and the CronJob (`activeDeadlineSeconds: 50`).',

@@ -76,7 +76,7 @@ describe('RBAC', () => {
     }
   });
 
-  it('grants cluster-wide only list on nodes, the webhook get on what it guards (the /scale parent read) and list on Machines (which member leaves)', () => {
+  it('grants cluster-wide only list on nodes, create/patch on Events, the webhook get on what it guards (the /scale parent read) and list on Machines', () => {
     const clusterRoles = ofKind('ClusterRole');
     const clusterGrants = (serviceAccount: string): string[] =>
       ofKind('ClusterRoleBinding')
@@ -89,10 +89,13 @@ describe('RBAC', () => {
           ),
         )
         .sort();
-    expect(clusterGrants('etcd-guard-evaluator')).toEqual(['/nodes:list']);
+    // Events on the guarded objects (in their namespaces): create, and patch for a series' count.
+    const events = ['events.k8s.io/events:create', 'events.k8s.io/events:patch'];
+    expect(clusterGrants('etcd-guard-evaluator')).toEqual(['/nodes:list', ...events].sort());
     expect(clusterGrants('etcd-guard-webhook')).toEqual(
       [
         '/nodes:list',
+        ...events,
         'cluster.x-k8s.io/machines:list',
         ...GUARD_RULES.map((rule) => `${rule.group}/${rule.resource}:get`),
       ].sort(),

@@ -24,6 +24,8 @@ import type {
   ParentObjectRef,
 } from './core/contract.js';
 import { decide } from './core/decide.js';
+import { enforce, type EnforcedDecision, type EnforcementInput } from './core/enforcement.js';
+import type { EventIntent } from '../functions/core/events.js';
 import { chooseEvaluation } from './core/freshness.js';
 import { classificationDecision, failClosedResponse } from './core/respond.js';
 import { clusterNameOf, needsMachines, type MachinesRead } from './core/removal.js';
@@ -50,6 +52,7 @@ export interface WebhookCore {
     targets?: readonly Target[],
   ): Classification;
   decide(input: DecisionInput): Decision;
+  enforce(input: EnforcementInput): EnforcedDecision;
   buildAdmissionReviewResponse(response: AdmissionResponse): AdmissionReviewResponse;
 }
 
@@ -79,6 +82,11 @@ export interface WebhookAppDeps {
   readMachines?: MachineReader;
   /** The targets as of now (static and discovered); the config's static targets by default. */
   targets?: () => readonly Target[];
+  /**
+   * Takes the Event a decision asks for, after the answer is sent. Must return at once and never
+   * throw: the recorder queues, deduplicates and writes on its own time (webhook/events.ts).
+   */
+  recordEvent?: (event: EventIntent) => void;
 }
 
 /** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
@@ -120,6 +128,7 @@ interface AppContext {
   readonly targets: () => readonly Target[];
   readonly parentLabels: WebhookAppDeps['parentLabels'];
   readonly readMachines: WebhookAppDeps['readMachines'];
+  readonly recordEvent: WebhookAppDeps['recordEvent'];
 }
 
 function appContext(deps: WebhookAppDeps): AppContext {
@@ -127,6 +136,7 @@ function appContext(deps: WebhookAppDeps): AppContext {
     parseAdmissionReview,
     classifyRequest,
     decide,
+    enforce,
     buildAdmissionReviewResponse,
     ...deps.core,
   };
@@ -142,6 +152,7 @@ function appContext(deps: WebhookAppDeps): AppContext {
     targets: deps.targets ?? (() => staticOnly),
     parentLabels: deps.parentLabels,
     readMachines: deps.readMachines,
+    recordEvent: deps.recordEvent,
   };
 }
 
@@ -221,8 +232,7 @@ async function readMachinesFor(
 }
 
 interface DecisionOutcome {
-  decision: Decision;
-  target?: string;
+  enforced: EnforcedDecision;
   ageSeconds?: number;
 }
 
@@ -234,10 +244,20 @@ async function decideRequest(
   budgetMs: number,
 ): Promise<DecisionOutcome> {
   const classification = await classify(ctx, request);
-  if (classification.kind !== 'needs-evaluation') return { decision: classificationDecision(request.uid, classification) };
-  const target = classification.target.name;
+  if (classification.kind !== 'needs-evaluation') {
+    const denial = classification.kind === 'deny' ? classification : null;
+    const enforced = ctx.core.enforce({
+      decision: classificationDecision(request.uid, classification),
+      request,
+      config: ctx.config,
+      target: denial?.target ?? null,
+      object: denial?.object ?? null,
+      evaluation: null,
+    });
+    return { enforced };
+  }
   const choice = await evaluationFor(ctx, classification.target, startedAt, budgetMs, request.dryRun === true);
-  const ageSeconds = choice.evaluation ? Math.round(evaluationAgeMs(choice.evaluation, ctx.now()) / 1000) : undefined;
+  const ageMs = choice.evaluation ? evaluationAgeMs(choice.evaluation, ctx.now()) : undefined;
   const machines = await readMachinesFor(ctx, classification, request, startedAt, budgetMs);
   const decision = ctx.core.decide({
     request,
@@ -248,7 +268,16 @@ async function decideRequest(
     ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
     ...(machines === undefined ? {} : { machines }),
   });
-  return { decision, target, ageSeconds };
+  const enforced = ctx.core.enforce({
+    decision,
+    request,
+    config: ctx.config,
+    target: classification.target,
+    object: classification.object,
+    evaluation:
+      choice.evaluation && ageMs !== undefined ? { verdict: choice.evaluation.verdict, ageSeconds: ageMs / 1000 } : null,
+  });
+  return { enforced, ...(ageMs === undefined ? {} : { ageSeconds: Math.round(ageMs / 1000) }) };
 }
 
 function logDecision(logger: Logger, request: AdmissionRequest, outcome: DecisionOutcome, seconds: number): void {
@@ -261,9 +290,10 @@ function logDecision(logger: Logger, request: AdmissionRequest, outcome: Decisio
       object: `${request.namespace ?? ''}/${request.name ?? ''}`,
       user: request.userInfo.username,
       dryRun: request.dryRun === true,
-      result: outcome.decision.result,
-      reason: outcome.decision.reason,
-      target: outcome.target,
+      result: outcome.enforced.decision,
+      mode: outcome.enforced.mode,
+      reason: outcome.enforced.reason,
+      target: outcome.enforced.target || undefined,
       ageSeconds: outcome.ageSeconds,
       durationMs: Math.round(seconds * 1000),
     },
@@ -287,19 +317,17 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
     uid = request.uid;
     const outcome = await decideRequest(ctx, request, startedAt, budgetMs);
     // The core owns the response, but the uid echo is the one thing the apiserver checks.
-    const response: AdmissionResponse = { ...outcome.decision.response, uid };
+    const { enforced } = outcome;
+    const response: AdmissionResponse = { ...enforced.response, uid };
     const seconds = (performance.now() - startedAt) / 1000;
     ctx.metrics.recordDecision(
-      {
-        target: outcome.target ?? '',
-        decision: outcome.decision.result,
-        mode: ctx.config.enforcement,
-        reason: outcome.decision.reason,
-      },
+      { target: enforced.target, decision: enforced.decision, mode: enforced.mode, reason: enforced.reason },
       seconds,
     );
     logDecision(ctx.logger, request, outcome, seconds);
     res.status(200).json(ctx.core.buildAdmissionReviewResponse(response));
+    // After the answer: the recorder only queues, and a failing or slow write never reaches it.
+    if (enforced.event !== null) ctx.recordEvent?.(enforced.event);
   } catch (error) {
     failClosed(ctx, res, uid ?? uidOf(body), error, startedAt);
   }

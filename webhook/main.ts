@@ -2,6 +2,7 @@
 // express app into an HTTPS (or, when asked, plain HTTP) server, and shuts it down gracefully.
 import { stat } from 'node:fs/promises';
 import http from 'node:http';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { ConfigError, loadGuardConfigFile, type GuardConfig } from '../functions/config.js';
@@ -13,6 +14,7 @@ import { OnDemandEvaluations, readTokenFile, resolveBearerToken } from '../funct
 import { describeGuarded, type Target } from '../functions/core/targets.js';
 import { TargetRegistry } from '../functions/target-registry.js';
 import { createWebhookApp } from './app.js';
+import { EventRecorder, lazyKubeEventSink, reportingInstance } from '../functions/event-recorder.js';
 import { Deadline } from '../functions/core/deadline.js';
 import type { ParentObjectRef } from './core/contract.js';
 import { requiredLabels } from './core/match-target.js';
@@ -60,7 +62,12 @@ export interface WebhookServerOptions {
   /** Deadline of that read and how long its answer is reused (webhook/parent-labels.ts defaults). */
   parentReadTimeoutMs?: number;
   parentCacheTtlMs?: number;
+  /** Records the webhook's Events; by default one writing through the kubeconfig (config `events`). */
+  eventRecorder?: EventRecorder;
 }
+
+/** Events are reported as coming from this controller (events.k8s.io/v1 reportingController). */
+export const WEBHOOK_EVENT_CONTROLLER = 'etcd-guard.io/webhook';
 
 /**
  * Bounds on what one client can hold. The apiserver sends a ClientHello at once, its headers right
@@ -239,6 +246,24 @@ function createParentLabels(options: WebhookServerOptions): ReturnType<typeof cr
   });
 }
 
+/** The recorder of denial, would-be denial and override Events, or null when the config turns Events off. */
+function createEventRecorder(parts: ServerParts): EventRecorder | null {
+  const { options, logger, metrics } = parts;
+  if (!options.config.events) return null;
+  if (options.eventRecorder) return options.eventRecorder;
+  return new EventRecorder({
+    sink: lazyKubeEventSink(options.kubeconfigFile),
+    reportingController: WEBHOOK_EVENT_CONTROLLER,
+    reportingInstance: reportingInstance(process.env, hostname()),
+    onWrite: (result) => metrics.recordEventWrite(result),
+    onError: (message, event) =>
+      logger.warn(
+        { reason: event.reason, object: `${event.regarding.namespace}/${event.regarding.name}`, err: message },
+        'writing an Event failed',
+      ),
+  });
+}
+
 /** HTTPS with reloading key pair (or plain HTTP when asked), with the connection bounds. */
 async function createServer(options: WebhookServerOptions, app: http.RequestListener, logger: Logger): Promise<http.Server> {
   let server: http.Server;
@@ -319,6 +344,8 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   followTargets = (names) => cache.setTargets(names);
   const onDemand = createOnDemand(parts, cache);
   const parentLabels = createParentLabels(options);
+  const events = createEventRecorder(parts);
+  const stopEvents = events?.start() ?? (() => undefined);
   const app = createWebhookApp({
     config,
     cache,
@@ -328,6 +355,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     parentLabels,
     readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
     targets: () => registry.all(),
+    ...(events === null ? {} : { recordEvent: (event) => events.record(event) }),
     ...(options.now ? { now: options.now } : {}),
   });
 
@@ -341,7 +369,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
 
   const address = server.address() as AddressInfo;
   const url = `${options.tls ? 'https' : 'http'}://${urlHost(options.host)}:${address.port}`;
-  const close = gracefulClose(server, stopTokenWatch, [cache, registry]);
+  const close = gracefulClose(server, stopTokenWatch, [cache, registry, { stop: stopEvents }]);
   return { url, port: address.port, cache, metrics, onDemand, close };
 }
 

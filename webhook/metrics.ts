@@ -28,6 +28,8 @@ export interface WebhookMetrics {
   recordDecision(labels: DecisionLabels, durationSeconds: number): void;
   recordInlineRefresh(target: string, result: 'success' | 'error' | 'skipped'): void;
   recordCacheFeedError(target: string): void;
+  /** One Event write attempt (or an Event dropped by the rate limit or the full queue). */
+  recordEventWrite(result: 'created' | 'patched' | 'failed' | 'dropped'): void;
   /** Connects the evaluation-age gauge to its source; until then it reports nothing. */
   observeCache(source: EvaluatedAtSource): void;
   /** Prometheus text exposition. */
@@ -87,6 +89,13 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     registers: [registry],
   });
 
+  const eventWrites = new Counter({
+    name: 'etcd_guard_event_writes_total',
+    help: 'Kubernetes Event writes: created, patched (a series count), failed, or dropped by the rate limit.',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+
   return {
     registry,
     contentType: registry.contentType,
@@ -99,6 +108,9 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     },
     recordCacheFeedError(target) {
       feedErrors.inc({ target });
+    },
+    recordEventWrite(result) {
+      eventWrites.inc({ result });
     },
     observeCache(source) {
       cacheSource = source;

@@ -20,7 +20,7 @@ export type { CoreV1Api };
 
 /** What a Kubernetes call does, for error messages: `update configmaps "x" in namespace "y"`. */
 export interface KubeOperation {
-  verb: 'get' | 'list' | 'create' | 'update' | 'delete' | 'watch';
+  verb: 'get' | 'list' | 'create' | 'update' | 'patch' | 'delete' | 'watch';
   resource: string;
   name?: string;
   namespace?: string;

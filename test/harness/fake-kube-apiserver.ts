@@ -1,5 +1,6 @@
 // An in-memory stand-in for kube-apiserver, on loopback, serving only what etcd-guard calls:
-// ConfigMaps (get/create/update with conflicts and the size limit), Nodes (list), and read-only
+// ConfigMaps (get/create/update with conflicts and the size limit), Nodes (list), Events
+// (create, patch of their series, list), and read-only
 // Secrets and Cluster API / etcd-druid objects (get/list). Real kube-apiserver cannot be installed
 // here, so tests talk real HTTP to this instead of mocking the client library. This file is the
 // server (auth, forbid, hang, request log) and the route table; each resource family is one
@@ -11,6 +12,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigMapRoutes, type StoredConfigMap } from './fake-kube/configmaps.js';
+import { EventRoutes, type StoredEvent } from './fake-kube/events.js';
 import { BadRequest, send, statusBody, type FakeRequest, type KubeVerb, type RouteHandler } from './fake-kube/http.js';
 import { NodeRoutes, type FakeNodeSpec } from './fake-kube/nodes.js';
 import { ObjectRoutes, type FakeObject } from './fake-kube/objects.js';
@@ -20,6 +22,7 @@ export { CONFIGMAP_MAX_BYTES, type ObjectMeta, type StoredConfigMap } from './fa
 export type { FakeRequest, KubeVerb } from './fake-kube/http.js';
 export type { FakeNodeSpec } from './fake-kube/nodes.js';
 export type { FakeObject } from './fake-kube/objects.js';
+export type { StoredEvent } from './fake-kube/events.js';
 
 export const DEFAULT_USER = 'system:serviceaccount:etcd-guard:evaluator';
 
@@ -60,6 +63,8 @@ export interface FakeKubeApiServer {
   serveVersions(group: string, versions: string[]): void;
   /** Serve WebSocket upgrades (after the same auth and hang checks as other requests); null refuses them. */
   onUpgrade(handler: UpgradeHandler | null): void;
+  /** Every Event written (events.k8s.io/v1), as stored. */
+  events(): StoredEvent[];
   /** The current global resourceVersion (increments on every write). */
   resourceVersion(): number;
   close(): Promise<void>;
@@ -69,6 +74,7 @@ function verbOf(method: string, name: string | null): KubeVerb | null {
   if (method === 'GET') return name !== null ? 'get' : 'list';
   if (method === 'POST') return name === null ? 'create' : null;
   if (method === 'PUT') return name !== null ? 'update' : null;
+  if (method === 'PATCH') return name !== null ? 'patch' : null;
   return null;
 }
 
@@ -102,7 +108,8 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
   const configMaps = new ConfigMapRoutes(revision);
   const nodes = new NodeRoutes(revision);
   const objects = new ObjectRoutes(revision);
-  const routes: RouteHandler[] = [configMaps, nodes, objects];
+  const events = new EventRoutes(revision);
+  const routes: RouteHandler[] = [configMaps, nodes, objects, events];
   const forbidden: { verb: KubeVerb; resource: string; namespace: string | undefined }[] = [];
   let hangPrefixes: string[] = [];
   let hook: RequestHook | null = null;
@@ -222,6 +229,7 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     removeObject: (resource, apiVersion, namespace, name) => objects.remove(resource, apiVersion, namespace, name),
     serveVersions: (group, versions) => objects.serveVersions(group, versions),
     onUpgrade: (next) => void (upgradeHandler = next),
+    events: () => events.all(),
     resourceVersion: () => revision.current(),
     async close() {
       // Hung requests would keep close() waiting forever: cut every socket.

@@ -223,6 +223,7 @@ export function classifyRequest(
     const from = before.kind === 'matched' ? `target ${before.target.name}` : 'no target';
     return {
       kind: 'deny',
+      object: ref,
       reason: 'moves-target',
       message:
         `this change moves ${describeObject(ref)} from ${from} to target ${byNewLabels.target.name} by its labels ` +
@@ -243,7 +244,13 @@ function judgeChange(
 ): Classification {
   const change = membershipChange(rule, request, changedPointers);
   if (!change.ok) {
-    return { kind: 'deny', reason: 'invalid', message: `etcd-guard cannot judge ${describeObject(ref)}: ${change.message}` };
+    return {
+      kind: 'deny',
+      object: ref,
+      target,
+      reason: 'invalid',
+      message: `etcd-guard cannot judge ${describeObject(ref)}: ${change.message}`,
+    };
   }
   // e.g. replicas written out explicitly with its default value: nothing moves.
   if (change.change === null) return { kind: 'allow', reason: 'no-guarded-change' };
@@ -256,7 +263,7 @@ function noTarget(
   parent: ParentLabels | undefined,
 ): Classification {
   const reason = result.kind !== 'labels-unknown' ? 'no-target' : parent === undefined ? LABELS_UNKNOWN : 'parent-unreadable';
-  return { kind: 'deny', reason, message: noTargetMessage(ref, result, parent) };
+  return { kind: 'deny', object: ref, reason, message: noTargetMessage(ref, result, parent) };
 }
 
 /**

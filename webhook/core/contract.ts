@@ -91,8 +91,11 @@ export interface ParentObjectRef {
 export type Classification =
   /** Allow at once, without reading the cache. */
   | { kind: 'allow'; reason: string }
-  /** Deny at once (e.g. guarded, but no target matches). */
-  | { kind: 'deny'; reason: string; message: string }
+  /**
+   * Deny at once (e.g. guarded, but no target matches). `object`: the guarded object, when the
+   * request is about one (its Event goes there); `target`: the target whose enforcement applies.
+   */
+  | { kind: 'deny'; reason: string; message: string; object?: GuardedObjectRef; target?: TargetConfig }
   /** An evaluation of `target` is needed to decide. */
   | { kind: 'needs-evaluation'; target: TargetConfig; change: MembershipChange | TargetMove; object: GuardedObjectRef };
 

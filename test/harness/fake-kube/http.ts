@@ -3,7 +3,7 @@
 // and reading a JSON body.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-export type KubeVerb = 'get' | 'list' | 'create' | 'update';
+export type KubeVerb = 'get' | 'list' | 'create' | 'update' | 'patch';
 
 export interface FakeRequest {
   method: string;
