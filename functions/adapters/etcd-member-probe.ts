@@ -3,10 +3,11 @@
 // One client per member with retries and circuit breakers off: etcd3's defaults would retry a
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
 import { X509Certificate } from 'node:crypto';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import { noop } from 'cockatiel';
 import { Etcd3, type IDuplexStream, type IOptions, type IWatchRequest, type IWatchResponse } from 'etcd3';
-import { withDeadline, type Deadline } from '../core/deadline.js';
+import { Deadline, withDeadline } from '../core/deadline.js';
 import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../core/evaluate.js';
 import type { MemberListAnswer } from '../core/member-view.js';
 
@@ -47,7 +48,16 @@ const CHANNEL_OPTIONS = {
   'grpc.use_local_subchannel_pool': 1,
 } as const;
 
+/**
+ * How long the watch probe's key may take to delete once its round trip is over. The delete runs
+ * after the verdict is fixed, so it never lengthens an evaluation; the session keeps its clients
+ * open until then.
+ */
+const WATCH_KEY_CLEANUP_MS = 1_000;
+
 class WallClockTimeout extends Error {}
+/** A client could not be built from the credentials (bad PEM, a key that is not the certificate's). */
+class ClientSetupFailed extends Error {}
 /** The round trip's write did not get through: the watched member was not tested. */
 class WatchWriteFailed extends Error {}
 
@@ -226,33 +236,104 @@ function onlyHost(client: Etcd3): { channelCredentials?: unknown } | null {
   return host !== undefined && typeof host === 'object' && host !== null && 'channelCredentials' in host ? host : null;
 }
 
-/** The part of grpc-js 1.x's secure channel credentials that builds each connection's TLS options. */
-interface SecureConnectorInternals {
-  _createSecureConnector?: (...args: unknown[]) => { connectionOptions?: { servername?: unknown } };
-  [IP_SERVERNAME_DROPPED]?: true;
+/** The part of grpc-js 1.x's channel credentials that makes each connection's connector. */
+interface ConnectorInternals {
+  _createSecureConnector?: (...args: unknown[]) => GrpcConnector;
+  [INSTRUMENTED]?: true;
 }
-const IP_SERVERNAME_DROPPED = Symbol('etcd-guard: IP server name dropped');
+/** grpc-js 1.x's connector: wraps each new TCP socket (in TLS, or as it is) for one subchannel connect. */
+interface GrpcConnector {
+  connectionOptions?: { servername?: unknown };
+  connect?: (socket: Socket) => Promise<{ socket: Socket; secure: boolean }>;
+}
+const INSTRUMENTED = Symbol('etcd-guard: connector instrumented');
 
 /**
- * grpc-js sends the endpoint's host as the TLS server name (SNI) even when it is an IP address,
- * which RFC 6066 forbids and Node answers with the DEP0123 warning on stderr. For an IP endpoint
- * the connection is made without a server name instead: Node then checks the server certificate
- * against the connection's host, i.e. the IP against the certificate's IP SANs, exactly as before.
- * Host names keep their SNI. When grpc-js's internals differ, nothing is changed (the warning
- * comes back; verification never weakens).
+ * The sockets a session's gRPC channels hold, so close() can destroy them. grpc-js's channel
+ * close() shuts its subchannel connector down but never the socket of a connect in progress: a
+ * TLS handshake that a hung (SIGSTOPped) member or a stalled relay never answers keeps its
+ * socket until the peer wakes up or dies, and a handshake that completes after the shutdown is
+ * handed to createSession, which rejects without destroying it (transport.js, grpc-js 1.14).
+ * That was 3-4 sockets per evaluation of a hung member. Every socket that reaches the connector
+ * is recorded here and destroyed when the session closes; one arriving after that is destroyed
+ * at once.
  */
-function withoutIpServerName(credentials: unknown): void {
+class SessionSockets {
+  private readonly open = new Set<Socket>();
+  private closed = false;
+
+  track(socket: Socket): void {
+    if (this.closed) {
+      socket.destroy();
+      return;
+    }
+    if (socket.destroyed) return;
+    this.open.add(socket);
+    socket.once('close', () => this.open.delete(socket));
+  }
+
+  destroyAll(): void {
+    this.closed = true;
+    for (const socket of this.open) socket.destroy();
+    this.open.clear();
+  }
+}
+
+/**
+ * Wraps the connectors `credentials` makes so that every socket goes through `sockets`, and so
+ * that an IP endpoint gets no TLS server name: grpc-js sends the endpoint's host as SNI even when
+ * it is an IP address, which RFC 6066 forbids and Node answers with the DEP0123 warning. Without a
+ * server name Node checks the certificate against the connection's host, i.e. the IP against the
+ * certificate's IP SANs, exactly as before; host names keep their SNI. When grpc-js's internals
+ * differ, nothing is changed (verification never weakens; only the cleanup is lost).
+ */
+function instrumentCredentials(credentials: unknown, sockets: SessionSockets): void {
   if (typeof credentials !== 'object' || credentials === null) return;
-  const internals = credentials as SecureConnectorInternals;
+  const internals = credentials as ConnectorInternals;
   const create = internals._createSecureConnector;
-  if (typeof create !== 'function' || internals[IP_SERVERNAME_DROPPED]) return;
+  if (typeof create !== 'function' || internals[INSTRUMENTED]) return;
   internals._createSecureConnector = (...args: unknown[]) => {
     const connector = create.apply(credentials, args);
     const options = connector.connectionOptions;
     if (typeof options?.servername === 'string' && isIP(options.servername) !== 0) delete options.servername;
+    const connect = connector.connect;
+    if (typeof connect === 'function') {
+      connector.connect = (socket: Socket) => {
+        sockets.track(socket);
+        return connect.call(connector, socket).then((result) => {
+          sockets.track(result.socket);
+          return result;
+        });
+      };
+    }
     return connector;
   };
-  internals[IP_SERVERNAME_DROPPED] = true;
+  internals[INSTRUMENTED] = true;
+}
+
+/** What Node's TLS layer says about bad key material, in words that name no content. */
+function describeCredentialsError(error: unknown): string {
+  const message = errorMessage(error);
+  if (/key values mismatch|KEY_VALUES_MISMATCH/i.test(message)) return 'the client key does not belong to the client certificate';
+  if (/no start line|PEM|ASN1|asn1|bad decrypt|unsupported/i.test(message)) return 'a CA, certificate or key is not valid PEM';
+  return 'the CA, certificate or key cannot be used';
+}
+
+/**
+ * Why `credentials` cannot make a TLS client, or null when they can: the same check grpc-js makes
+ * when a client is built (tls.createSecureContext), which throws synchronously.
+ */
+export function probeCredentialsProblem(credentials: ProbeCredentials): string | null {
+  try {
+    createSecureContext({
+      ...(credentials.ca !== undefined && { ca: credentials.ca }),
+      ...(credentials.cert !== undefined && { cert: credentials.cert }),
+      ...(credentials.key !== undefined && { key: credentials.key }),
+    });
+    return null;
+  } catch (error) {
+    return describeCredentialsError(error);
+  }
 }
 
 /**
@@ -261,6 +342,9 @@ function withoutIpServerName(credentials: unknown): void {
  */
 export class EtcdProbeSession {
   private readonly clients = new Map<string, Etcd3>();
+  private readonly sockets = new SessionSockets();
+  /** Deletes of watch probe keys still running: close() releases the clients once they settle. */
+  private readonly cleanups = new Set<Promise<unknown>>();
   private closed = false;
   /**
    * The TLS channel credentials of the session's first https client. Building them parses the
@@ -277,6 +361,7 @@ export class EtcdProbeSession {
 
   /** describeProbeError, plus what only we know: the server refused our client certificate because it is out of date. */
   private describe(endpoint: string, error: unknown, budgetMs: number): string {
+    if (error instanceof ClientSetupFailed) return `${endpoint}: cannot set up the etcd client: ${error.message}`;
     const described = describeProbeError(endpoint, error, budgetMs);
     if (!CLIENT_REJECTED.test(errorMessage(error))) return described;
     const invalidity = clientCertificateInvalidity(this.credentials.cert);
@@ -293,7 +378,14 @@ export class EtcdProbeSession {
   private client(endpoint: string): Etcd3 {
     const existing = this.clients.get(endpoint);
     if (existing) return existing;
-    const client = this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
+    let client: Etcd3;
+    try {
+      client = this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
+    } catch (error) {
+      // etcd3 builds TLS credentials in its constructor, which throws on a key that does not
+      // match its certificate: that must be this member's failure, never the caller's exception.
+      throw new ClientSetupFailed(describeCredentialsError(error));
+    }
     this.clients.set(endpoint, client);
     return client;
   }
@@ -313,10 +405,10 @@ export class EtcdProbeSession {
       }
     }
     const client = new Etcd3(options);
-    if (endpoint.startsWith('https:') && this.tlsChannelCredentials === undefined) {
-      const host = onlyHost(client);
-      if (host?.channelCredentials !== undefined) {
-        withoutIpServerName(host.channelCredentials);
+    const host = onlyHost(client);
+    if (host?.channelCredentials !== undefined) {
+      instrumentCredentials(host.channelCredentials, this.sockets);
+      if (endpoint.startsWith('https:') && this.tlsChannelCredentials === undefined) {
         this.tlsChannelCredentials = host.channelCredentials;
       }
     }
@@ -363,13 +455,20 @@ export class EtcdProbeSession {
     const budgetMs = Math.round(deadline.remainingMs());
     if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
     if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
-    const attempt = (): Promise<Settled<T>> =>
-      withDeadline(run(this.client(endpoint), deadline.toDate()), deadline.extendedBy(WALL_CLOCK_GRACE_MS), () => {
+    const attempt = (): Promise<Settled<T>> => {
+      let client: Etcd3;
+      try {
+        client = this.client(endpoint);
+      } catch (error) {
+        return Promise.resolve({ ok: false, error });
+      }
+      return withDeadline(run(client, deadline.toDate()), deadline.extendedBy(WALL_CLOCK_GRACE_MS), () => {
         return new WallClockTimeout('wall clock');
       }).then(
         (value): Settled<T> => ({ ok: true, value }),
         (error: unknown): Settled<T> => ({ ok: false, error }),
       );
+    };
     const failed = (error: unknown): Outcome<T> => ({ ok: false, error: this.describe(endpoint, error, deadline.timeoutMs) });
     const canTryAgain = () => !this.closed && deadline.remainingMs() > RETRY_PAUSE_MS;
     const first = attempt();
@@ -455,7 +554,8 @@ export class EtcdProbeSession {
   /**
    * Watches `key` on `watchEndpoint`, then writes it through `writer` (another member, once one
    * is known; null when none is) and returns how many milliseconds the watch took to deliver the
-   * write. The key is deleted afterwards. The watch stream carries the deadline as its gRPC
+   * write. The key is deleted afterwards, also when the watch timed out: through the member that
+   * wrote it, with a deadline of its own, after the outcome is fixed (see deleteWatchKey). The watch stream carries the deadline as its gRPC
    * deadline and is cancelled on every path, so a hung member cannot keep it (or us) waiting.
    */
   async watchRoundTrip(
@@ -510,17 +610,36 @@ export class EtcdProbeSession {
     } finally {
       finished = true;
       stream?.cancel();
-      if (writtenThrough !== null) {
-        await this.callThroughRaft(writtenThrough, deadline, (client, callDeadline) =>
-          client.kv.deleteRange({ key: keyBytes }, { deadline: callDeadline }),
-        );
-      }
+      if (writtenThrough !== null) await this.deleteWatchKey(writtenThrough, keyBytes, deadline);
     }
   }
 
-  /** Closes every client; calls still in flight settle through their deadline or wall clock. */
+  /**
+   * Deletes a watch probe key: within the round trip's deadline while time is left, else (a hung
+   * watched member spent it right after the write) in the background with a deadline of its own,
+   * not awaited, so the evaluation's hard bound holds.
+   */
+  private async deleteWatchKey(endpoint: string, key: Buffer, deadline: Deadline): Promise<void> {
+    const remove = (client: Etcd3, callDeadline: Date) => client.kv.deleteRange({ key }, { deadline: callDeadline });
+    if (!deadline.expired() && (await this.callThroughRaft(endpoint, deadline, remove)).ok) return;
+    const cleanup = this.call(endpoint, Deadline.after(WATCH_KEY_CLEANUP_MS), remove, true);
+    this.cleanups.add(cleanup);
+    void cleanup.then(() => {
+      this.cleanups.delete(cleanup);
+      if (this.closed && this.cleanups.size === 0) this.release();
+    });
+  }
+
+  /**
+   * Closes every client and destroys every socket they opened (once the watch keys are deleted);
+   * calls still in flight settle at once with an error or through their wall clock.
+   */
   close(): void {
     this.closed = true;
+    if (this.cleanups.size === 0) this.release();
+  }
+
+  private release(): void {
     for (const client of this.clients.values()) {
       try {
         client.close();
@@ -529,5 +648,6 @@ export class EtcdProbeSession {
       }
     }
     this.clients.clear();
+    this.sockets.destroyAll();
   }
 }
