@@ -10,7 +10,7 @@ import path from 'node:path';
 import { startEtcdCluster, type EtcdTestCluster } from '../test/harness/etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
 import { attachPortForward } from '../test/harness/fake-portforward.js';
-import { putCapiSecrets, routeEtcdPods } from '../test/harness/capi-workload.js';
+import { putCapiSecrets, routeEtcdPods, startWorkloadApiServer } from '../test/harness/capi-workload.js';
 import type { CapiFleetReport, CapiFleetSetup } from './capi-fleet-child.js';
 import { firstMessage, killAndWait, spawnTsx, type ResultRow } from './lib.js';
 
@@ -64,7 +64,7 @@ export async function runCapiFleetBench(options: CapiFleetOptions): Promise<Resu
     options.log('capi fleet: starting two etcd clusters (RSA and ECDSA CA) and the stand-ins');
     etcds.push(await startEtcdCluster({ name: 'cfa', caKeyType: 'rsa' }), await startEtcdCluster({ name: 'cfb' }));
     management = await startFakeKubeApiServer();
-    workload = await startFakeKubeApiServer();
+    workload = await startWorkloadApiServer();
     const relay = attachPortForward(workload);
     for (const etcd of etcds) routeEtcdPods(relay, etcd);
     const setup: CapiFleetSetup = { managementKubeconfig: management.kubeconfigFile, clusters: [] };

@@ -5,7 +5,7 @@
 // that only exist in memory.
 import { readFile } from 'node:fs/promises';
 import { ConfigError, type TargetConfig } from './config.js';
-import type { ProbeCredentials } from './adapters/etcd-member-probe.js';
+import { probeCredentialsProblem, type ProbeCredentials } from './adapters/etcd-member-probe.js';
 import type { Deadline } from './core/deadline.js';
 import type { DiscoveredMember } from './core/evaluate.js';
 
@@ -22,6 +22,11 @@ export interface EtcdAccess {
   serverNameFor?(endpoint: string): string | undefined;
   /** Why the way to an endpoint failed, when the relay knows more than the etcd client saw. */
   failureDetail?(endpoint: string): string | undefined;
+  /**
+   * A reason that replaces the etcd client's error for an endpoint entirely: the relay never got
+   * through, and how it failed must not be reported (it would answer a port scan).
+   */
+  unreachable?(endpoint: string): string | undefined;
   /** Releases listeners, relays and connections; the evaluation calls it once, always. */
   close(): Promise<void>;
 }
@@ -62,6 +67,8 @@ export async function readTargetCredentials(target: Pick<TargetConfig, 'name' | 
   if (ca) credentials.ca = ca;
   if (cert) credentials.cert = cert;
   if (key) credentials.key = key;
+  const problem = probeCredentialsProblem(credentials);
+  if (problem !== null) throw new ConfigError(`target ${target.name}`, [`tls: ${problem}`]);
   return credentials;
 }
 

@@ -95,6 +95,10 @@ function relabel(text: string, access: EtcdAccess, endpoints: Iterable<string>):
 
 function relabelOutcome<T>(outcome: Outcome<T>, access: EtcdAccess, endpoints: Iterable<string>): Outcome<T> {
   if (outcome.ok) return outcome;
+  for (const endpoint of endpoints) {
+    const unreachable = access.unreachable?.(endpoint);
+    if (unreachable !== undefined) return { ok: false, error: `${access.describe(endpoint)}: ${unreachable}` };
+  }
   const details = [...endpoints].map((endpoint) => access.failureDetail?.(endpoint)).filter((detail) => detail !== undefined);
   const error = relabel(outcome.error, access, endpoints);
   return { ok: false, error: details.length > 0 ? `${error} (${details.join('; ')})` : error };
@@ -179,10 +183,14 @@ async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, watchT
   try {
     const probes = new Map<string, Promise<EndpointProbe>>();
     // Every probed endpoint's own list too: the core compares them (member-view.ts).
+    // Each relabelled as it settles: what the relay knew then is what explains the failure.
     const lists = new Map<string, Promise<Outcome<MemberListAnswer>>>();
     const reach = (endpoint: string) => {
       probes.set(endpoint, session.probe(endpoint, deadline));
-      lists.set(endpoint, session.listMembers(endpoint, deadline));
+      lists.set(
+        endpoint,
+        session.listMembers(endpoint, deadline).then((list) => relabelOutcome(list, access, [endpoint])),
+      );
     };
     for (const endpoint of access.seedEndpoints) reach(endpoint);
     const memberList = await firstMemberList([...lists.values()]);
@@ -215,13 +223,10 @@ async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, watchT
       if (watch !== undefined) probe.watch = await watch;
     }
     const answers = await Promise.all(
-      [...lists.entries()].map(async ([endpoint, list]) => ({
-        endpoint: access.describe(endpoint),
-        answer: relabelOutcome(await list, access, [endpoint]),
-      })),
+      [...lists.entries()].map(async ([endpoint, list]) => ({ endpoint: access.describe(endpoint), answer: await list })),
     );
     return {
-      memberList: relabelOutcome(memberList, access, access.seedEndpoints),
+      memberList,
       memberLists: answers,
       probes: results.map((probe) => presentProbe(probe, access, memberIdByEndpoint)),
     };

@@ -26,11 +26,12 @@ import {
   X509Certificate as IssuerCertificate,
   X509CertificateGenerator,
 } from '@peculiar/x509';
-import { KubeConfig, type CoreV1Api } from '@kubernetes/client-node';
+import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../core/deadline.js';
 import { EtcdAccessError } from '../etcd-access.js';
 import type { ProbeCredentials } from './etcd-member-probe.js';
 import { callKube } from './kube.js';
+import { boundedSecretValue, parseWorkloadKubeconfig, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 cryptoProvider.set(webcrypto as unknown as Parameters<typeof cryptoProvider.set>[0]);
 
@@ -93,17 +94,10 @@ function algorithmFor(key: KeyObject): SigningAlgorithm | null {
   };
 }
 
-/** The bytes under `key` in a Secret's data (base64 on the wire), or an error naming the Secret and key only. */
-function secretValue(data: Record<string, string> | undefined, key: string, secret: string): Buffer {
-  const encoded = data?.[key];
-  if (encoded === undefined || encoded === '') throw new EtcdAccessError(`Secret ${secret} has no ${JSON.stringify(key)}`);
-  return Buffer.from(encoded, 'base64');
-}
-
 /** Parses `<cluster>-etcd`; every failure names the Secret and key, never their content. */
 export function parseEtcdCa(data: Record<string, string> | undefined, secret: string): EtcdCa {
-  const certPem = secretValue(data, 'tls.crt', secret);
-  const keyPem = secretValue(data, 'tls.key', secret);
+  const certPem = boundedSecretValue(data, 'tls.crt', secret);
+  const keyPem = boundedSecretValue(data, 'tls.key', secret);
   let cert: X509Certificate;
   try {
     cert = new X509Certificate(certPem);
@@ -235,25 +229,9 @@ async function readSecretData(api: CoreV1Api, namespace: string, name: string, d
   }
 }
 
-/** The workload cluster's kubeconfig from `<cluster>-kubeconfig`, without quoting any of it in errors. */
-export function parseWorkloadKubeConfig(data: Record<string, string> | undefined, secret: string): KubeConfig {
-  const text = secretValue(data, 'value', secret).toString('utf8');
-  const kubeConfig = new KubeConfig();
-  try {
-    kubeConfig.loadFromString(text);
-  } catch {
-    throw new EtcdAccessError(`Secret ${secret}: "value" is not a kubeconfig`);
-  }
-  const server = kubeConfig.getCurrentCluster()?.server;
-  if (server === undefined || server === '') {
-    throw new EtcdAccessError(`Secret ${secret}: the kubeconfig's current context names no cluster server`);
-  }
-  return kubeConfig;
-}
-
 export interface CapiCredentials {
-  /** How to talk to the workload cluster's API server (pod port-forward). */
-  workload: KubeConfig;
+  /** How to talk to the workload cluster's API server (pod port-forward): static credentials only. */
+  workload: WorkloadEndpoint;
   /** The etcd CA and a minted client certificate, in memory. */
   etcd: Required<ProbeCredentials>;
 }
@@ -271,7 +249,7 @@ export async function readCapiCredentials(
     readSecretData(api, cluster.namespace, kubeconfigSecret, deadline),
     readSecretData(api, cluster.namespace, etcdSecret, deadline),
   ]);
-  const workload = parseWorkloadKubeConfig(kubeconfigData, secretName(cluster, 'kubeconfig'));
+  const workload = parseWorkloadKubeconfig(kubeconfigData, secretName(cluster, 'kubeconfig'));
   const ca = parseEtcdCa(etcdData, secretName(cluster, 'etcd'));
   const client = await minter.certificateFor(cluster, ca);
   return { workload, etcd: { ca: ca.certPem, cert: client.cert, key: client.key } };

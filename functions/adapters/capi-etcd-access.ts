@@ -57,6 +57,15 @@ export async function openCapiEtcdAccess(
     await closeAll();
     throw new EtcdAccessError(`cannot open a port-forward listener: ${(error as Error).message}`);
   }
+  const listenerOf = (endpoint: string) => {
+    const node = nodeByEndpoint.get(endpoint);
+    return node === undefined ? undefined : listeners.get(node);
+  };
+  // One text for every way the workload API server can fail before a port-forward opens: it is
+  // what tenants see in denials, and the kubeconfig's writer picks the server (see pod-port-forward).
+  const unreachable =
+    `workload API server of ${cluster.namespace}/${cluster.clusterName} unreachable or refused the port-forward ` +
+    `(server and credentials from Secret ${cluster.namespace}/${cluster.clusterName}-kubeconfig)`;
   return {
     seedEndpoints: [...listeners.values()].map((listener) => listener.endpoint),
     credentials: credentials.etcd,
@@ -67,9 +76,10 @@ export async function openCapiEtcdAccess(
       return node === undefined ? endpoint : describePodForward(node);
     },
     failureDetail: (endpoint) => {
-      const node = nodeByEndpoint.get(endpoint);
-      return node === undefined ? undefined : listeners.get(node)?.lastError();
+      const failure = listenerOf(endpoint)?.failure();
+      return failure?.reachedApiServer === true ? failure.detail : undefined;
     },
+    unreachable: (endpoint) => (listenerOf(endpoint)?.failure()?.reachedApiServer === false ? unreachable : undefined),
     close: closeAll,
   };
 }

@@ -3,7 +3,8 @@
 // The PEM bytes stay in memory; errors name the Secret and key, never their content.
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../core/deadline.js';
-import type { ProbeCredentials } from './etcd-member-probe.js';
+import { probeCredentialsProblem, type ProbeCredentials } from './etcd-member-probe.js';
+import { boundedSecretValue } from './workload-kubeconfig.js';
 import { directEtcdAccess, EtcdAccessError, type EtcdAccess } from '../etcd-access.js';
 import type { DruidTlsSecrets } from '../core/targets.js';
 import { callKube } from './kube.js';
@@ -28,9 +29,9 @@ export async function readSecretData(
 
 /** One key of a Secret's data, decoded; an EtcdAccessError when absent or not PEM. */
 export function pemFromSecret(data: Record<string, string>, key: string, secret: string): Buffer {
-  const encoded = data[key];
-  if (encoded === undefined || encoded === '') throw new EtcdAccessError(`Secret ${secret} has no key ${JSON.stringify(key)}`);
-  const pem = Buffer.from(encoded, 'base64');
+  if (data[key] === undefined || data[key] === '')
+    throw new EtcdAccessError(`Secret ${secret} has no key ${JSON.stringify(key)}`);
+  const pem = boundedSecretValue(data, key, secret);
   if (!pem.toString('latin1').includes('-----BEGIN ')) {
     throw new EtcdAccessError(`Secret ${secret}: key ${JSON.stringify(key)} does not hold PEM data`);
   }
@@ -53,6 +54,13 @@ export async function readDruidCredentials(
     const secret = `${namespace}/${tls.clientSecret}`;
     credentials.cert = pemFromSecret(clientData, 'tls.crt', secret);
     credentials.key = pemFromSecret(clientData, 'tls.key', secret);
+  }
+  // Checked here, where the Secrets can be named: a key that is not its certificate's would
+  // otherwise make the etcd client's constructor throw for every member.
+  const problem = probeCredentialsProblem(credentials);
+  if (problem !== null) {
+    const names = [tls.caSecret, tls.clientSecret].filter((name) => name !== undefined).map((name) => `${namespace}/${name}`);
+    throw new EtcdAccessError(`Secret ${names.join(' / ')}: ${problem}`);
   }
   return credentials;
 }

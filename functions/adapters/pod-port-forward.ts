@@ -6,14 +6,23 @@
 // A small adapter on `ws` instead of client-node's PortForward, which has no handshake deadline
 // (a hung API server would leave a pending socket per attempt), never ends the local socket when
 // the WebSocket closes, and only copies the error channel to a stream.
-import net, { type AddressInfo } from 'node:net';
-import type { KubeConfig } from '@kubernetes/client-node';
+import net, { isIP, type AddressInfo } from 'node:net';
+import type { ConnectionOptions } from 'node:tls';
 import WebSocket from 'ws';
 import type { Deadline } from '../core/deadline.js';
+import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 const DATA_CHANNEL = 0;
 const ERROR_CHANNEL = 1;
 const PORT_FORWARD_PROTOCOL = 'v4.channel.k8s.io';
+/**
+ * The largest WebSocket message accepted from a workload API server. The API server relays a
+ * pod's stream in the chunks it reads (io.Copy: 32 KiB); ws's default of 100 MiB let a server
+ * that sends 90 MiB frames take one evaluation past 1.4 GB RSS. A larger frame closes the stream.
+ */
+export const MAX_FRAME_BYTES = 1024 * 1024;
+/** Bytes buffered towards either side before the other side is paused (backpressure). */
+const HIGH_WATER_BYTES = 4 * MAX_FRAME_BYTES;
 
 export interface PodPort {
   namespace: string;
@@ -21,55 +30,105 @@ export interface PodPort {
   port: number;
 }
 
+/**
+ * How forwarded connections failed. Before any WebSocket opened, the API server's answer (or
+ * silence) is not reported: whoever writes the kubeconfig picks the server, and refused,
+ * timed out or "HTTP 404" would tell them what listens where, as seen from the guard.
+ */
+export type ForwardFailure = { reachedApiServer: false } | { reachedApiServer: true; detail: string };
+
 export interface PortForwardListener {
   /** https://127.0.0.1:<random port>: what the etcd client dials. */
   readonly endpoint: string;
-  /** The last reason a forwarded connection failed (handshake refused, error channel), if any. */
-  lastError(): string | undefined;
+  /** Why forwarded connections failed so far, if any did (see ForwardFailure). */
+  failure(): ForwardFailure | undefined;
   /** Stops listening and cuts every forwarded connection and WebSocket. */
   close(): Promise<void>;
 }
 
 function webSocketUrl(server: string, target: PodPort): string {
-  const base = server.replace(/^http/, 'ws').replace(/\/+$/, '');
   const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward`;
-  return `${base}${path}?ports=${target.port}`;
+  return `${server.replace(/^https:/, 'wss:')}${path}?ports=${target.port}`;
+}
+
+/** The API server's error channel text, in our words: it is the server's text, so never quoted. */
+function describeErrorChannel(text: string): string {
+  if (/refused/i.test(text)) return 'port-forward error: the pod refused the connection';
+  if (/not found|NotFound/i.test(text)) return 'port-forward error: the pod or its port was not found';
+  if (/timed? ?out|deadline/i.test(text)) return 'port-forward error: the connection to the pod timed out';
+  return 'port-forward error: the API server could not forward to the pod';
+}
+
+/** A `ws` error after the stream opened, in our words. */
+function describeStreamError(error: Error & { code?: string }): string {
+  if (error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+    return `port-forward closed: the API server sent a frame over ${MAX_FRAME_BYTES / 1024 / 1024} MiB`;
+  }
+  if (typeof error.code === 'string' && error.code.startsWith('WS_ERR_')) return 'port-forward closed: invalid WebSocket frame';
+  return 'port-forward stream lost';
+}
+
+interface ListenerState {
+  attempts: number;
+  opened: number;
+  detail: string | undefined;
 }
 
 /** One accepted connection relayed over one WebSocket. */
 class ForwardedConnection {
   private readonly prefixPending = new Set([DATA_CHANNEL, ERROR_CHANNEL]);
   private webSocket: WebSocket | undefined;
+  private opened = false;
   private closed = false;
 
   constructor(
     private readonly socket: net.Socket,
-    private readonly reportError: (reason: string) => void,
+    private readonly state: ListenerState,
   ) {
     socket.pause();
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
   }
 
-  start(url: string, options: WebSocket.ClientOptions): void {
+  start(url: string, options: ForwardOptions): void {
     if (this.socket.destroyed) return;
-    const webSocket = new WebSocket(url, [PORT_FORWARD_PROTOCOL], { ...options, perMessageDeflate: false });
+    this.state.attempts += 1;
+    let webSocket: WebSocket;
+    try {
+      webSocket = new WebSocket(url, [PORT_FORWARD_PROTOCOL], options as WebSocket.ClientOptions);
+    } catch {
+      // A URL or TLS option ws cannot use must fail this connection, never the process.
+      this.close();
+      return;
+    }
     this.webSocket = webSocket;
     webSocket.on('unexpected-response', (_request, response) => {
-      this.onError(`port-forward refused by the API server: HTTP ${response.statusCode ?? '?'}`);
       response.resume();
       this.close();
     });
     webSocket.on('error', (error) => {
-      this.onError(`port-forward failed: ${error.message.split('\n')[0] ?? 'error'}`);
+      if (this.opened) this.onError(describeStreamError(error));
       this.close();
     });
     webSocket.on('close', () => this.close());
-    webSocket.on('open', () => {
-      this.socket.on('data', (chunk: Buffer) => webSocket.send(Buffer.concat([Buffer.of(DATA_CHANNEL), chunk])));
-      this.socket.resume();
-    });
+    webSocket.on('open', () => this.relay(webSocket));
     webSocket.on('message', (data: Buffer) => this.receive(data));
+  }
+
+  /** Local bytes go out on channel 0; each side pauses the other while its buffer is full. */
+  private relay(webSocket: WebSocket): void {
+    this.opened = true;
+    this.state.opened += 1;
+    this.socket.on('data', (chunk: Buffer) => {
+      webSocket.send(Buffer.concat([Buffer.of(DATA_CHANNEL), chunk]), () => {
+        if (webSocket.bufferedAmount < HIGH_WATER_BYTES && this.socket.isPaused() && !this.closed) this.socket.resume();
+      });
+      if (webSocket.bufferedAmount >= HIGH_WATER_BYTES) this.socket.pause();
+    });
+    this.socket.on('drain', () => {
+      if (webSocket.isPaused) webSocket.resume();
+    });
+    this.socket.resume();
   }
 
   private receive(frame: Buffer): void {
@@ -84,17 +143,16 @@ class ForwardedConnection {
     }
     if (payload.length === 0) return;
     if (channel === DATA_CHANNEL) {
-      this.socket.write(payload);
+      if (!this.socket.write(payload) || this.socket.writableLength >= HIGH_WATER_BYTES) this.webSocket?.pause();
     } else if (channel === ERROR_CHANNEL) {
-      const text = payload.toString('utf8').split('\n')[0]?.slice(0, 200) ?? '';
-      this.onError(`port-forward error: ${text}`);
+      this.onError(describeErrorChannel(payload.subarray(0, 1024).toString('utf8')));
       this.close();
     }
   }
 
   /** Only the first failure is the cause: closing a connection makes `ws` report its own. */
   private onError(reason: string): void {
-    if (!this.closed) this.reportError(reason);
+    if (!this.closed) this.state.detail = reason;
   }
 
   close(): void {
@@ -105,30 +163,47 @@ class ForwardedConnection {
   }
 }
 
-/** The TLS and auth options the kubeconfig gives (CA, client cert, bearer token header). */
-async function connectOptions(kubeConfig: KubeConfig): Promise<WebSocket.ClientOptions> {
-  const options: { ca?: Buffer; cert?: Buffer; key?: Buffer; headers?: Record<string, string>; rejectUnauthorized?: boolean } =
-    {};
-  await kubeConfig.applyToHTTPSOptions(options);
+/**
+ * The WebSocket options from the kubeconfig's static fields only: its TLS context (CA, client
+ * certificate), the server name to verify, the bearer token. Nothing of client-node's auth runs.
+ */
+/** ws hands its options to tls.connect; its types list only some of the TLS ones. */
+type ForwardOptions = Omit<WebSocket.ClientOptions, 'checkServerIdentity'> &
+  Pick<ConnectionOptions, 'secureContext' | 'servername' | 'checkServerIdentity'>;
+
+function connectOptions(workload: WorkloadEndpoint): ForwardOptions {
+  const options: ForwardOptions = {
+    secureContext: workload.secureContext,
+    rejectUnauthorized: true,
+    perMessageDeflate: false,
+    maxPayload: MAX_FRAME_BYTES,
+    followRedirects: false,
+    headers: workload.token === undefined ? {} : { Authorization: `Bearer ${workload.token}` },
+  };
+  const name = workload.tlsServerName;
+  if (name !== undefined) {
+    // No SNI for an IP (RFC 6066); the certificate is checked against the name either way.
+    options.servername = isIP(name) === 0 ? name : '';
+    options.checkServerIdentity = serverIdentityCheck(name);
+  }
   return options;
 }
 
 /**
- * Listens on 127.0.0.1:0; every connection to it is forwarded to `target` through the API server
- * of `kubeConfig`. Each WebSocket handshake must finish before `deadline`.
+ * Listens on 127.0.0.1:0; every connection to it is forwarded to `target` through the workload
+ * API server. Each WebSocket handshake must finish before `deadline`.
  */
 export async function listenForPodPort(
-  kubeConfig: KubeConfig,
+  workload: WorkloadEndpoint,
   target: PodPort,
   deadline: Deadline,
 ): Promise<PortForwardListener> {
-  const server = kubeConfig.getCurrentCluster()?.server ?? '';
-  const url = webSocketUrl(server, target);
-  const options = await connectOptions(kubeConfig);
+  const url = webSocketUrl(workload.server, target);
+  const options = connectOptions(workload);
   const connections = new Set<ForwardedConnection>();
-  let lastError: string | undefined;
+  const state: ListenerState = { attempts: 0, opened: 0, detail: undefined };
   const listener = net.createServer((socket) => {
-    const connection = new ForwardedConnection(socket, (reason) => (lastError = reason));
+    const connection = new ForwardedConnection(socket, state);
     connections.add(connection);
     socket.on('close', () => connections.delete(connection));
     connection.start(url, { ...options, handshakeTimeout: Math.max(1, Math.round(deadline.remainingMs())) });
@@ -140,7 +215,11 @@ export async function listenForPodPort(
   const port = (listener.address() as AddressInfo).port;
   return {
     endpoint: `https://127.0.0.1:${port}`,
-    lastError: () => lastError,
+    failure: () => {
+      if (state.attempts === 0) return undefined;
+      if (state.opened === 0) return { reachedApiServer: false };
+      return state.detail === undefined ? undefined : { reachedApiServer: true, detail: state.detail };
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const connection of connections) connection.close();

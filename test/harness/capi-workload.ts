@@ -2,9 +2,31 @@
 // stand-in workload API server serving pod port-forward to each member's static pod
 // kube-system/etcd-<node>, and on the management stand-in the two Secrets KCP reads:
 // `<cluster>-kubeconfig` (value) and `<cluster>-etcd` (tls.crt, tls.key).
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { generateTestCerts } from './certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './fake-kube-apiserver.js';
+
+/**
+ * A workload API server stand-in over HTTPS with a CA of its own, which its kubeconfig carries as
+ * certificate-authority-data: the product takes only static credentials from a workload
+ * kubeconfig and never plain http. `close()` also removes its certificates.
+ */
+export async function startWorkloadApiServer(): Promise<FakeKubeApiServer> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'workload-apiserver-'));
+  const pki = await generateTestCerts(dir);
+  const server = await startFakeKubeApiServer({
+    tls: { certFile: pki.serverCertFile, keyFile: pki.serverKeyFile, caFile: pki.caFile },
+  });
+  const close = server.close;
+  server.close = async () => {
+    await close();
+    await rm(dir, { recursive: true, force: true });
+  };
+  return server;
+}
 import { attachPortForward, type PortForwardRelay } from './fake-portforward.js';
 
 export interface CapiWorkload {
@@ -57,11 +79,10 @@ export async function startCapiWorkload(
   options: { namespace: string; clusterName: string; caKeyType?: 'ec' | 'rsa' },
 ): Promise<CapiWorkload> {
   const cluster = { namespace: options.namespace, clusterName: options.clusterName };
-  const etcd = await startEtcdCluster({
-    name: options.clusterName,
-    ...(options.caKeyType ? { caKeyType: options.caKeyType } : {}),
-  });
-  const apiServer = await startFakeKubeApiServer();
+  const [etcd, apiServer] = await Promise.all([
+    startEtcdCluster({ name: options.clusterName, ...(options.caKeyType ? { caKeyType: options.caKeyType } : {}) }),
+    startWorkloadApiServer(),
+  ]);
   const relay = attachPortForward(apiServer);
   routeEtcdPods(relay, etcd);
   await putCapiSecrets(management, cluster, { apiServer, etcd });

@@ -6,8 +6,9 @@
 // server (auth, forbid, hang, request log) and the route table; each resource family is one
 // handler under fake-kube/.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -86,13 +87,17 @@ function forbiddenStatus(entry: FakeRequest, user: string) {
   return statusBody(403, 'Forbidden', message, { ...(entry.name !== null ? { name: entry.name } : {}), kind: entry.resource });
 }
 
-function writeKubeconfig(directory: string, url: string, token: string): string {
+function writeKubeconfig(directory: string, url: string, token: string, caPem: Buffer | undefined): string {
   const file = path.join(directory, 'kubeconfig');
+  const cluster =
+    caPem === undefined
+      ? // client-node refuses plain http unless TLS verification is explicitly skipped.
+        { server: url, 'insecure-skip-tls-verify': true }
+      : { server: url, 'certificate-authority-data': caPem.toString('base64') };
   const kubeconfig = {
     apiVersion: 'v1',
     kind: 'Config',
-    // client-node refuses plain http unless TLS verification is explicitly skipped.
-    clusters: [{ name: 'fake', cluster: { server: url, 'insecure-skip-tls-verify': true } }],
+    clusters: [{ name: 'fake', cluster }],
     users: [{ name: 'evaluator', user: { token } }],
     contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'evaluator', namespace: 'etcd-guard' } }],
     'current-context': 'fake',
@@ -101,7 +106,17 @@ function writeKubeconfig(directory: string, url: string, token: string): string 
   return file;
 }
 
-export async function startFakeKubeApiServer(options: { user?: string } = {}): Promise<FakeKubeApiServer> {
+export interface FakeKubeApiServerOptions {
+  user?: string;
+  /**
+   * Serve HTTPS with this certificate; the kubeconfig then carries the CA as
+   * certificate-authority-data (as a workload cluster's `<cluster>-kubeconfig` does) instead of
+   * skipping verification over plain http.
+   */
+  tls?: { certFile: string; keyFile: string; caFile: string };
+}
+
+export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions = {}): Promise<FakeKubeApiServer> {
   const user = options.user ?? DEFAULT_USER;
   const token = randomBytes(16).toString('hex');
   const revision = new Revision();
@@ -173,14 +188,20 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     }
   }
 
-  const server: Server = createServer((request, response) => {
+  const listener = (request: IncomingMessage, response: ServerResponse) => {
     handle(request, response).catch((error: unknown) => {
       if (!response.headersSent) {
         response.writeHead(500, { 'content-type': 'application/json' });
         response.end(JSON.stringify(statusBody(500, 'InternalError', `fake apiserver failed: ${(error as Error).message}`)));
       }
     });
-  });
+  };
+  const tls = options.tls;
+  const server: Server =
+    tls === undefined
+      ? createServer(listener)
+      : createHttpsServer({ cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) }, listener);
+  if (tls !== undefined) server.on('tlsClientError', (_error, socket) => socket.destroy());
   server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
     const pathname = new URL(request.url ?? '/', 'http://fake').pathname;
     requests.push({
@@ -209,12 +230,12 @@ export async function startFakeKubeApiServer(options: { user?: string } = {}): P
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
   });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const directory = mkdtempSync(path.join(tmpdir(), 'fake-kube-'));
 
   return {
     url,
-    kubeconfigFile: writeKubeconfig(directory, url, token),
+    kubeconfigFile: writeKubeconfig(directory, url, token, tls === undefined ? undefined : readFileSync(tls.caFile)),
     token,
     requests,
     forbid: (verb, resource, namespace) => void forbidden.push({ verb, resource, namespace }),
