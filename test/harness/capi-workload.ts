@@ -2,6 +2,7 @@
 // stand-in workload API server serving pod port-forward to each member's static pod
 // kube-system/etcd-<node>, and on the management stand-in the two Secrets KCP reads:
 // `<cluster>-kubeconfig` (value) and `<cluster>-etcd` (tls.crt, tls.key).
+import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -96,4 +97,55 @@ export async function startCapiWorkload(
       await Promise.all([apiServer.close(), etcd.destroy()]);
     },
   };
+}
+
+/**
+ * The Cluster API objects discovery reads for a workload, linked both ways as Cluster API links
+ * them: a Cluster whose spec.controlPlaneRef names the KCP, the KCP owned by that Cluster (uid)
+ * and labelled with its name, and a control-plane Machine per node.
+ */
+export function putControlPlaneObjects(
+  management: FakeKubeApiServer,
+  cluster: { namespace: string; clusterName: string },
+  nodeNames: readonly string[],
+): { kcpName: string } {
+  const { namespace, clusterName } = cluster;
+  const kcpName = `${clusterName}-control-plane`;
+  const clusterUid = createHash('sha256').update(`${namespace}/${clusterName}`).digest('hex').slice(0, 32);
+  const label = { 'cluster.x-k8s.io/cluster-name': clusterName };
+  const kcpRef = { apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1', kind: 'KubeadmControlPlane', name: kcpName, namespace };
+  management.putObject('clusters', {
+    apiVersion: 'cluster.x-k8s.io/v1beta1',
+    kind: 'Cluster',
+    metadata: { name: clusterName, namespace, uid: clusterUid },
+    spec: { controlPlaneRef: kcpRef },
+  });
+  management.putObject('kubeadmcontrolplanes', {
+    apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1',
+    kind: 'KubeadmControlPlane',
+    metadata: {
+      name: kcpName,
+      namespace,
+      uid: createHash('sha256').update(`${namespace}/${kcpName}`).digest('hex').slice(0, 32),
+      labels: label,
+      ownerReferences: [
+        { apiVersion: 'cluster.x-k8s.io/v1beta1', kind: 'Cluster', name: clusterName, uid: clusterUid, controller: true },
+      ],
+    },
+    spec: { replicas: nodeNames.length, version: 'v1.30.4' },
+  });
+  for (const node of nodeNames) {
+    management.putObject('machines', {
+      apiVersion: 'cluster.x-k8s.io/v1beta1',
+      kind: 'Machine',
+      metadata: {
+        name: `${node}-machine`,
+        namespace,
+        creationTimestamp: '2026-11-02T09:15:00Z',
+        labels: { ...label, 'cluster.x-k8s.io/control-plane': '', 'cluster.x-k8s.io/control-plane-name': kcpName },
+      },
+      status: { nodeRef: { name: node } },
+    });
+  }
+  return { kcpName };
 }

@@ -21,6 +21,8 @@ export interface PortForwardRelay {
   openStreams(): number;
   /** Streams opened so far. */
   streamsOpened(): number;
+  /** A hostile server: every stream opens with one data frame of this many bytes (null: none). */
+  sendOnOpen(frameBytes: number | null): void;
 }
 
 function portPrefix(channel: number, port: number): Buffer {
@@ -41,6 +43,7 @@ function refuse(socket: net.Socket, code: number, reason: string, message: strin
 export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRelay {
   const pods = new Map<string, { host: string; port: number }>();
   let stalled: Set<string> | 'all' | null = null;
+  let floodFrame: Buffer | null = null;
   let open = 0;
   let opened = 0;
   const webSockets = new WebSocketServer({
@@ -55,6 +58,7 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
     opened += 1;
     webSocket.send(portPrefix(0, port));
     webSocket.send(portPrefix(1, port));
+    if (floodFrame !== null) webSocket.send(floodFrame);
     const upstream = net.connect(address.port, address.host);
     upstream.on('data', (chunk) => {
       if (!isStalled(pod)) webSocket.send(Buffer.concat([Buffer.of(0), chunk]));
@@ -95,5 +99,6 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
     unstall: () => void (stalled = null),
     openStreams: () => open,
     streamsOpened: () => opened,
+    sendOnOpen: (frameBytes) => void (floodFrame = frameBytes === null ? null : Buffer.alloc(frameBytes, 0)),
   };
 }

@@ -8,6 +8,20 @@ export interface ProcessRun {
   stderr: string;
   /** From spawn to the end, measured from outside the process. */
   wallMs: number;
+  /**
+   * Node's own report of an uncaught exception or unhandled rejection that ended the process
+   * (its stderr from the first such line), or null: a test asserts it is null, so a crash of a
+   * child fails the suite as one in the test process would.
+   */
+  uncaught: string | null;
+}
+
+/** Node ≥ 18 ends a crash report with "Node.js v<version>"; older lines name the mechanism. */
+const CRASH_MARKERS = /triggerUncaughtException|UnhandledPromiseRejection|ERR_UNHANDLED_REJECTION|^Node\.js v\d+/m;
+
+export function uncaughtReport(stderr: string): string | null {
+  const match = CRASH_MARKERS.exec(stderr);
+  return match === null ? null : stderr.slice(Math.max(0, match.index - 2_000), match.index + 500);
 }
 
 export interface RunProcessOptions {
@@ -24,6 +38,8 @@ export interface RunProcessOptions {
    * the process itself exits, for tools whose grandchildren may hold the pipes open.
    */
   settleOn?: 'close' | 'exit';
+  /** Called with the child's pid once it is spawned (e.g. to sample its memory from /proc). */
+  onSpawn?: (pid: number) => void;
 }
 
 export const DEFAULT_PROCESS_TIMEOUT_MS = 30_000;
@@ -39,6 +55,7 @@ export function runProcess(command: string, args: string[], options: RunProcessO
       // A tool that reads stdin when given no input (serverless invoke local) must never wait on it.
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    if (child.pid !== undefined) options.onSpawn?.(child.pid);
     let stdout = '';
     let stderr = '';
     // setEncoding keeps a multi-byte character split across two chunks whole.
@@ -57,7 +74,7 @@ export function runProcess(command: string, args: string[], options: RunProcessO
     });
     child.once(options.settleOn ?? 'close', (code: number | null) => {
       clearTimeout(guard);
-      resolve({ code, stdout, stderr, wallMs: performance.now() - started });
+      resolve({ code, stdout, stderr, wallMs: performance.now() - started, uncaught: uncaughtReport(stderr) });
     });
   });
 }
