@@ -60,10 +60,10 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
     ...(discovery.watchProbe === true && { watchProbe: true }),
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
-  const run = async (
+  const run = async <Listed>(
     source: 'capi' | 'druid',
-    list: () => Promise<unknown[]>,
-    toTargets: (items: unknown[]) => ProviderResult,
+    list: () => Promise<Listed>,
+    toTargets: (listed: Listed) => ProviderResult,
   ) => {
     try {
       return toTargets(await list());
@@ -77,8 +77,14 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
     capi
       ? run(
           'capi',
-          () => adapter.listKubeadmControlPlanes(api, capi, deadline),
-          (items) => capiTargets(items, withEnforcement(defaults, capi.enforcement)),
+          async () => {
+            const [kcps, clusters] = await Promise.all([
+              adapter.listKubeadmControlPlanes(api, capi, deadline),
+              adapter.listClusters(api, capi, deadline),
+            ]);
+            return { kcps, clusters };
+          },
+          ({ kcps, clusters }) => capiTargets(kcps, clusters, withEnforcement(defaults, capi.enforcement)),
         )
       : null,
     druid

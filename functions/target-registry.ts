@@ -2,9 +2,11 @@
 // the discovered ones after each discovery round, refreshed every discovery.refreshSeconds. A
 // provider that fails a round keeps its previous targets (an apiserver blip must not unguard a
 // fleet); a target that disappears from a successful round is dropped, so it is no longer
-// evaluated and its last evaluation simply ages out.
+// evaluated and its last evaluation simply ages out. Until a provider has listed once, every object
+// in its scope is unresolved (see fleet()): the webhook denies its guarded changes rather than
+// judging them by a static target.
 import type { GuardConfig } from './config.js';
-import type { DiscoveryProblem, Target } from './core/targets.js';
+import type { DiscoveryProblem, FleetView, Target, TargetSource } from './core/targets.js';
 import { resolveTargets, staticTargets, type DiscoveryFailure, type ResolvedTargets } from './discovery.js';
 
 export interface TargetRegistryOptions {
@@ -19,6 +21,7 @@ export interface TargetRegistryOptions {
 export class TargetRegistry {
   private current: Target[];
   private lastProblems: DiscoveryProblem[] = [];
+  private readonly listed = new Set<Exclude<TargetSource, 'static'>>();
   private lastFailures: DiscoveryFailure[] = [];
   private timer: NodeJS.Timeout | null = null;
   private round: Promise<void> | null = null;
@@ -50,6 +53,11 @@ export class TargetRegistry {
     return this.lastFailures;
   }
 
+  /** Which providers have listed at least once, and what they could not resolve. */
+  fleet(): FleetView {
+    return { listed: this.listed, problems: this.lastProblems };
+  }
+
   /** One discovery round (rounds never overlap: a call during a round shares it). */
   refresh(): Promise<void> {
     if (this.config.discovery === undefined) return Promise.resolve();
@@ -68,7 +76,13 @@ export class TargetRegistry {
     const next = [...resolved.targets, ...kept.filter((target) => !names.has(target.name))];
     const changed = next.map((target) => target.name).join('\n') !== this.names().join('\n');
     this.current = next;
-    this.lastProblems = resolved.problems;
+    // A provider that failed this round keeps its previous problems, as it keeps its targets.
+    const keptProblems = this.lastProblems.filter((problem) => failed.has('discovery') || failed.has(problem.source));
+    this.lastProblems = [...resolved.problems, ...keptProblems];
+    for (const source of ['capi', 'druid'] as const) {
+      if (this.config.discovery?.[source] !== undefined && !failed.has(source) && !failed.has('discovery'))
+        this.listed.add(source);
+    }
     this.lastFailures = resolved.failures;
     this.options.onRound?.({ problems: resolved.problems, failures: resolved.failures });
     if (changed) this.options.onChange?.(next);

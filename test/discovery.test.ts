@@ -13,6 +13,8 @@ import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from 
 const fixture = (name: string): FakeObject =>
   JSON.parse(readFileSync(new URL(`./fixtures/discovery/${name}.json`, import.meta.url), 'utf8')) as FakeObject;
 const DEFAULTS = { timeout: 5000 };
+/** The Clusters the KCP fixtures belong to (owner reference uid, controlPlaneRef back). */
+const CLUSTERS = [fixture('cluster-prod'), fixture('cluster-staging-v1beta2')];
 
 describe('discovered target names', () => {
   it.each([
@@ -102,7 +104,7 @@ describe('discovered target names', () => {
 
 describe('capi provider (pure)', () => {
   it('makes a target per stacked-etcd KubeadmControlPlane of either version, named by its Cluster', () => {
-    const { targets, problems } = capiTargets([fixture('kcp-v1beta1'), fixture('kcp-v1beta2')], DEFAULTS);
+    const { targets, problems } = capiTargets([fixture('kcp-v1beta1'), fixture('kcp-v1beta2')], CLUSTERS, DEFAULTS);
     expect(problems).toEqual([]);
     expect(targets.map((target) => [target.name, target.source, target.guards, target.reach, target.quotaBackendBytes])).toEqual([
       [
@@ -124,26 +126,76 @@ describe('capi provider (pure)', () => {
     expect(targets[0]?.timeout).toBe(5000);
   });
 
-  it('the Cluster owner reference wins over the cluster-name label', () => {
+  it('a cluster-name label that disagrees with the Cluster owner reference resolves nothing', () => {
     const kcp = fixture('kcp-v1beta1');
     kcp.metadata.labels = { 'cluster.x-k8s.io/cluster-name': 'relabelled' };
-    expect(capiTargets([kcp], DEFAULTS).targets[0]?.name).toBe('capi-fleet-prod');
+    const { targets, problems } = capiTargets([kcp], CLUSTERS, DEFAULTS);
+    expect(targets).toEqual([]);
+    expect(problems[0]?.message).toBe('its cluster.x-k8s.io/cluster-name label disagrees with its Cluster owner reference');
   });
 
-  it.each([
-    ['external etcd', (kcp: FakeObject) => kcp, 'kcp-external-etcd', 'uses external etcd'],
+  type Edit = (kcp: FakeObject, clusters: FakeObject[]) => void;
+  const owner = (kcp: FakeObject) => (kcp.metadata.ownerReferences as Array<Record<string, unknown>>)[0] ?? {};
+  const controlPlaneRef = (cluster: FakeObject | undefined) =>
+    (cluster as unknown as { spec: { controlPlaneRef: Record<string, unknown> } }).spec.controlPlaneRef;
+  it.each<[string, Edit, string]>([
+    ['external etcd', () => undefined, 'uses external etcd'],
     [
-      'no Cluster owner and no label',
-      (kcp: FakeObject) => ({ ...kcp, metadata: { name: kcp.metadata.name, namespace: 'fleet' } }),
-      'kcp-v1beta1',
+      'no Cluster owner reference, only the cluster-name label',
+      (kcp) => void (kcp.metadata.ownerReferences = []),
       'has no Cluster owner reference',
     ],
-    ['no namespace', (kcp: FakeObject) => ({ ...kcp, metadata: { name: 'x' } }), 'kcp-v1beta1', 'without namespace or name'],
-  ])('%s: no target, a problem naming the object', (_case, edit, name, message) => {
-    const { targets, problems } = capiTargets([edit(fixture(name))], DEFAULTS);
+    ['no namespace', (kcp) => void (kcp.metadata = { name: 'x' }), 'without namespace or name'],
+    [
+      'an owner reference without uid',
+      (kcp) => void delete owner(kcp).uid,
+      'its Cluster owner reference names no Cluster by name and uid',
+    ],
+    [
+      'an owner reference whose uid is another Cluster’s (a fake Cluster re-created under the name)',
+      (kcp) => void (owner(kcp).uid = '00000000-0000-4000-8000-000000000000'),
+      'carries a uid other than that Cluster’s',
+    ],
+    [
+      'an owner reference to a Cluster that does not exist',
+      (kcp) => void (owner(kcp).name = 'fake'),
+      'names a Cluster not found in its namespace',
+    ],
+    [
+      'a Cluster in another namespace of the same name',
+      (_kcp, clusters) =>
+        void (clusters[0] = { ...clusters[0], metadata: { ...clusters[0]?.metadata, namespace: 'other' } } as FakeObject),
+      'names a Cluster not found in its namespace',
+    ],
+    [
+      'a Cluster whose controlPlaneRef names another KCP',
+      (_kcp, clusters) => void (controlPlaneRef(clusters[0]).name = 'other-control-plane'),
+      'spec.controlPlaneRef does not name this KubeadmControlPlane',
+    ],
+    [
+      'a Cluster whose controlPlaneRef names another namespace',
+      (_kcp, clusters) => void (controlPlaneRef(clusters[0]).namespace = 'team-b'),
+      'spec.controlPlaneRef does not name this KubeadmControlPlane',
+    ],
+    [
+      'a Cluster whose controlPlaneRef names another group',
+      (_kcp, clusters) => void (controlPlaneRef(clusters[0]).apiVersion = 'controlplane.example.com/v1'),
+      'spec.controlPlaneRef does not name this KubeadmControlPlane',
+    ],
+    [
+      'two Cluster owner references',
+      (kcp) => void (kcp.metadata.ownerReferences = [owner(kcp), { ...owner(kcp), name: 'fake' }]),
+      'has 2 Cluster owner references',
+    ],
+  ])('%s: no target, a problem naming the object', (_case, edit, message) => {
+    const kcp = _case === 'external etcd' ? fixture('kcp-external-etcd') : fixture('kcp-v1beta1');
+    const clusters = structuredClone(CLUSTERS);
+    edit(kcp, clusters);
+    const { targets, problems } = capiTargets([kcp], clusters, DEFAULTS);
     expect(targets).toEqual([]);
     expect(problems).toHaveLength(1);
     expect(problems[0]?.message).toContain(message);
+    expect(problems[0]?.staticMayJudge).toBe(_case === 'external etcd' ? true : undefined);
   });
 });
 
@@ -201,7 +253,7 @@ describe('druid provider (pure)', () => {
 describe('merging static and discovered targets', () => {
   it('a discovered name already taken (by a static target or another object) evaluates none of the claimants', () => {
     const config = parseGuardConfig({ targets: [{ name: 'capi-fleet-prod', endpoints: ['https://127.0.0.1:2379'] }] }, 'test');
-    const kcp = capiTargets([fixture('kcp-v1beta1')], DEFAULTS).targets;
+    const kcp = capiTargets([fixture('kcp-v1beta1')], CLUSTERS, DEFAULTS).targets;
     const merged = mergeTargets(config.targets, kcp);
     expect(merged.targets.map((target) => `${target.source}:${target.name}`)).toEqual(['static:capi-fleet-prod']);
     expect(merged.problems[0]?.message).toBe(
@@ -235,6 +287,7 @@ describe('discovery against the stand-in apiserver', () => {
     fake.putObject('kubeadmcontrolplanes', fixture('kcp-v1beta2'));
     fake.putObject('kubeadmcontrolplanes', fixture('kcp-external-etcd'));
     fake.putObject('etcds', fixture('etcd-druid'));
+    for (const cluster of CLUSTERS) fake.putObject('clusters', cluster);
   });
 
   afterEach(async () => {
@@ -277,7 +330,10 @@ describe('discovery against the stand-in apiserver', () => {
     const resolved = await resolveTargets(configWith({ capi: { namespaces: ['fleet'] } }));
     expect(resolved.failures).toEqual([]);
     expect(resolved.targets.map((target) => target.name)).toEqual(['capi-fleet-prod']);
-    expect(fake.requests.map((request) => request.status)).toEqual([404, 200]);
+    const statuses = (resource: string) =>
+      fake.requests.filter((request) => request.path.endsWith(`/${resource}`)).map((request) => request.status);
+    expect(statuses('kubeadmcontrolplanes')).toEqual([404, 200]);
+    expect(statuses('clusters')).toEqual([200]);
   });
 
   it('a provider that cannot list is a failure naming it; the other provider and static targets stay', async () => {

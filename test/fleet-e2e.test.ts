@@ -63,13 +63,22 @@ function putKubeadmControlPlane(workload: CapiWorkload, apiVersion: string): voi
     metadata: { name: string } & Record<string, unknown>;
   };
   kcp.apiVersion = apiVersion;
+  const clusterUid = `${workload.cluster.namespace}-${workload.cluster.clusterName}-uid`;
   Object.assign(kcp.metadata, {
     name: controlPlaneOf(workload),
     namespace: workload.cluster.namespace,
     labels: { 'cluster.x-k8s.io/cluster-name': workload.cluster.clusterName },
-    ownerReferences: [],
+    ownerReferences: [
+      { apiVersion: 'cluster.x-k8s.io/v1beta1', kind: 'Cluster', name: workload.cluster.clusterName, uid: clusterUid },
+    ],
   });
   management.putObject('kubeadmcontrolplanes', kcp);
+  management.putObject('clusters', {
+    apiVersion: 'cluster.x-k8s.io/v1beta1',
+    kind: 'Cluster',
+    metadata: { name: workload.cluster.clusterName, namespace: workload.cluster.namespace, uid: clusterUid },
+    spec: { controlPlaneRef: { apiVersion, kind: 'KubeadmControlPlane', name: controlPlaneOf(workload) } },
+  });
   for (const node of workload.nodeNames) {
     management.putObject('machines', {
       apiVersion: 'cluster.x-k8s.io/v1beta1',

@@ -42,7 +42,7 @@ const config = parseGuardConfig(
   'test',
 );
 const discovered: Target[] = [
-  ...capiTargets([object('kcp-v1beta1')], { timeout: 5000 }).targets,
+  ...capiTargets([object('kcp-v1beta1')], [object('cluster-prod')], { timeout: 5000 }).targets,
   ...druidTargets([object('etcd-druid')], { timeout: 5000 }).targets,
 ];
 const targets = [...config.targets.map(staticTarget), ...discovered];
@@ -76,22 +76,34 @@ describe('matching by identity', () => {
     expect(classification.kind === 'needs-evaluation' && classification.target.name).toBe(expected);
   });
 
-  it('an object no discovered target guards falls to the static targets, never to a discovered one', () => {
+  it('an object in discovery’s scope no discovered target guards is denied as unresolved, never judged by another target', () => {
+    const fleet = { listed: new Set(['capi', 'druid'] as const), problems: [] };
     const other = classifyRequest(
       review('kcp-v1beta1-edit-version.json', 'fleet', 'other-cp').request,
       config,
       undefined,
       targets,
+      fleet,
     );
-    expect(other).toMatchObject({ kind: 'deny', reason: 'no-target' });
+    expect(other).toMatchObject({ kind: 'deny', reason: 'unresolved' });
+    expect(other.kind === 'deny' && other.message).toContain('was not there when discovery last listed');
     // The same Etcd name in another namespace is another object.
     const elsewhere = classifyRequest(
       review('etcd-druid-replicas-3-to-5.json', 'other', 'etcd-main').request,
       config,
       undefined,
       targets,
+      fleet,
     );
-    expect(elsewhere).toMatchObject({ kind: 'deny', reason: 'no-target' });
+    expect(elsewhere).toMatchObject({ kind: 'deny', reason: 'unresolved' });
+    // Before discovery has listed at all, the reason says so.
+    const early = classifyRequest(
+      review('kcp-v1beta1-edit-version.json', 'fleet', 'other-cp').request,
+      config,
+      undefined,
+      targets,
+    );
+    expect(early.kind === 'deny' && early.message).toContain('discovery has not listed the management cluster yet');
   });
 
   it('an unguarded edit of a discovered KCP (labels only) is allowed: identity does not move with labels', () => {
@@ -116,6 +128,8 @@ describe('the webhook with discovery against the stand-in apiserver', () => {
     workDir = mkdtempSync(path.join(tmpdir(), 'fleet-webhook-'));
     fake = await startFakeKubeApiServer();
     fake.putObject('kubeadmcontrolplanes', object('kcp-v1beta1'));
+    fake.putObject('clusters', object('cluster-prod'));
+    fake.putObject('clusters', object('cluster-prod'));
     fake.putObject('kubeadmcontrolplanes', object('kcp-external-etcd'));
     fake.putObject('etcds', object('etcd-druid'));
     const guardConfig = parseGuardConfig(

@@ -20,6 +20,7 @@ let dir: string;
 beforeEach(async () => {
   fake = await startFakeKubeApiServer();
   fake.putObject('kubeadmcontrolplanes', object('kcp-v1beta1'));
+  fake.putObject('clusters', object('cluster-prod'));
   fake.putObject('kubeadmcontrolplanes', object('kcp-external-etcd'));
   fake.putObject('etcds', object('etcd-druid'));
   dir = mkdtempSync(path.join(tmpdir(), 'targets-command-'));

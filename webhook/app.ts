@@ -9,7 +9,7 @@ import { Deadline, withTimeout } from '../functions/core/deadline.js';
 import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
-import { staticTarget, targetOverview, type Target } from '../functions/core/targets.js';
+import { staticTarget, targetOverview, type FleetView, type Target } from '../functions/core/targets.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest, LABELS_UNKNOWN, parentObjectOf } from './core/classify.js';
 import type {
@@ -50,6 +50,7 @@ export interface WebhookCore {
     config: GuardConfig,
     parent?: ParentLabels,
     targets?: readonly Target[],
+    fleet?: FleetView,
   ): Classification;
   decide(input: DecisionInput): Decision;
   enforce(input: EnforcementInput): EnforcedDecision;
@@ -87,6 +88,8 @@ export interface WebhookAppDeps {
    * throw: the recorder queues, deduplicates and writes on its own time (webhook/events.ts).
    */
   recordEvent?: (event: EventIntent) => void;
+  /** What discovery listed and could not resolve (with discovery configured; see classifyRequest). */
+  fleet?: () => FleetView;
 }
 
 /** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
@@ -126,6 +129,7 @@ interface AppContext {
   readonly now: () => Date;
   readonly core: WebhookCore;
   readonly targets: () => readonly Target[];
+  readonly fleet: WebhookAppDeps['fleet'];
   readonly parentLabels: WebhookAppDeps['parentLabels'];
   readonly readMachines: WebhookAppDeps['readMachines'];
   readonly recordEvent: WebhookAppDeps['recordEvent'];
@@ -150,6 +154,7 @@ function appContext(deps: WebhookAppDeps): AppContext {
     now: deps.now ?? (() => new Date()),
     core,
     targets: deps.targets ?? (() => staticOnly),
+    fleet: deps.fleet,
     parentLabels: deps.parentLabels,
     readMachines: deps.readMachines,
     recordEvent: deps.recordEvent,
@@ -199,9 +204,10 @@ async function evaluationFor(
 /** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
 async function classify(ctx: AppContext, request: AdmissionRequest): Promise<Classification> {
   const targets = ctx.targets();
-  const first = ctx.core.classifyRequest(request, ctx.config, undefined, targets);
+  const fleet = ctx.fleet?.();
+  const first = ctx.core.classifyRequest(request, ctx.config, undefined, targets, fleet);
   if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || ctx.parentLabels === undefined) return first;
-  return ctx.core.classifyRequest(request, ctx.config, await ctx.parentLabels(parentObjectOf(request)), targets);
+  return ctx.core.classifyRequest(request, ctx.config, await ctx.parentLabels(parentObjectOf(request)), targets, fleet);
 }
 
 /** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */

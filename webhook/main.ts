@@ -356,6 +356,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
     targets: () => registry.all(),
     ...(events === null ? {} : { recordEvent: (event) => events.record(event) }),
+    fleet: () => registry.fleet(),
     ...(options.now ? { now: options.now } : {}),
   });
 

@@ -28,6 +28,7 @@ export const KUBEADM_CONTROL_PLANES: CustomResource = {
   plural: 'kubeadmcontrolplanes',
 };
 export const MACHINES: CustomResource = { group: MACHINE_GROUP, versions: CAPI_VERSIONS, plural: 'machines' };
+export const CLUSTERS: CustomResource = { group: MACHINE_GROUP, versions: CAPI_VERSIONS, plural: 'clusters' };
 export const ETCDS: CustomResource = { group: ETCD_GROUP, versions: ['v1alpha1'], plural: 'etcds' };
 
 export function createCustomObjectsApi(kubeconfigFile?: string): CustomObjectsApi {
@@ -118,6 +119,14 @@ export function listKubeadmControlPlanes(api: CustomObjectsApi, scope: Discovery
     { ...scope, labelSelector: equalitySelector(scope.labelSelector) },
     deadline,
   );
+}
+
+/**
+ * The Clusters of the scope's namespaces, whatever their labels: a KCP is resolved only through the
+ * Cluster its owner reference names (by uid) and whose controlPlaneRef names it back.
+ */
+export function listClusters(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {
+  return listCustomObjects(api, CLUSTERS, { ...(scope.namespaces ? { namespaces: scope.namespaces } : {}) }, deadline);
 }
 
 export function listEtcds(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {

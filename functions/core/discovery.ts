@@ -7,7 +7,7 @@ import { discoveredTargetName, type DiscoveryProblem, type GuardedObject, type T
 export const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
 export const ETCD_GROUP = 'druid.gardener.cloud';
 const CLUSTER_GROUP = 'cluster.x-k8s.io';
-const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
 /** etcd's own default --quota-backend-bytes (kubeadm sets none). */
 const ETCD_DEFAULT_QUOTA = 2 * 1024 ** 3;
 /** etcd-druid's default spec.etcd.quota. */
@@ -51,7 +51,7 @@ function identity(object: unknown, group: string, kind: string): GuardedObject |
   return namespace !== undefined && name !== undefined ? { group, kind, namespace, name } : null;
 }
 
-type Report = (message: string) => undefined;
+type Report = (message: string, options?: { staticMayJudge?: true }) => undefined;
 
 /**
  * The loop every provider shares: an object without namespace or name is a problem; `toTarget`
@@ -65,7 +65,8 @@ function provide(
   const result: ProviderResult = { targets: [], problems: [] };
   for (const item of objects) {
     const object = identity(item, provider.group, provider.kind);
-    const problem: Report = (message) => void result.problems.push({ source: provider.source, object, message });
+    const problem: Report = (message, options) =>
+      void result.problems.push({ source: provider.source, object, message, ...options });
     const target = object === null ? problem(provider.unnamed) : toTarget(item, object, problem);
     if (target !== undefined) result.targets.push(target);
   }
@@ -82,17 +83,70 @@ export function quantityBytes(value: unknown): number | undefined {
   return Number.isSafeInteger(bytes) && bytes > 0 ? bytes : undefined;
 }
 
-/** The Cluster a KCP belongs to: its Cluster owner reference, else the cluster-name label. */
-function clusterNameOf(kcp: unknown): string | undefined {
-  const owners = at(kcp, 'metadata', 'ownerReferences');
-  for (const owner of Array.isArray(owners) ? owners : []) {
-    const apiVersion = text(record(owner).apiVersion) ?? '';
-    if (record(owner).kind === 'Cluster' && apiVersion.startsWith(`${CLUSTER_GROUP}/`)) {
-      const name = text(record(owner).name);
-      if (name !== undefined) return name;
-    }
+/** The group of an apiVersion ("group/version"), or of a bare apiGroup field; '' for the core group. */
+function groupOf(reference: Json): string | undefined {
+  const apiGroup = text(reference.apiGroup);
+  if (apiGroup !== undefined) return apiGroup;
+  const apiVersion = text(reference.apiVersion);
+  if (apiVersion === undefined) return undefined;
+  return apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
+}
+
+/** The Cluster owner references of an object (kind Cluster in group cluster.x-k8s.io). */
+function clusterOwners(object: unknown): Json[] {
+  const owners = at(object, 'metadata', 'ownerReferences');
+  return (Array.isArray(owners) ? owners : [])
+    .map(record)
+    .filter((owner) => owner.kind === 'Cluster' && groupOf(owner) === CLUSTER_GROUP);
+}
+
+/**
+ * Whether a Cluster's spec.controlPlaneRef names this KCP: kind and name, and the namespace and
+ * group where the reference gives them (v1beta1: an ObjectReference with apiVersion and an
+ * optional namespace; v1beta2: apiGroup, kind, name).
+ */
+function controlPlaneRefNames(cluster: unknown, kcp: GuardedObject): boolean {
+  const ref = record(at(cluster, 'spec', 'controlPlaneRef'));
+  if (ref.kind !== kcp.kind || text(ref.name) !== kcp.name) return false;
+  const namespace = text(ref.namespace);
+  if (namespace !== undefined && namespace !== kcp.namespace) return false;
+  const group = groupOf(ref);
+  return group === undefined || group === kcp.group;
+}
+
+/**
+ * The Cluster a KCP belongs to, by identity both ways: its one Cluster owner reference carries
+ * the uid of a listed Cluster of that name in its namespace, and that Cluster's controlPlaneRef
+ * names this KCP. A name alone (an owner reference without uid, the cluster-name label) is
+ * something any tenant can write, so it resolves nothing; the reason says what is missing.
+ */
+export function owningCluster(
+  kcp: unknown,
+  object: GuardedObject,
+  clusters: readonly unknown[],
+): { name: string } | { problem: string } {
+  const owners = clusterOwners(kcp);
+  if (owners.length === 0) return { problem: 'has no Cluster owner reference (the Cluster controller sets it)' };
+  if (owners.length > 1) return { problem: `has ${owners.length} Cluster owner references; exactly one is expected` };
+  const owner = owners[0] ?? {};
+  const name = text(owner.name);
+  const uid = text(owner.uid);
+  if (name === undefined || uid === undefined) return { problem: 'its Cluster owner reference names no Cluster by name and uid' };
+  const cluster = clusters.find(
+    (item) => text(at(item, 'metadata', 'namespace')) === object.namespace && text(at(item, 'metadata', 'name')) === name,
+  );
+  if (cluster === undefined) return { problem: 'its Cluster owner reference names a Cluster not found in its namespace' };
+  if (text(at(cluster, 'metadata', 'uid')) !== uid) {
+    return { problem: 'its Cluster owner reference carries a uid other than that Cluster’s (a re-created or another Cluster)' };
   }
-  return text(record(at(kcp, 'metadata', 'labels'))[CLUSTER_NAME_LABEL]);
+  if (!controlPlaneRefNames(cluster, object)) {
+    return { problem: 'its owning Cluster’s spec.controlPlaneRef does not name this KubeadmControlPlane' };
+  }
+  const label = record(at(kcp, 'metadata', 'labels'))[CLUSTER_NAME_LABEL];
+  if (label !== undefined && label !== name) {
+    return { problem: `its ${CLUSTER_NAME_LABEL} label disagrees with its Cluster owner reference` };
+  }
+  return { name };
 }
 
 /** quota-backend-bytes from the local etcd's extraArgs: a map in v1beta1, a name/value list in v1beta2. */
@@ -110,7 +164,7 @@ function kcpQuotaBytes(etcdLocal: unknown): number {
  * problem: its members are not the control-plane Machines and their endpoints and client
  * certificates live on the nodes, so give it a static target (match by namespace and name).
  */
-export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefaults): ProviderResult {
+export function capiTargets(kcps: readonly unknown[], clusters: readonly unknown[], defaults: DiscoveryDefaults): ProviderResult {
   const provider = {
     source: 'capi',
     group: KCP_GROUP,
@@ -120,10 +174,11 @@ export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefault
   return provide(kcps, provider, (kcp, object, problem) => {
     const etcd = at(kcp, 'spec', 'kubeadmConfigSpec', 'clusterConfiguration', 'etcd');
     if (at(etcd, 'external') !== undefined) {
-      return problem('uses external etcd: not discovered (add a static target that names it)');
+      return problem('uses external etcd: not discovered (add a static target that names it)', { staticMayJudge: true });
     }
-    const clusterName = clusterNameOf(kcp);
-    if (clusterName === undefined) return problem(`has no Cluster owner reference and no ${CLUSTER_NAME_LABEL} label`);
+    const cluster = owningCluster(kcp, object, clusters);
+    if ('problem' in cluster) return problem(cluster.problem);
+    const clusterName = cluster.name;
     return {
       name: discoveredTargetName('capi', object.namespace, clusterName),
       source: 'capi',
@@ -135,7 +190,6 @@ export function capiTargets(kcps: readonly unknown[], defaults: DiscoveryDefault
       quotaBackendBytes: kcpQuotaBytes(at(etcd, 'local')),
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
-      ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
     };
   });
 }
@@ -168,7 +222,9 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
   return provide(etcds, provider, (etcd, object, problem) => {
     const replicas = at(etcd, 'spec', 'replicas');
     if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1 || replicas > 99) {
-      return problem('spec.replicas is not a member count from 1 to 99 (hibernated or invalid): nothing to evaluate');
+      return problem('spec.replicas is not a member count from 1 to 99 (hibernated or invalid): nothing to evaluate', {
+        staticMayJudge: true,
+      });
     }
     const tls = druidTls(etcd);
     if ('problem' in tls) return problem(tls.problem);

@@ -62,6 +62,22 @@ export interface DiscoveryProblem {
   source: Exclude<TargetSource, 'static'>;
   object: GuardedObject | null;
   message: string;
+  /**
+   * Discovery leaves this object to the static targets on purpose (external etcd, a hibernated
+   * Etcd): one that names it by namespace and name may judge it. Any other problem leaves the
+   * object owned but unresolved, and its guarded changes are denied naming the problem.
+   */
+  staticMayJudge?: true;
+}
+
+/**
+ * What the webhook knows of discovery beyond its targets: which providers have listed at least
+ * once (before that, every object in their scope is unresolved) and the objects they could not
+ * resolve, with why.
+ */
+export interface FleetView {
+  listed: ReadonlySet<Exclude<TargetSource, 'static'>>;
+  problems: readonly DiscoveryProblem[];
 }
 
 /** A target name becomes part of ConfigMap and file names; 48 leaves room for their prefixes. */

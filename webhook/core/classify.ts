@@ -12,7 +12,7 @@
 //   guarded field in one request → a rollout carrying previousReplicas, which the projection
 //   judges by BOTH the rollout and the scale rules (the stricter reading).
 import type { GuardConfig, TargetConfig } from '../../functions/config.js';
-import { staticTarget, targetGuarding, type Target } from '../../functions/core/targets.js';
+import { staticTarget, targetGuarding, type FleetView, type Target } from '../../functions/core/targets.js';
 import type {
   AdmissionRequest,
   Classification,
@@ -22,6 +22,7 @@ import type {
   ParentObjectRef,
 } from './contract.js';
 import { detectGuardedChange, valueAtPointer } from './detect-change.js';
+import { discoveryOwnership, identityChanged } from './discovery-scope.js';
 import { matchTarget, targetsNaming, type TargetMatchResult } from './match-target.js';
 import {
   findGuardRule,
@@ -171,6 +172,7 @@ export function classifyRequest(
   config: GuardConfig,
   parent?: ParentLabels,
   targets: readonly Target[] = config.targets.map(staticTarget),
+  fleet?: FleetView,
 ): Classification {
   if (request.operation !== 'UPDATE') {
     return { kind: 'allow', reason: request.operation.toLowerCase() };
@@ -192,16 +194,14 @@ export function classifyRequest(
   };
 
   const own = targetGuarding(targets, ref);
-  if (own !== undefined) {
-    const changed = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
-    if (changed.changedPointers.length === 0) return { kind: 'allow', reason: 'no-guarded-change' };
-    return judgeChange(rule, request, changed.changedPointers, own, ref);
-  }
+  if (own !== undefined) return classifyDiscovered(rule, request, ref, own, config);
+  const owned = classifyOwned(rule, request, ref, config, parent, fleet);
+  if (owned !== null && 'kind' in owned) return owned;
   const staticTargets = targets.filter((target) => target.guards === null);
   let candidates: readonly TargetConfig[] = staticTargets;
-  if (rule.scope === 'named-by-target') {
+  if (rule.scope === 'named-by-target' || owned !== null) {
     candidates = targetsNaming(staticTargets, ref.namespace, ref.name);
-    if (candidates.length === 0) return { kind: 'allow', reason: 'not-guarded' };
+    if (candidates.length === 0) return owned?.noStaticTarget ?? { kind: 'allow', reason: 'not-guarded' };
   }
 
   const detected = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
@@ -232,6 +232,77 @@ export function classifyRequest(
   }
 
   return judgeChange(rule, request, detected.changedPointers, byNewLabels.target, ref);
+}
+
+/**
+ * An object its own discovered target guards. Its identity fields (a KCP's Cluster owner
+ * references and cluster-name label, the labels discovery selects by) decide that target: changing them alone is judged against
+ * the target it leaves, together with a guarded field it is denied (which etcd would judge it?).
+ */
+function classifyDiscovered(
+  rule: GuardRule,
+  request: AdmissionRequest,
+  ref: GuardedObjectRef,
+  own: Target,
+  config: GuardConfig,
+): Classification {
+  const changed = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
+  const moved = !ref.viaScale && identityChanged(config, ref, request.oldObject, request.object);
+  if (moved && changed.changedPointers.length > 0) {
+    return {
+      kind: 'deny',
+      reason: 'moves-target',
+      message:
+        `this change moves ${describeObject(ref)} away from target ${own.name} (its Cluster owner reference, ` +
+        `cluster-name label or a label discovery selects by) while changing guarded fields, so etcd-guard cannot tell which etcd cluster to judge it against`,
+    };
+  }
+  if (moved) return { kind: 'needs-evaluation', target: own, change: { kind: 'retarget', to: null }, object: ref };
+  if (changed.changedPointers.length === 0) return { kind: 'allow', reason: 'no-guarded-change' };
+  return judgeChange(rule, request, changed.changedPointers, own, ref);
+}
+
+/**
+ * An object discovery owns but has no target for (see discovery-scope.ts): null when discovery
+ * does not own it; a Classification when that settles it (an unguarded edit is allowed, which is
+ * also how an owner repairs it; a guarded one denied naming why); else the static targets that may
+ * judge it (only those naming it) and the denial when none does.
+ */
+function classifyOwned(
+  rule: GuardRule,
+  request: AdmissionRequest,
+  ref: GuardedObjectRef,
+  config: GuardConfig,
+  parent: ParentLabels | undefined,
+  fleet: FleetView | undefined,
+): Classification | { noStaticTarget: Classification } | null {
+  const labels = ref.viaScale
+    ? parent?.ok === true
+      ? [parent.labels]
+      : null
+    : [labelsOf(request.oldObject), labelsOf(request.object)];
+  const ownership = discoveryOwnership(config, ref, labels, fleet);
+  if (ownership.kind === 'not-owned') return null;
+  if (ownership.kind === 'labels-unknown') {
+    const message =
+      parent?.ok === false
+        ? `a /scale request carries no labels and reading the ${ref.kind} failed: ${parent.message}`
+        : 'a /scale request carries no labels and discovery selects by label';
+    const reason = parent === undefined ? LABELS_UNKNOWN : 'parent-unreadable';
+    return { kind: 'deny', reason, message: `etcd-guard cannot tell whether discovery owns ${describeObject(ref)}: ${message}` };
+  }
+  const changed = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
+  if (changed.changedPointers.length === 0) return { kind: 'allow', reason: 'no-guarded-change' };
+  if (ownership.kind === 'unresolved') return { kind: 'deny', reason: 'unresolved', message: ownership.message };
+  return {
+    noStaticTarget: {
+      kind: 'deny',
+      reason: 'unresolved',
+      message:
+        `etcd-guard's discovery leaves ${describeObject(ref)} to a static target that names it ` +
+        `(match.namespaces and match.names), and none does: it ${ownership.problem.message}`,
+    },
+  };
 }
 
 /** The membership change a guarded edit makes, to be judged against `target`'s evaluation. */

@@ -34,7 +34,7 @@ export const AUDIT_HIBERNATION = 'hibernation';
 export function describeChange(change: MembershipChange | TargetMove): string {
   switch (change.kind) {
     case 'retarget':
-      return `a label change (moves it ${change.to === null ? 'out of every target' : `to target ${change.to}`})`;
+      return `a change of what decides its target (moves it ${change.to === null ? 'out of this target' : `to target ${change.to}`})`;
     case 'scale-up':
     case 'scale-down':
       return `${change.kind === 'scale-up' ? 'scale up' : 'scale down'} from ${change.from} to ${change.to} replicas`;
