@@ -18,6 +18,20 @@ import { DISCOVERY_TIMEOUT_MS, resolveTargets, type ResolvedTargets } from './di
 import { staticTarget, type Target } from './core/targets.js';
 import { Deadline, DeadlineExceededError, withDeadline, withTimeout } from './core/deadline.js';
 import { STORE_TIMEOUT_MS, evaluationTimeoutMs } from './on-demand.js';
+import { transitionEvent, type EventIntent } from './core/events.js';
+import { EventRecorder, lazyKubeEventSink, reportingInstance } from './event-recorder.js';
+import { hostname } from 'node:os';
+
+/** Events from the scheduled run are reported as coming from this controller. */
+export const EVALUATOR_EVENT_CONTROLLER = 'etcd-guard.io/evaluator';
+/** How long the end of a run waits for its Event writes (each has its own deadline too). */
+export const EVENT_FLUSH_TIMEOUT_MS = 5_000;
+
+/** Where the scheduled run records verdict transitions. */
+export interface ScheduledEvents {
+  record(event: EventIntent): void;
+  flush(): Promise<void>;
+}
 
 /** The two pino methods the scheduled run uses; a pino logger satisfies it. */
 export interface ScheduledLogger {
@@ -43,6 +57,8 @@ export interface ScheduledDeps {
   shard?: ShardSpec;
   /** Overall time budget of one run; defaults to config.runBudget. */
   budgetMs?: number;
+  /** Records an Event when a target's verdict enters or leaves Unhealthy; none when absent. */
+  events?: ScheduledEvents;
 }
 
 export type ScheduledResult =
@@ -99,6 +115,31 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/**
+ * The verdict stored before this run, to tell a transition; null when there was none. A failed
+ * read says nothing about the past, so then no transition is recorded (undefined).
+ */
+async function previousVerdict(deps: ScheduledDeps, target: Target): Promise<Verdict | null | undefined> {
+  if (deps.events === undefined) return undefined;
+  try {
+    const stored = await withTimeout(deps.store.read(target.name), STORE_TIMEOUT_MS, `reading ${target.name}'s last evaluation`);
+    return stored?.verdict ?? null;
+  } catch {
+    return undefined;
+  }
+}
+
+function recordTransition(
+  deps: ScheduledDeps,
+  target: Target,
+  previous: Verdict | null | undefined,
+  evaluation: Evaluation,
+): void {
+  if (deps.events === undefined || previous === undefined) return;
+  const event = transitionEvent({ target, store: deps.config.store, previous, evaluation });
+  if (event !== null) deps.events.record(event);
+}
+
 async function evaluateOne(deps: ScheduledDeps, target: Target): Promise<ScheduledResult> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
@@ -112,6 +153,7 @@ async function evaluateOne(deps: ScheduledDeps, target: Target): Promise<Schedul
   } catch (error) {
     return failedResult(deps, target, { stage: 'evaluate', error: messageOf(error), durationMs: elapsed() });
   }
+  const previous = await previousVerdict(deps, target);
   try {
     const outcome = await withTimeout(
       deps.store.write(evaluation),
@@ -128,6 +170,7 @@ async function evaluateOne(deps: ScheduledDeps, target: Target): Promise<Schedul
       reasons: evaluation.reasons.length,
     };
     deps.logger.info(result, 'scheduled evaluation');
+    if (outcome.written) recordTransition(deps, target, previous, evaluation);
     return result;
   } catch (error) {
     return failedResult(deps, target, { stage: 'store', error: messageOf(error), durationMs: elapsed(), evaluation });
@@ -205,6 +248,8 @@ export async function runScheduledEvaluation(deps: ScheduledDeps): Promise<Sched
   await withDeadline(all, deadline, () => new DeadlineExceededError('the scheduled run', budgetMs)).catch((error: unknown) => {
     if (!(error instanceof DeadlineExceededError)) throw error;
   });
+  // A short-lived run (CronJob, Lambda) must not exit with its Events unwritten; they never hold it long.
+  if (deps.events) await withTimeout(deps.events.flush(), EVENT_FLUSH_TIMEOUT_MS, 'writing Events').catch(() => undefined);
   return [
     ...discovery,
     ...targets.map((target) => results.get(target.name) ?? budgetResult(deps, target, started.has(target.name), budgetMs)),
@@ -247,11 +292,28 @@ export async function runScheduledLoop(options: ScheduledLoopOptions): Promise<n
  * (LOG_LEVEL from `env`). Builds objects only; nothing touches the network until a run.
  */
 export function buildScheduledDeps(config: GuardConfig, env: Readonly<Record<string, string | undefined>>): ScheduledDeps {
+  const logger = createLogger({ env, name: 'etcd-guard-scheduled' });
   return {
     config,
     store: createStore(config.store),
     evaluate: (target) => evaluateResolvedTarget(target),
     ...(config.discovery === undefined ? {} : { resolveTargets: (timeoutMs) => resolveTargets(config, { timeoutMs }) }),
-    logger: createLogger({ env, name: 'etcd-guard-scheduled' }),
+    logger,
+    ...(config.events ? { events: scheduledEvents(env, logger) } : {}),
   };
+}
+
+/** The run's Event recorder, through the in-cluster (or KUBECONFIG) credentials. */
+function scheduledEvents(env: Readonly<Record<string, string | undefined>>, logger: ScheduledLogger): ScheduledEvents {
+  const recorder = new EventRecorder({
+    sink: lazyKubeEventSink(undefined),
+    reportingController: EVALUATOR_EVENT_CONTROLLER,
+    reportingInstance: reportingInstance(env, hostname()),
+    onError: (message, event) =>
+      logger.error(
+        { reason: event.reason, object: `${event.regarding.namespace}/${event.regarding.name}`, err: message },
+        'writing an Event failed',
+      ),
+  });
+  return { record: (event) => recorder.record(event), flush: () => recorder.flush() };
 }
