@@ -213,7 +213,11 @@ export const guardConfigSchema = z
     override: z
       .object({
         annotation: z.string().min(1).default('etcd-guard.io/override'),
-        groups: z.array(z.string().min(1)).default(['system:masters']),
+        // kubeadm's admin.conf is in kubeadm:cluster-admins since Kubernetes 1.29, system:masters before.
+        groups: z.array(z.string().min(1)).default(['system:masters', 'kubeadm:cluster-admins']),
+        /** Ask the API server (SubjectAccessReview) whether the user may `override` targets.etcd-guard.io. */
+        subjectAccessReview: z.boolean().default(true),
+        reviewTimeout: durationSchema.default('1s'),
       })
       .strict()
       .default({}),

@@ -58,7 +58,11 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   override: 'How an authorized user lets one denied change through.',
   'override.annotation':
     'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
-  'override.groups': 'Only users in one of these groups may override; anyone else setting the annotation is denied.',
+  'override.groups':
+    "Users in one of these groups may override (kubeadm's admin kubeconfig is in `kubeadm:cluster-admins` since Kubernetes 1.29, `system:masters` before); so may users RBAC allows (`override.subjectAccessReview`). Anyone else setting the annotation is denied.",
+  'override.subjectAccessReview':
+    'Also let users override whom RBAC grants verb `override` on `targets` in API group `etcd-guard.io` (name: the target), asked with a SubjectAccessReview; when that fails or times out, only `override.groups` count.',
+  'override.reviewTimeout': "Deadline of the SubjectAccessReview (within the apiserver's budget for the admission call).",
   auth: 'Access control for `/evaluations`.',
   discovery:
     'Targets found in the management cluster itself, beside `targets`: no endpoint, TLS file or per-target RBAC name. Names: `<source>-<namespace>-<name>` (capi: the Cluster, druid: the Etcd) when the namespace has no `-`, the name is a DNS label without `.` or `--` and the whole fits 48 characters; else a readable prefix, `--` and 16 hex digits of SHA-256 over the JSON array of source, namespace and name (readable names never hold `--`, so the two forms never collide).',

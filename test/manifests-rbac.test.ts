@@ -76,7 +76,7 @@ describe('RBAC', () => {
     }
   });
 
-  it('grants cluster-wide only list on nodes, create/patch on Events, the webhook get on what it guards (the /scale parent read) and list on Machines', () => {
+  it('grants cluster-wide only list on nodes, create/patch on Events, the webhook get on what it guards (the /scale parent read), list on Machines and create on subjectaccessreviews (who may override)', () => {
     const clusterRoles = ofKind('ClusterRole');
     const clusterGrants = (serviceAccount: string): string[] =>
       ofKind('ClusterRoleBinding')
@@ -97,6 +97,8 @@ describe('RBAC', () => {
         '/nodes:list',
         ...events,
         'cluster.x-k8s.io/machines:list',
+        // "may override" is asked of RBAC with a SubjectAccessReview.
+        'authorization.k8s.io/subjectaccessreviews:create',
         ...GUARD_RULES.map((rule) => `${rule.group}/${rule.resource}:get`),
       ].sort(),
     );

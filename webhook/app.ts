@@ -7,6 +7,7 @@ import type { GuardConfig, TargetConfig } from '../functions/config.js';
 import { evaluationAgeMs, type Evaluation } from '../functions/core/evaluation.js';
 import { Deadline, withTimeout } from '../functions/core/deadline.js';
 import type { MachineReader } from '../functions/adapters/capi-machines.js';
+import type { AccessReviewer } from '../functions/adapters/kube-access-review.js';
 import type { OnDemandRequest, OnDemandResponse } from '../functions/on-demand.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
 import { staticTarget, targetOverview, type FleetView, type Target } from '../functions/core/targets.js';
@@ -23,7 +24,7 @@ import type {
   ParentLabels,
   ParentObjectRef,
 } from './core/contract.js';
-import { decide } from './core/decide.js';
+import { attemptsOverride, decide, OVERRIDE_GROUP, OVERRIDE_RESOURCE, OVERRIDE_VERB } from './core/decide.js';
 import { enforce, type EnforcedDecision, type EnforcementInput } from './core/enforcement.js';
 import type { EventIntent } from '../functions/core/events.js';
 import { chooseEvaluation } from './core/freshness.js';
@@ -90,6 +91,8 @@ export interface WebhookAppDeps {
   recordEvent?: (event: EventIntent) => void;
   /** What discovery listed and could not resolve (with discovery configured; see classifyRequest). */
   fleet?: () => FleetView;
+  /** Asks the API server (SubjectAccessReview) whether a user may override; absent: only override.groups count. */
+  reviewAccess?: AccessReviewer;
 }
 
 /** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
@@ -133,6 +136,7 @@ interface AppContext {
   readonly parentLabels: WebhookAppDeps['parentLabels'];
   readonly readMachines: WebhookAppDeps['readMachines'];
   readonly recordEvent: WebhookAppDeps['recordEvent'];
+  readonly reviewAccess: WebhookAppDeps['reviewAccess'];
 }
 
 function appContext(deps: WebhookAppDeps): AppContext {
@@ -158,6 +162,7 @@ function appContext(deps: WebhookAppDeps): AppContext {
     parentLabels: deps.parentLabels,
     readMachines: deps.readMachines,
     recordEvent: deps.recordEvent,
+    reviewAccess: deps.reviewAccess,
   };
 }
 
@@ -237,6 +242,47 @@ async function readMachinesFor(
   }
 }
 
+/**
+ * Whether RBAC lets the user override (verb override on targets.etcd-guard.io, named after the
+ * target), asked only when the request sets the override annotation and the user's groups alone do
+ * not allow it. A failed or late review counts as no answer: the groups list decides.
+ */
+async function overrideByRbac(
+  ctx: AppContext,
+  classification: Extract<Classification, { kind: 'needs-evaluation' }>,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Promise<boolean | undefined> {
+  const { override } = ctx.config;
+  const { username, uid, groups = [], extra } = request.userInfo;
+  if (ctx.reviewAccess === undefined || !override.subjectAccessReview || username === undefined) return undefined;
+  if (!attemptsOverride({ request, config: ctx.config })) return undefined;
+  if (groups.some((group) => override.groups.includes(group))) return undefined;
+  const timeoutMs = Math.min(override.reviewTimeout, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+  if (timeoutMs <= 0) return undefined;
+  const question = {
+    user: username,
+    groups,
+    ...(uid === undefined ? {} : { uid }),
+    ...(extra === undefined ? {} : { extra }),
+    verb: OVERRIDE_VERB,
+    group: OVERRIDE_GROUP,
+    resource: OVERRIDE_RESOURCE,
+    name: classification.target.name,
+    ...(classification.object.namespace === '' ? {} : { namespace: classification.object.namespace }),
+  };
+  try {
+    return await ctx.reviewAccess(question, Deadline.after(Math.round(timeoutMs)));
+  } catch (error) {
+    ctx.logger.warn(
+      { user: username, err: errorMessage(error) },
+      'SubjectAccessReview for an override failed; override.groups decide',
+    );
+    return undefined;
+  }
+}
+
 interface DecisionOutcome {
   enforced: EnforcedDecision;
   ageSeconds?: number;
@@ -265,6 +311,7 @@ async function decideRequest(
   const choice = await evaluationFor(ctx, classification.target, startedAt, budgetMs, request.dryRun === true);
   const ageMs = choice.evaluation ? evaluationAgeMs(choice.evaluation, ctx.now()) : undefined;
   const machines = await readMachinesFor(ctx, classification, request, startedAt, budgetMs);
+  const byRbac = await overrideByRbac(ctx, classification, request, startedAt, budgetMs);
   const decision = ctx.core.decide({
     request,
     config: ctx.config,
@@ -273,6 +320,7 @@ async function decideRequest(
     now: ctx.now(),
     ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
     ...(machines === undefined ? {} : { machines }),
+    ...(byRbac === undefined ? {} : { overrideByRbac: byRbac }),
   });
   const enforced = ctx.core.enforce({
     decision,

@@ -8,6 +8,7 @@ import { TLSSocket } from 'node:tls';
 import { ConfigError, loadGuardConfigFile, type GuardConfig } from '../functions/config.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import type { MachineReader } from '../functions/adapters/capi-machines.js';
+import type { AccessReviewer } from '../functions/adapters/kube-access-review.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations, readTokenFile, resolveBearerToken } from '../functions/on-demand.js';
@@ -57,6 +58,8 @@ export interface WebhookServerOptions {
   onDemandMinIntervalMs?: number;
   /** Open connections beyond this are dropped on accept; default MAX_CONNECTIONS. */
   maxConnections?: number;
+  /** Asks SubjectAccessReviews for overrides; by default through the kubeconfig. */
+  reviewAccess?: AccessReviewer;
   /** Kubeconfig for reading the parent of a /scale request; else KUBECONFIG, in-cluster, ~/.kube/config. */
   kubeconfigFile?: string;
   /** Deadline of that read and how long its answer is reused (webhook/parent-labels.ts defaults). */
@@ -160,6 +163,21 @@ function lazyMachineReader(kubeconfigFile: string | undefined): MachineReader {
       import('../functions/adapters/kube.js'),
     ]).then(([machines, kube]) => machines.createMachineReader(() => kube.loadKubeConfig(kubeconfigFile))));
     return (await loading)(query, deadline);
+  };
+}
+
+/** SubjectAccessReviews for overrides; like lazyMachineReader, the client loads on first use only. */
+function lazyAccessReviewer(kubeconfigFile: string | undefined): AccessReviewer {
+  let reviewer: Promise<AccessReviewer> | undefined;
+  return async (question, deadline) => {
+    const loading = (reviewer ??= Promise.all([
+      import('../functions/adapters/kube-access-review.js'),
+      import('../functions/adapters/kube.js'),
+    ]).then(([review, kube]) => review.createAccessReviewer(kube.loadKubeConfig(kubeconfigFile))));
+    loading.catch(() => {
+      if (reviewer === loading) reviewer = undefined;
+    });
+    return (await loading)(question, deadline);
   };
 }
 
@@ -354,6 +372,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     logger,
     parentLabels,
     readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
+    reviewAccess: options.reviewAccess ?? lazyAccessReviewer(options.kubeconfigFile),
     targets: () => registry.all(),
     ...(events === null ? {} : { recordEvent: (event) => events.record(event) }),
     fleet: () => registry.fleet(),

@@ -1,6 +1,7 @@
 // An in-memory stand-in for kube-apiserver, on loopback, serving only what etcd-guard calls:
 // ConfigMaps (get/create/update with conflicts and the size limit), Nodes (list), Events
-// (create, patch of their series, list), and read-only
+// (create, patch of their series, list), SubjectAccessReviews (create, answered from grants the
+// test sets), and read-only
 // Secrets and Cluster API / etcd-druid objects (get/list). Real kube-apiserver cannot be installed
 // here, so tests talk real HTTP to this instead of mocking the client library. This file is the
 // server (auth, forbid, hang, request log) and the route table; each resource family is one
@@ -12,6 +13,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { AccessReviewRoutes, type FakeAccessGrant } from './fake-kube/access-reviews.js';
 import { ConfigMapRoutes, type StoredConfigMap } from './fake-kube/configmaps.js';
 import { EventRoutes, type StoredEvent } from './fake-kube/events.js';
 import { BadRequest, send, statusBody, type FakeRequest, type KubeVerb, type RouteHandler } from './fake-kube/http.js';
@@ -22,6 +24,7 @@ import { Revision } from './fake-kube/revision.js';
 export { CONFIGMAP_MAX_BYTES, type ObjectMeta, type StoredConfigMap } from './fake-kube/configmaps.js';
 export type { FakeRequest, KubeVerb } from './fake-kube/http.js';
 export type { FakeNodeSpec } from './fake-kube/nodes.js';
+export type { FakeAccessGrant } from './fake-kube/access-reviews.js';
 export type { FakeObject } from './fake-kube/objects.js';
 export type { StoredEvent } from './fake-kube/events.js';
 
@@ -62,6 +65,10 @@ export interface FakeKubeApiServer {
   removeObject(resource: string, apiVersion: string, namespace: string, name: string): void;
   /** Serve only these versions of an API group (e.g. an older Cluster API without v1beta2). */
   serveVersions(group: string, versions: string[]): void;
+  /** What SubjectAccessReviews answer allowed for (a stand-in for RBAC); none by default. */
+  setAccessGrants(grants: FakeAccessGrant[]): void;
+  /** The spec of every SubjectAccessReview received. */
+  readonly accessReviews: readonly Record<string, unknown>[];
   /** Serve WebSocket upgrades (after the same auth and hang checks as other requests); null refuses them. */
   onUpgrade(handler: UpgradeHandler | null): void;
   /** Every Event written (events.k8s.io/v1), as stored. */
@@ -124,7 +131,8 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
   const nodes = new NodeRoutes(revision);
   const objects = new ObjectRoutes(revision);
   const events = new EventRoutes(revision);
-  const routes: RouteHandler[] = [configMaps, nodes, objects, events];
+  const accessReviews = new AccessReviewRoutes();
+  const routes: RouteHandler[] = [configMaps, nodes, objects, events, accessReviews];
   const forbidden: { verb: KubeVerb; resource: string; namespace: string | undefined }[] = [];
   let hangPrefixes: string[] = [];
   let hook: RequestHook | null = null;
@@ -249,6 +257,8 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     putObject: (resource, object) => objects.put(resource, object),
     removeObject: (resource, apiVersion, namespace, name) => objects.remove(resource, apiVersion, namespace, name),
     serveVersions: (group, versions) => objects.serveVersions(group, versions),
+    setAccessGrants: (grants) => accessReviews.set(grants),
+    accessReviews: accessReviews.reviews,
     onUpgrade: (next) => void (upgradeHandler = next),
     events: () => events.all(),
     resourceVersion: () => revision.current(),
