@@ -1,0 +1,127 @@
+// The pure enforcement step: how each mode answers each conclusion, the audit annotations every
+// decision carries (bounded, whatever the untrusted evaluation held), and which Event it asks for.
+import { describe, expect, it } from 'vitest';
+import type { AdmissionRequest, Decision, GuardedObjectRef } from '../webhook/core/contract.js';
+import { enforce, warningChunks, MAX_AUDIT_VALUE_LENGTH } from '../webhook/core/enforcement.js';
+import { allowDecision, denyDecision, MAX_WARNING_LENGTH, MAX_WARNINGS } from '../webhook/core/respond.js';
+
+const request: AdmissionRequest = {
+  uid: 'u-1',
+  kind: { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', kind: 'KubeadmControlPlane' },
+  resource: { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', resource: 'kubeadmcontrolplanes' },
+  name: 'cp',
+  namespace: 'capi',
+  operation: 'UPDATE',
+  userInfo: { username: 'alice' },
+  object: { metadata: { name: 'cp', uid: '1b4e28ba-2fa1-11d2-883f-0016d3cca427' } },
+  oldObject: { metadata: { name: 'cp', uid: '1b4e28ba-2fa1-11d2-883f-0016d3cca427' } },
+};
+const object: GuardedObjectRef = {
+  group: 'controlplane.cluster.x-k8s.io',
+  kind: 'KubeadmControlPlane',
+  namespace: 'capi',
+  name: 'cp',
+  viaScale: false,
+};
+const denied = denyDecision('u-1', 'unhealthy', 'etcd-guard denied scale up: target prod verdict Unhealthy');
+const overridden: Decision = {
+  ...allowDecision('u-1', 'override', ['etcd-guard override by bob: maintenance']),
+  result: 'overridden',
+};
+overridden.response.auditAnnotations = { 'override-user': 'bob', 'override-reason': 'maintenance' };
+
+function run(decision: Decision, mode: 'enforce' | 'warn' | 'audit', dryRun = false) {
+  return enforce({
+    decision,
+    request: { ...request, dryRun },
+    config: { enforcement: 'enforce' },
+    target: { name: 'prod', enforcement: mode },
+    object,
+    evaluation: { verdict: 'Unhealthy', ageSeconds: 12.4 },
+  });
+}
+
+describe('enforce', () => {
+  it.each([
+    { mode: 'enforce', allowed: false, warnings: false, event: 'Denied' },
+    { mode: 'warn', allowed: true, warnings: true, event: 'WouldDeny' },
+    { mode: 'audit', allowed: true, warnings: false, event: 'WouldDeny' },
+  ] as const)(
+    'a denial under $mode: allowed=$allowed, warnings=$warnings, Event $event',
+    ({ mode, allowed, warnings, event }) => {
+      const result = run(denied, mode);
+      expect(result.response.allowed).toBe(allowed);
+      expect(result.response.status === undefined).toBe(allowed);
+      expect(result.response.warnings !== undefined).toBe(warnings);
+      expect(result).toMatchObject({ decision: 'denied', reason: 'unhealthy', mode, target: 'prod' });
+      expect(result.response.auditAnnotations).toEqual({
+        decision: 'denied',
+        reason: 'unhealthy',
+        enforcement: mode,
+        target: 'prod',
+        verdict: 'Unhealthy',
+        'evaluation-age-seconds': '12',
+        ...(mode === 'enforce' ? {} : { 'would-deny': 'etcd-guard denied scale up: target prod verdict Unhealthy' }),
+      });
+      expect(result.event).toMatchObject({
+        reason: event,
+        type: 'Warning',
+        regarding: {
+          apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1',
+          kind: 'KubeadmControlPlane',
+          uid: '1b4e28ba-2fa1-11d2-883f-0016d3cca427',
+        },
+      });
+    },
+  );
+
+  it.each(['enforce', 'warn', 'audit'] as const)('a dryRun request under %s gets the same answer and no Event', (mode) => {
+    const dry = run(denied, mode, true);
+    const wet = run(denied, mode);
+    expect(dry.response).toEqual(wet.response);
+    expect(dry.event).toBeNull();
+  });
+
+  it('an allow stays an allow in every mode, with annotations and no Event', () => {
+    for (const mode of ['enforce', 'warn', 'audit'] as const) {
+      const result = run(allowDecision('u-1', 'healthy'), mode);
+      expect(result.response).toMatchObject({ allowed: true, auditAnnotations: { decision: 'allowed', enforcement: mode } });
+      expect(result.response.warnings).toBeUndefined();
+      expect(result.event).toBeNull();
+    }
+  });
+
+  it('an override keeps its own annotations and records an Overridden Event naming the user', () => {
+    const result = run(overridden, 'enforce');
+    expect(result.response.auditAnnotations).toMatchObject({ 'override-user': 'bob', decision: 'overridden', target: 'prod' });
+    expect(result.event).toMatchObject({ reason: 'Overridden' });
+    expect(result.event?.note).toMatch(/^change by alice allowed by override: etcd-guard override by bob/);
+  });
+
+  it('bounds what an untrusted, huge denial can put into warnings, annotations and the Event', () => {
+    const huge = denyDecision('u-1', 'unhealthy', `reason ${'x'.repeat(5000)}\n${'word '.repeat(2000)}`);
+    for (const mode of ['warn', 'audit'] as const) {
+      const result = run(huge, mode);
+      expect(result.response.auditAnnotations?.['would-deny']?.length).toBeLessThanOrEqual(MAX_AUDIT_VALUE_LENGTH);
+      expect(result.event?.note.length).toBeLessThanOrEqual(1024);
+      for (const warning of result.response.warnings ?? []) expect(warning.length).toBeLessThanOrEqual(MAX_WARNING_LENGTH);
+      expect((result.response.warnings ?? []).length).toBeLessThanOrEqual(MAX_WARNINGS);
+    }
+  });
+});
+
+describe('warningChunks', () => {
+  it.each([
+    { text: 'short', chunks: ['short'] },
+    { text: `${'a'.repeat(100)} ${'b'.repeat(50)}`, chunks: ['a'.repeat(100), 'b'.repeat(50)] },
+    { text: 'c'.repeat(200), chunks: ['c'.repeat(119), 'c'.repeat(81)] },
+  ])('cuts at spaces where it can: $chunks.length chunk(s)', ({ text, chunks }) => {
+    expect(warningChunks(text)).toEqual(chunks);
+  });
+
+  it('marks a cut tail with "..." in the last allowed chunk', () => {
+    const chunks = warningChunks('d'.repeat(1000), 2);
+    expect(chunks).toHaveLength(2);
+    expect(chunks[1]?.endsWith('...')).toBe(true);
+  });
+});
