@@ -270,7 +270,7 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
     const durations: number[] = [];
     for (let run = 0; run < 50; run += 1) {
       const { evaluation, wallMs } = await timedEvaluation(target);
-      expect(evaluation.verdict).toBe('Healthy');
+      expect(evaluation.verdict, evaluation.reasons.join('; ')).toBe('Healthy');
       durations.push(wallMs);
     }
     durations.sort((a, b) => a - b);

@@ -21,7 +21,7 @@ export interface PortForwardRelay {
   openStreams(): number;
   /** Streams opened so far. */
   streamsOpened(): number;
-  /** A hostile server: every stream opens with one data frame of this many bytes (null: none). */
+  /** A hostile server: every stream opens with three data frames of this many bytes (null: none). */
   sendOnOpen(frameBytes: number | null): void;
 }
 
@@ -58,7 +58,7 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
     opened += 1;
     webSocket.send(portPrefix(0, port));
     webSocket.send(portPrefix(1, port));
-    if (floodFrame !== null) webSocket.send(floodFrame);
+    for (let frame = 0; floodFrame !== null && frame < 3; frame += 1) webSocket.send(floodFrame);
     const upstream = net.connect(address.port, address.host);
     upstream.on('data', (chunk) => {
       if (!isStalled(pod)) webSocket.send(Buffer.concat([Buffer.of(0), chunk]));
