@@ -25,6 +25,7 @@ import { UsageError } from '../functions/shared/errors.js';
 import { createLogger, type Logger } from '../functions/shared/logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js';
 import { createReloadingHttpsServer, TlsFilesError } from './tls.js';
+import { limitConnectionsPerPeer, MAX_CONNECTIONS_PER_PEER } from './connections.js';
 
 export const DEFAULT_LISTEN = '0.0.0.0:8443';
 /** In-flight requests get this long to finish on shutdown before their connections are cut. */
@@ -60,6 +61,8 @@ export interface WebhookServerOptions {
   maxConnections?: number;
   /** Asks SubjectAccessReviews for overrides; by default through the kubeconfig. */
   reviewAccess?: AccessReviewer;
+  /** Open connections from one peer beyond this are dropped on accept; default MAX_CONNECTIONS_PER_PEER. */
+  maxConnectionsPerPeer?: number;
   /** Kubeconfig for reading the parent of a /scale request; else KUBECONFIG, in-cluster, ~/.kube/config. */
   kubeconfigFile?: string;
   /** Deadline of that read and how long its answer is reused (webhook/parent-labels.ts defaults). */
@@ -299,6 +302,9 @@ async function createServer(options: WebhookServerOptions, app: http.RequestList
     server = http.createServer(CONNECTION_BOUNDS, app);
   }
   server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
+  limitConnectionsPerPeer(server, options.maxConnectionsPerPeer ?? MAX_CONNECTIONS_PER_PEER, (peer) =>
+    logger.debug({ peer }, 'connection refused: its peer holds its share of the connections'),
+  );
   return server;
 }
 
