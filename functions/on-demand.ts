@@ -10,13 +10,15 @@ import type { EvaluationStore } from './core/store.js';
 import { staticTarget, type Target } from './core/targets.js';
 import { StoreError } from './core/store.js';
 import { DeadlineExceededError, withTimeout } from './core/deadline.js';
+import { OverloadError, RunSlots, starvedStallMs, watchEventLoopStalls, type RunKind } from './run-slots.js';
 
+/**
+ * A name that is not a target. The message does not list the targets: in a fleet that is every
+ * tenant's namespace and cluster, and a list sized by the fleet for each wrong name.
+ */
 export class UnknownTargetError extends Error {
-  constructor(
-    readonly target: string,
-    readonly knownTargets: readonly string[],
-  ) {
-    super(`unknown target ${quote(target)} (configured: ${knownTargets.join(', ')})`);
+  constructor(readonly target: string) {
+    super(`unknown target ${quote(target)} (GET /evaluations lists the targets)`);
     this.name = 'UnknownTargetError';
   }
 }
@@ -47,6 +49,8 @@ export interface OnDemandOptions {
    * requests use the evaluation at once and leave the write to finish in the background).
    */
   onBackgroundStoreError?: (target: string, error: unknown) => void;
+  /** How many evaluations run at once (shared by HTTP and admission callers); DEFAULT_RUN_SLOT_LIMITS by default. */
+  slots?: RunSlots;
 }
 
 export interface OnDemandRequest {
@@ -69,6 +73,8 @@ interface Run {
   promise: Promise<Evaluation>;
   /** Clock time (ms) the run settled; null while it is still running. */
   settledAtMs: number | null;
+  /** Lets an admission request that joins a run still waiting for a slot move it up. */
+  promote: () => void;
 }
 
 const MAX_ECHOED_NAME = 64;
@@ -90,6 +96,7 @@ export class OnDemandEvaluations {
   private tokenDigest: Buffer | null;
   private readonly now: () => Date;
   private readonly minIntervalMs: number;
+  readonly slots: RunSlots;
 
   constructor(private readonly options: OnDemandOptions) {
     const staticOnly = options.config.targets.map(staticTarget);
@@ -98,6 +105,7 @@ export class OnDemandEvaluations {
     this.tokenDigest = options.token === null ? null : digest(options.token);
     this.now = options.now ?? (() => new Date());
     this.minIntervalMs = options.minIntervalMs ?? 1_000;
+    this.slots = options.slots ?? new RunSlots();
     if (!(this.minIntervalMs >= 0)) {
       throw new RangeError(`minIntervalMs must be a non-negative number (got ${String(options.minIntervalMs)})`);
     }
@@ -106,10 +114,6 @@ export class OnDemandEvaluations {
   /** Replaces the bearer token (a rotated token file); null opens the endpoints. */
   setToken(token: string | null): void {
     this.tokenDigest = token === null ? null : digest(token);
-  }
-
-  private targetNames(): string[] {
-    return this.targets().map((target) => target.name);
   }
 
   /** True when the header carries the configured bearer token, or when no token is configured. */
@@ -127,7 +131,7 @@ export class OnDemandEvaluations {
    * callers arriving within minIntervalMs after it settled get its result (or its error) too.
    */
   refresh(targetName: string): Promise<Evaluation> {
-    return this.sharedRun(targetName, true).promise;
+    return this.sharedRun(targetName, true, 'http').promise;
   }
 
   /**
@@ -141,9 +145,12 @@ export class OnDemandEvaluations {
   evaluateForAdmission(targetName: string, options: { persist: boolean }): Promise<Evaluation> {
     if (!options.persist) {
       const storing = this.reusableRun(this.runs.get(targetName));
-      if (storing !== undefined) return storing.evaluation;
+      if (storing !== undefined) {
+        storing.promote();
+        return storing.evaluation;
+      }
     }
-    const run = this.sharedRun(targetName, options.persist);
+    const run = this.sharedRun(targetName, options.persist, 'admission');
     if (options.persist) {
       run.promise.catch((error: unknown) => {
         // An evaluation that failed is reported to its caller through `evaluation`; only a failed
@@ -164,31 +171,80 @@ export class OnDemandEvaluations {
     return undefined;
   }
 
-  private sharedRun(targetName: string, store: boolean): Run {
+  private sharedRun(targetName: string, store: boolean, kind: RunKind): Run {
     const target = this.targets().find((candidate) => candidate.name === targetName);
     if (target === undefined) {
-      const unknown = Promise.reject(new UnknownTargetError(targetName, this.targetNames()));
+      // Nothing is kept for a name that is not a target: the maps hold targets only.
+      const unknown = Promise.reject(new UnknownTargetError(targetName));
       unknown.catch(() => undefined);
-      return { evaluation: unknown, promise: unknown, settledAtMs: 0 };
+      return { evaluation: unknown, promise: unknown, settledAtMs: 0, promote: () => undefined };
     }
     const runs = store ? this.runs : this.unstoredRuns;
+    this.forgetSettled(runs);
     const reusable = this.reusableRun(runs.get(targetName));
-    if (reusable !== undefined) return reusable;
-    const run = this.startRun(target, store);
+    if (reusable !== undefined) {
+      if (kind === 'admission') reusable.promote();
+      return reusable;
+    }
+    const run = this.startRun(target, store, kind);
     runs.set(target.name, run);
+    // A run is kept only while it can be reused: after its window, or at once when it never got
+    // a slot (the next caller should queue afresh, not share a refusal).
+    void run.promise.then(
+      () => this.forgetLater(runs, target.name, run),
+      (error: unknown) => {
+        if (error instanceof OverloadError) this.forget(runs, target.name, run);
+        else this.forgetLater(runs, target.name, run);
+      },
+    );
     return run;
   }
 
-  private startRun(target: Target, store: boolean): Run {
-    const evaluation = withTimeout(
-      this.options.evaluate(target),
-      evaluationTimeoutMs(target),
-      `evaluation of target ${quote(target.name)}`,
-    );
+  /** Drops every settled run whose window has passed (so a name no longer a target is not kept). */
+  private forgetSettled(runs: Map<string, Run>): void {
+    for (const [name, run] of runs) {
+      if (this.reusableRun(run) === undefined) runs.delete(name);
+    }
+  }
+
+  private forget(runs: Map<string, Run>, name: string, run: Run): void {
+    if (runs.get(name) === run) runs.delete(name);
+  }
+
+  /** Forgets the run once its window has passed; if the clock says it has not, the next forgetSettled will. */
+  private forgetLater(runs: Map<string, Run>, name: string, run: Run): void {
+    const timer = setTimeout(() => {
+      if (this.reusableRun(run) === undefined) this.forget(runs, name, run);
+    }, this.minIntervalMs);
+    timer.unref();
+  }
+
+  /**
+   * Waits for a slot, then evaluates within the target's own bound: the clock starts once the
+   * run holds a slot, so time spent queued never turns into a timed-out member. A run that gets
+   * no slot rejects with OverloadError and stores nothing.
+   */
+  private startRun(target: Target, store: boolean, kind: RunKind): Run {
+    const { slot, promote } = this.slots.acquire(kind);
+    const evaluation = slot.then(async (release) => {
+      const stalls = watchEventLoopStalls();
+      let fresh: Evaluation;
+      try {
+        fresh = await withTimeout(
+          this.options.evaluate(target),
+          evaluationTimeoutMs(target),
+          `evaluation of target ${quote(target.name)}`,
+        );
+      } finally {
+        release();
+      }
+      return this.unlessStarved(target, fresh, stalls.stop());
+    });
     const run: Run = {
       evaluation,
       promise: store ? evaluation.then((fresh) => this.store(target, fresh)) : evaluation,
       settledAtMs: null,
+      promote,
     };
     run.promise = run.promise.finally(() => {
       run.settledAtMs = this.now().getTime();
@@ -197,6 +253,27 @@ export class OnDemandEvaluations {
     run.promise.catch(() => undefined);
     evaluation.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * A verdict short of Healthy from a run during which this process's own event loop stalled
+   * long enough to turn an answer into a timeout is the overload's verdict, not etcd's: the run
+   * counts as not evaluated (OverloadError, nothing stored). A Healthy one stands: every member
+   * answered in time even so.
+   */
+  private unlessStarved(target: Target, fresh: Evaluation, stalledMs: number): Evaluation {
+    if (fresh.verdict === 'Healthy' || stalledMs < starvedStallMs(target.timeout)) return fresh;
+    throw new OverloadError(
+      `the evaluation of target ${quote(target.name)} ran while this process was overloaded (its event loop ` +
+        `stalled ${stalledMs} ms, target timeout ${target.timeout} ms): its ${fresh.verdict} verdict is not ` +
+        'evidence about etcd; not evaluated, nothing stored',
+      Math.max(1, Math.ceil(evaluationTimeoutMs(target) / 1000)),
+    );
+  }
+
+  /** Runs kept for reuse (stored and dry-run ones): bounded by the targets run within the window. */
+  keptRuns(): number {
+    return this.runs.size + this.unstoredRuns.size;
   }
 
   private async store(target: TargetConfig, evaluation: Evaluation): Promise<Evaluation> {
@@ -215,7 +292,7 @@ export class OnDemandEvaluations {
 
   /** The cached evaluation, or null; throws UnknownTargetError or StoreError. */
   async cached(targetName: string): Promise<Evaluation | null> {
-    if (!this.targetNames().includes(targetName)) throw new UnknownTargetError(targetName, this.targetNames());
+    if (!this.targets().some((target) => target.name === targetName)) throw new UnknownTargetError(targetName);
     return withTimeout(
       this.options.store.read(targetName),
       STORE_TIMEOUT_MS,
@@ -226,7 +303,8 @@ export class OnDemandEvaluations {
   /**
    * One HTTP exchange, independent of the server framework.
    * Status codes: 200 evaluation; 401 missing/wrong token; 404 unknown target or nothing stored;
-   * 405 other methods; 500 evaluation failed, or the store says corrupt/invalid/too-large;
+   * 405 other methods; 429 too many evaluations at once (Retry-After; nothing evaluated or stored);
+   * 500 evaluation failed, or the store says corrupt/invalid/too-large;
    * 503 the store says unavailable/forbidden/conflict; 504 an outer deadline passed.
    */
   async handle(request: OnDemandRequest): Promise<OnDemandResponse> {
@@ -258,6 +336,9 @@ function reply(status: number, body: unknown, headers: Record<string, string> = 
 
 function replyForError(error: unknown): OnDemandResponse {
   if (error instanceof UnknownTargetError) return reply(404, { error: error.message });
+  if (error instanceof OverloadError) {
+    return reply(429, { error: error.message, notEvaluated: true }, { 'retry-after': String(error.retryAfterSeconds) });
+  }
   if (error instanceof DeadlineExceededError) return reply(504, { error: error.message });
   if (error instanceof StoreError) {
     // A corrupt or invalid document or one too large stays so on retry: 500. Outages, RBAC and
