@@ -49,6 +49,11 @@ export interface OnDemandOptions {
    * requests use the evaluation at once and leave the write to finish in the background).
    */
   onBackgroundStoreError?: (target: string, error: unknown) => void;
+  /**
+   * Work a run does before its clock and its stall watch start (loading the etcd engine on first
+   * use: compiling and loading gRPC blocks the event loop, which is no sign of overload).
+   */
+  prepare?: () => Promise<unknown>;
   /** How many evaluations run at once (shared by HTTP and admission callers); DEFAULT_RUN_SLOT_LIMITS by default. */
   slots?: RunSlots;
 }
@@ -227,9 +232,11 @@ export class OnDemandEvaluations {
   private startRun(target: Target, store: boolean, kind: RunKind): Run {
     const { slot, promote } = this.slots.acquire(kind);
     const evaluation = slot.then(async (release) => {
-      const stalls = watchEventLoopStalls();
       let fresh: Evaluation;
+      let stalls: { stop: () => number } | undefined;
       try {
+        await this.options.prepare?.();
+        stalls = watchEventLoopStalls();
         fresh = await withTimeout(
           this.options.evaluate(target),
           evaluationTimeoutMs(target),

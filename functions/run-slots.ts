@@ -166,7 +166,10 @@ export function watchEventLoopStalls(): { stop: () => number } {
   };
 }
 
-/** A stall this long (a quarter of the target's own timeout) can turn an answer into a timeout. */
+/**
+ * A stall of half the target's own timeout turns an answer that came in the first half of its
+ * budget into a timeout; a member that answered later than that was slow on its own account.
+ */
 export function starvedStallMs(targetTimeoutMs: number): number {
-  return Math.max(100, Math.round(targetTimeoutMs / 4));
+  return Math.max(200, Math.round(targetTimeoutMs / 2));
 }

@@ -132,9 +132,19 @@ function watchTokenFile(file: string, onDemand: OnDemandEvaluations, logger: Log
   return () => clearInterval(timer);
 }
 
+let etcdEngine: Promise<typeof import('../functions/evaluate-resolved.js')> | undefined;
+
 /** Loads the etcd engine (etcd3 + gRPC) on first use only, so servers given their own `evaluate` never load it. */
+function loadEtcdEngine(): Promise<typeof import('../functions/evaluate-resolved.js')> {
+  const loading = (etcdEngine ??= import('../functions/evaluate-resolved.js'));
+  loading.catch(() => {
+    if (etcdEngine === loading) etcdEngine = undefined;
+  });
+  return loading;
+}
+
 async function evaluateWithEtcd(target: Target): Promise<Evaluation> {
-  const { evaluateResolvedTarget } = await import('../functions/evaluate-resolved.js');
+  const { evaluateResolvedTarget } = await loadEtcdEngine();
   return evaluateResolvedTarget(target);
 }
 
@@ -240,6 +250,7 @@ function createOnDemand(parts: ServerParts, cache: EvaluationCache): OnDemandEva
     config: options.config,
     store: parts.store,
     evaluate: options.evaluate ?? evaluateWithEtcd,
+    ...(options.evaluate === undefined ? { prepare: loadEtcdEngine } : {}),
     targets: () => registry.all(),
     token: options.token,
     onFresh: (evaluation) => cache.put(evaluation),
