@@ -3,7 +3,7 @@
 // and what /readyz tells a stranger. The process's own memory and latency are measured from
 // outside, and the verdict it stores must stay the cluster's, not the overload's.
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
@@ -310,4 +310,44 @@ describe('on-demand storm', () => {
       for (const agent of agents) agent.destroy();
     }
   }, 120_000);
+});
+
+describe('readiness', () => {
+  it('/readyz tells a stranger counts, never target names, while a target cannot be read', async () => {
+    // A second webhook whose store holds an unreadable document for one tenant's target: it stays
+    // unready, and its /readyz (no token: the kubelet asks) must not list the fleet's names.
+    const dir = path.join(workDir, 'unready');
+    const unreadableStore = path.join(dir, 'store');
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(unreadableStore, { recursive: true });
+    await writeFile(path.join(unreadableStore, 'capi-tenant-a-payments.json'), '{ not json');
+    const configFile = path.join(dir, 'guard.yaml');
+    await writeFile(
+      configFile,
+      [
+        `store: { kind: file, dir: ${unreadableStore} }`,
+        'auth: { tokenFile: token }',
+        'targets:',
+        ...['capi-tenant-a-payments', 'capi-tenant-b-billing'].flatMap((name) => [
+          `  - name: ${name}`,
+          `    endpoints: [${cluster.endpoints.join(', ')}]`,
+          `    match: { namespaces: [${name}] }`,
+        ]),
+        '',
+      ].join('\n'),
+    );
+    await writeFile(path.join(dir, 'token'), 'readiness-test-token\n');
+    const unready = await startWebhookProcess({ configFile, certFile: certs.serverCertFile, keyFile: certs.serverKeyFile });
+    try {
+      const agent = new https.Agent({ keepAlive: false });
+      const answer = await httpsRequest(`${unready.url}/readyz`, { method: 'GET', agent, ca, timeoutMs: 10_000 });
+      agent.destroy();
+      console.log(`readiness: /readyz ${answer.status} ${answer.text}`);
+      expect(answer.status).toBe(503);
+      expect(answer.json).toMatchObject({ ready: false, targets: 2 });
+      expect(answer.text).not.toMatch(/tenant|payments|billing/);
+    } finally {
+      await unready.stop();
+    }
+  }, 60_000);
 });

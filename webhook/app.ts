@@ -453,17 +453,22 @@ function healthzHandler(): express.RequestHandler {
   };
 }
 
+/**
+ * Readiness for the kubelet, who needs no token: counts only. Target names are every tenant's
+ * namespaces and clusters; GET /evaluations (behind the token) and the logs name them.
+ */
 function readyzHandler(cache: CacheView): express.RequestHandler {
   return (_req, res) => {
     if (cache.ready) {
       res.status(200).json({ ready: true });
       return;
     }
-    const unread = cache.targets().filter((target) => cache.evaluatedAt(target) === null);
+    const targets = cache.targets();
     res.status(503).json({
       ready: false,
-      reason: 'the evaluation cache has not read every target from the store yet',
-      targetsWithoutEvaluation: unread,
+      reason: 'the evaluation cache has not read every target from the store yet (the log names the targets it cannot read)',
+      targets: targets.length,
+      targetsWithoutEvaluation: targets.filter((target) => cache.evaluatedAt(target) === null).length,
     });
   };
 }
