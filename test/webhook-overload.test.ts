@@ -14,7 +14,8 @@ import { createStore } from '../functions/adapters/store-factory.js';
 import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
 import { evaluationSchema } from '../functions/core/evaluation.js';
 import { evaluateTarget } from '../functions/evaluate-target.js';
-import { MAX_CONNECTIONS } from '../webhook/main.js';
+import { createLogger } from '../functions/shared/logger.js';
+import { MAX_CONNECTIONS, startWebhookServer } from '../webhook/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { httpsRequest } from './harness/https-client.js';
@@ -350,4 +351,64 @@ describe('readiness', () => {
       await unready.stop();
     }
   }, 60_000);
+});
+
+describe('on-demand bookkeeping', () => {
+  it('runs for many targets leave nothing behind once their window passed; unknown names are 404 and keep nothing', async () => {
+    const names = Array.from({ length: 30 }, (_unused, index) => `kept-${index}`);
+    const inProcess = await startWebhookServer({
+      config: parseGuardConfig(
+        {
+          store: { kind: 'file', dir: path.join(workDir, 'bookkeeping') },
+          targets: names.map((name) => ({
+            name,
+            endpoints: cluster.endpoints,
+            tls: cluster.clientTls,
+            timeout: '2s',
+            match: { namespaces: [name] },
+          })),
+        },
+        'bookkeeping',
+      ),
+      host: '127.0.0.1',
+      port: 0,
+      tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+      token: null,
+      logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+      onDemandMinIntervalMs: 200,
+    });
+    // Few sockets, many requests: the per-peer connection limit is not what this is about.
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 16 });
+    try {
+      for (const name of names) {
+        const answer = await httpsRequest(`${inProcess.url}/evaluations/${name}`, {
+          method: 'POST',
+          agent,
+          ca,
+          timeoutMs: 30_000,
+        });
+        expect(answer.status, answer.text).toBe(200);
+      }
+      const keptAfterRuns = inProcess.onDemand.keptRuns();
+      await waitFor('every run to be forgotten after its window', 10_000, () => inProcess.onDemand.keptRuns() === 0);
+      const unknown = await Promise.all(
+        Array.from({ length: 2_000 }, (_unused, index) =>
+          httpsRequest(`${inProcess.url}/evaluations/no-such-target-${index}`, {
+            method: 'POST',
+            agent,
+            ca,
+            timeoutMs: 30_000,
+          }).then((answer) => answer.status),
+        ),
+      );
+      console.log(
+        `on-demand bookkeeping: ${keptAfterRuns} runs kept right after ${names.length} POSTs, 0 after the window; 2000 unknown names kept ${inProcess.onDemand.keptRuns()}`,
+      );
+      expect(unknown.every((status) => status === 404)).toBe(true);
+      expect(inProcess.onDemand.keptRuns()).toBe(0);
+    } finally {
+      agent.destroy();
+      await inProcess.close();
+    }
+  }, 120_000);
 });
