@@ -89,6 +89,48 @@ describe.skipIf(!hasKubectl)('every overlay', () => {
   });
 });
 
+/**
+ * Where the webhook container reads `file`: the Secret and key behind it, and whether that Secret
+ * may be absent. Undefined when no mount holds the file.
+ */
+function secretBehind(podSpec: Obj, file: string): { secret: string; key: string; optional: boolean } | undefined {
+  const container = containerOf(podSpec);
+  for (const mount of objs(container.volumeMounts)) {
+    const volume = objs(podSpec.volumes).find((candidate) => candidate.name === mount.name);
+    for (const source of objs(at(volume, 'projected', 'sources'))) {
+      for (const item of objs(at(source, 'secret', 'items'))) {
+        if (path.posix.join(String(mount.mountPath), String(item.path)) !== file) continue;
+        return {
+          secret: String(at(source, 'secret', 'name')),
+          key: String(item.key),
+          optional: at(source, 'secret', 'optional') === true,
+        };
+      }
+    }
+  }
+  return undefined;
+}
+
+// Anyone who reaches the Service could otherwise trigger evaluations (POST) and read every
+// tenant's target (GET): each shipped install requires the token.
+describe.skipIf(!hasKubectl)('the bearer token for /evaluations', () => {
+  it.each(['base', 'capi', 'cert-manager', 'druid'])('%s: is required, from a Secret the webhook must mount', async (which) => {
+    const docs = which === 'base' ? await build('../base') : (built.get(which) ?? []);
+    const configMap = docs.find((doc) => doc.kind === 'ConfigMap' && name(doc) === 'etcd-guard-config');
+    const config = parseGuardConfigText(String(at(configMap, 'data', 'config.yaml')), `${which}/etcd-guard-config`);
+    expect(config.auth.tokenFile, `${which}: auth.tokenFile`).toBeDefined();
+    const deployment = docs.find((doc) => doc.kind === 'Deployment' && name(doc) === 'etcd-guard-webhook');
+    const podSpec = at(deployment, 'spec', 'template', 'spec') as Obj;
+    expect(secretBehind(podSpec, String(config.auth.tokenFile))).toEqual({
+      secret: 'etcd-guard-api-token',
+      key: 'token',
+      optional: false,
+    });
+    // No ETCD_GUARD_TOKEN in the environment to override it with something weaker.
+    expect(objs(containerOf(podSpec).env).map((variable) => variable.name)).not.toContain('ETCD_GUARD_TOKEN');
+  });
+});
+
 describe.skipIf(!hasKubectl)('the webhook in every fleet overlay', () => {
   it.each(['capi', 'druid'])('%s: may list Machines cluster-wide to tell which member a KCP change removes', (overlay) => {
     expect(grants(overlay, 'etcd-guard-webhook')).toContain('* cluster.x-k8s.io/machines:list');
