@@ -271,8 +271,8 @@ export class OnDemandEvaluations {
   private unlessStarved(target: Target, fresh: Evaluation, stalledMs: number): Evaluation {
     if (fresh.verdict === 'Healthy' || stalledMs < starvedStallMs(target.timeout)) return fresh;
     throw new OverloadError(
-      `the evaluation of target ${quote(target.name)} ran while this process was overloaded (its event loop ` +
-        `stalled ${stalledMs} ms, target timeout ${target.timeout} ms): its ${fresh.verdict} verdict is not ` +
+      `the evaluation of target ${quote(target.name)} ran while this process was overloaded (its event loop was held up ` +
+        `${stalledMs} ms in all, target timeout ${target.timeout} ms): its ${fresh.verdict} verdict is not ` +
         'evidence about etcd; not evaluated, nothing stored',
       Math.max(1, Math.ceil(evaluationTimeoutMs(target) / 1000)),
     );

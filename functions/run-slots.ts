@@ -144,16 +144,17 @@ export class RunSlots {
 const STALL_SAMPLE_MS = 50;
 
 /**
- * Watches this process's event loop while a run is under way: the longest a 50 ms timer fired
- * late. A run whose probes waited longer than that on our own loop may report a member as timed
- * out that answered in time, so its failure says nothing about etcd.
+ * Watches this process's event loop while a run is under way: how late, in total, a 50 ms timer
+ * fired. Many moderate delays starve a probe as surely as one long one, so the lateness is summed.
+ * A run whose probes waited that long on our own loop may report a member as timed out that
+ * answered in time, so its failure says nothing about etcd.
  */
 export function watchEventLoopStalls(): { stop: () => number } {
-  let longest = 0;
+  let late = 0;
   let expected = performance.now() + STALL_SAMPLE_MS;
   const timer = setInterval(() => {
     const now = performance.now();
-    longest = Math.max(longest, now - expected);
+    late += Math.max(0, now - expected);
     expected = now + STALL_SAMPLE_MS;
   }, STALL_SAMPLE_MS);
   timer.unref();
@@ -161,14 +162,14 @@ export function watchEventLoopStalls(): { stop: () => number } {
     stop: () => {
       clearInterval(timer);
       // The wait since the last tick counts too: a stall may be going on right now.
-      return Math.round(Math.max(longest, performance.now() - expected));
+      return Math.round(late + Math.max(0, performance.now() - expected));
     },
   };
 }
 
 /**
- * A stall of half the target's own timeout turns an answer that came in the first half of its
- * budget into a timeout; a member that answered later than that was slow on its own account.
+ * Stalls adding up to half the target's own timeout can turn an answer that came in the first
+ * half of its budget into a timeout; a member that answered later than that was slow on its own.
  */
 export function starvedStallMs(targetTimeoutMs: number): number {
   return Math.max(200, Math.round(targetTimeoutMs / 2));
