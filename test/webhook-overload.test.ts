@@ -27,8 +27,12 @@ const STORM_TARGETS = 100;
 const STORM_POSTS = 500;
 /** The storm comes from this many loopback addresses, so it is not just the per-peer limit at work. */
 const STORM_ADDRESSES = 20;
-/** The kubelet's probes of the shipped Deployment give up after timeoutSeconds: 2. */
+/**
+ * The kubelet's probes of the shipped Deployment give up after timeoutSeconds: 2, and readiness
+ * marks the pod unready after failureThreshold: 2 failures in a row.
+ */
 const PROBE_TIMEOUT_MS = 2_000;
+const PROBE_FAILURE_THRESHOLD = 2;
 /** The webhook pod's memory limit is 384 MiB; the storm must leave it far from it. */
 const PEAK_RSS_BOUND_MIB = 256;
 
@@ -303,7 +307,14 @@ describe('on-demand storm', () => {
         JSON.stringify([...stored]),
       ).toBe(true);
       expect(healthz.every((probe) => probe.status === 200)).toBe(true);
-      expect(slowest).toBeLessThan(PROBE_TIMEOUT_MS);
+      // The kubelet would never have marked the pod unready: no run of failing probes as long as its threshold.
+      const failingRuns = healthz.map(
+        (_probe, index) =>
+          healthz.slice(index, index + PROBE_FAILURE_THRESHOLD).filter((probe) => probe.ms >= PROBE_TIMEOUT_MS).length,
+      );
+      expect(Math.max(...failingRuns), 'consecutive /healthz probes over the kubelet timeout').toBeLessThan(
+        PROBE_FAILURE_THRESHOLD,
+      );
       expect(after.peak).toBeLessThan(PEAK_RSS_BOUND_MIB);
       // And the apiserver's changes still go through.
       expect(await review('127.0.0.1')).toBe('allowed');
