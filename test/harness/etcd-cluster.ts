@@ -11,8 +11,31 @@ import { generateTestCerts, type TestCerts } from './certs.js';
 import { freePorts } from './free-port.js';
 import { startPeerProxy, type PeerIsolation, type PeerProxy } from './peer-proxy.js';
 
-const ETCD_BIN = process.env.ETCD_BIN ?? 'etcd';
-const ETCDCTL_BIN = process.env.ETCDCTL_BIN ?? 'etcdctl';
+/**
+ * The etcd under test: ETCD_GUARD_ETCD_BIN_DIR names a dir holding etcd and etcdctl (CI points it
+ * at the etcd 3.5 that scripts/ensure-etcd-3.5.sh unpacks); ETCD_BIN / ETCDCTL_BIN name single
+ * files; otherwise the ones on PATH.
+ */
+export function etcdBinaries(env: NodeJS.ProcessEnv = process.env): { etcd: string; etcdctl: string } {
+  const dir = env.ETCD_GUARD_ETCD_BIN_DIR;
+  return {
+    etcd: env.ETCD_BIN ?? (dir ? path.join(dir, 'etcd') : 'etcd'),
+    etcdctl: env.ETCDCTL_BIN ?? (dir ? path.join(dir, 'etcdctl') : 'etcdctl'),
+  };
+}
+
+/** "3.5.16", from `etcd --version` of the etcd under test; rejects when it cannot be run. */
+export function etcdVersion(etcd = etcdBinaries().etcd): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(etcd, ['--version'], { timeout: 10_000 }, (error, stdout) => {
+      const version = /etcd Version: (\S+)/.exec(String(stdout))?.[1];
+      if (error || version === undefined) reject(new Error(`cannot run ${etcd} --version: ${error?.message ?? stdout}`));
+      else resolve(version);
+    });
+  });
+}
+
+const { etcd: ETCD_BIN, etcdctl: ETCDCTL_BIN } = etcdBinaries();
 
 export interface EtcdTestMember {
   name: string;
