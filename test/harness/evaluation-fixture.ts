@@ -9,7 +9,11 @@ import {
   type MemberReport,
 } from '../../functions/core/evaluation.js';
 
-/** A healthy voting member; `index` makes ids, names and ports distinct. */
+/**
+ * A healthy voting member; `index` makes ids, names and ports distinct. It runs the etcd 3.5 patch
+ * the 3.6 upgrade gate requires (webhook/core/etcd-upgrade.ts), so a rollout to a Kubernetes
+ * whose etcd is 3.6 is judged on health alone unless a test says otherwise.
+ */
 export function makeMember(index: number, overrides: Partial<MemberReport> = {}): MemberReport {
   return {
     id: String(1000 + index),
@@ -18,7 +22,7 @@ export function makeMember(index: number, overrides: Partial<MemberReport> = {})
     healthy: true,
     leader: index === 0,
     learner: false,
-    version: '3.4.23',
+    version: '3.5.32',
     dbSizeBytes: 20_480,
     dbSizeInUseBytes: 16_384,
     raftIndex: 100,

@@ -129,6 +129,6 @@ export interface Decision {
   response: AdmissionResponse;
   /** Metric label: allowed | denied | overridden. */
   result: 'allowed' | 'denied' | 'overridden';
-  /** Metric label, a short stable word: e.g. not-guarded, healthy, degraded, unhealthy, stale, missing, no-target, override, forbidden-override, quorum. */
+  /** Metric label, a short stable word: e.g. not-guarded, healthy, degraded, unhealthy, stale, missing, no-target, override, forbidden-override, quorum, etcd-upgrade. */
   reason: string;
 }

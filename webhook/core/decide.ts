@@ -11,6 +11,7 @@
 import type { Evaluation } from '../../functions/core/evaluation.js';
 import { annotationsOf, describeObject } from './classify.js';
 import type { Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
+import { judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
 import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
 import { allowDecision, clip, denyDecision, oneLine } from './respond.js';
@@ -173,6 +174,14 @@ function judge(original: DecisionInput): Judgement {
       reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : joining ? 'member-joining' : 'quorum',
       message: deniedMessage(input, evaluation, ageMs, failing) + (projection.hint === undefined ? '' : `; ${projection.hint}`),
     };
+  }
+  const upgradeBlocked = judgeEtcdUpgrade(input, evaluation);
+  if (upgradeBlocked !== null) {
+    const { classification } = input;
+    const message =
+      `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+      `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${upgradeBlocked}`;
+    return { allowed: false, reason: 'etcd-upgrade', message };
   }
   return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: [...projection.warnings, ...degradedWarnings()] };
 }

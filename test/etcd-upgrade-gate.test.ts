@@ -1,0 +1,196 @@
+// The etcd 3.5 → 3.6 upgrade gate (webhook/core/etcd-upgrade.ts) over real AdmissionReview
+// fixtures: a KubeadmControlPlane change whose etcd crosses into 3.6 is denied while a member runs
+// an etcd below the minimum etcd's upgrade guide names, and left to the other rules otherwise.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { guardConfigSchema } from '../functions/config.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import { classifyRequest } from '../webhook/core/classify.js';
+import type { AdmissionRequest } from '../webhook/core/contract.js';
+import { decide } from '../webhook/core/decide.js';
+import { KUBEADM_DEFAULT_ETCD, MIN_ETCD_FOR_3_6, kubeadmDefaultEtcd, parseEtcdVersion } from '../webhook/core/etcd-upgrade.js';
+import { parseAdmissionReview } from '../webhook/core/review.js';
+import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+
+const FIXTURES = path.join(import.meta.dirname, 'fixtures', 'admission');
+const NOW = new Date('2026-11-30T02:00:00.000Z');
+const CONFIG = guardConfigSchema.parse({
+  maxAgeSeconds: 60,
+  targets: [{ name: 'prod', endpoints: ['https://127.0.0.1:12379'], match: {} }],
+});
+
+function fixture(name: string): AdmissionRequest {
+  const parsed = parseAdmissionReview(JSON.parse(readFileSync(path.join(FIXTURES, name), 'utf8')) as unknown);
+  if (!parsed.ok) throw new Error(`fixture ${name}: ${parsed.message}`);
+  return parsed.review.request;
+}
+
+type Spec = Record<string, unknown> & { version?: string };
+
+/** The fixture with its old and new KCP spec edited. */
+function edited(name: string, edit: (oldSpec: Spec, newSpec: Spec) => void): AdmissionRequest {
+  const request = fixture(name);
+  const object = structuredClone(request.object) as { spec: Spec };
+  const oldObject = structuredClone(request.oldObject) as { spec: Spec };
+  edit(oldObject.spec, object.spec);
+  return { ...request, object, oldObject };
+}
+
+function withImageTag(spec: Spec, tag: string): void {
+  const kubeadm = (spec.kubeadmConfigSpec ??= {}) as { clusterConfiguration?: { etcd?: { local?: Record<string, unknown> } } };
+  const cluster = (kubeadm.clusterConfiguration ??= {});
+  const etcd = (cluster.etcd ??= {});
+  etcd.local = { ...etcd.local, imageTag: tag };
+}
+
+function membersAt(...versions: string[]): Evaluation {
+  return makeEvaluation({
+    evaluatedAt: new Date(NOW.getTime() - 10_000).toISOString(),
+    members: versions.map((version, index) => makeMember(index, { version })),
+  });
+}
+
+function decideOn(request: AdmissionRequest, evaluation: Evaluation) {
+  const classification = classifyRequest(request, CONFIG);
+  if (classification.kind !== 'needs-evaluation') throw new Error(`not judged: ${JSON.stringify(classification)}`);
+  return decide({ request, config: CONFIG, classification, evaluation, now: NOW });
+}
+
+// kcp-v1beta2-edit-version.json rolls Kubernetes v1.33.2 → v1.34.0: kubeadm's etcd 3.5 → 3.6.
+const TO_3_6 = 'kcp-v1beta2-edit-version.json';
+// kcp-v1beta1-edit-version.json rolls v1.30.4 → v1.31.1: etcd stays on 3.5.
+const STAYS_ON_3_5 = 'kcp-v1beta1-edit-version.json';
+
+describe('the etcd 3.6 upgrade gate', () => {
+  it.each<[string, AdmissionRequest, Evaluation, RegExp | null]>([
+    [
+      'denies v1.33 → v1.34 while every member runs 3.5.16, naming them all',
+      fixture(TO_3_6),
+      membersAt('3.5.16', '3.5.16', '3.5.16'),
+      /etcd-0 \(3\.5\.16\), etcd-1 \(3\.5\.16\), etcd-2 \(3\.5\.16\) run below it/,
+    ],
+    [
+      'denies v1.33 → v1.34 naming only the one member below 3.5.32',
+      fixture(TO_3_6),
+      membersAt('3.5.32', '3.5.31', '3.5.40'),
+      /and etcd-1 \(3\.5\.31\) runs below it/,
+    ],
+    [
+      'allows v1.33 → v1.34 when every member runs 3.5.32 or later',
+      fixture(TO_3_6),
+      membersAt('3.5.32', '3.5.33', '3.5.32'),
+      null,
+    ],
+    [
+      'allows a version step that stays on 3.5 with members on 3.5.16',
+      fixture(STAYS_ON_3_5),
+      membersAt('3.5.16', '3.5.16', '3.5.16'),
+      null,
+    ],
+    [
+      'denies an explicit etcd imageTag 3.6.5-0 on Kubernetes v1.33',
+      edited(STAYS_ON_3_5, (_old, next) => withImageTag(next, '3.6.5-0')),
+      membersAt('3.5.21', '3.5.21', '3.5.21'),
+      /moves etcd to 3\.6\.5 \(etcd imageTag 3\.6\.5-0\)/,
+    ],
+    [
+      'allows v1.33 → v1.34 that pins etcd to a 3.5 imageTag',
+      edited(TO_3_6, (_old, next) => withImageTag(next, '3.5.21-0')),
+      membersAt('3.5.16', '3.5.16', '3.5.16'),
+      null,
+    ],
+    [
+      'allows a step between two 3.6 Kubernetes versions (the crossing was judged before)',
+      edited(TO_3_6, (old, next) => {
+        old.version = 'v1.34.0';
+        next.version = 'v1.35.1';
+      }),
+      membersAt('3.5.16', '3.6.5', '3.6.5'),
+      null,
+    ],
+    [
+      'denies a Kubernetes minor past kubeadm’s table (nearest entry: 3.6)',
+      edited(TO_3_6, (_old, next) => {
+        next.version = 'v1.40.0';
+      }),
+      membersAt('3.5.16', '3.5.16', '3.5.16'),
+      /kubeadm's default etcd 3\.6\.9-0 for Kubernetes v1\.40\.0/,
+    ],
+    [
+      'denies members on 3.4 too (3.4 → 3.6 skips a minor)',
+      fixture(TO_3_6),
+      membersAt('3.4.23', '3.4.23', '3.4.23'),
+      /etcd-0 \(3\.4\.23\)/,
+    ],
+  ])('%s', (_name, request, evaluation, denial) => {
+    const decision = decideOn(request, evaluation);
+    if (denial === null) {
+      expect(decision.response.allowed, decision.response.status?.message).toBe(true);
+      return;
+    }
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.reason).toBe('etcd-upgrade');
+    expect(decision.response.status?.code).toBe(403);
+    const message = decision.response.status?.message ?? '';
+    expect(message).toMatch(denial);
+    expect(message).toContain(`on ${MIN_ETCD_FOR_3_6} or later before any member moves to 3.6`);
+    expect(message).toContain('KubeadmControlPlane default/prod-control-plane');
+  });
+
+  it('does not gate a scale-up of a KCP already on a 3.6 Kubernetes', () => {
+    const request = edited('kcp-scale-up-3-to-5.json', (old, next) => {
+      old.version = 'v1.34.0';
+      next.version = 'v1.34.0';
+    });
+    expect(decideOn(request, membersAt('3.5.16', '3.5.16', '3.5.16')).response.allowed).toBe(true);
+  });
+
+  it('lets a permitted override through with the gate’s reason in the audit annotation', () => {
+    const request = fixture(TO_3_6);
+    const object = structuredClone(request.object) as { metadata: { annotations?: Record<string, string> } };
+    object.metadata.annotations = { ...object.metadata.annotations, 'etcd-guard.io/override': 'members patched out of band' };
+    const classification = classifyRequest({ ...request, object }, CONFIG);
+    if (classification.kind !== 'needs-evaluation') throw new Error('not judged');
+    const decision = decide({
+      request: { ...request, object, userInfo: { username: 'admin', groups: ['system:masters'] } },
+      config: CONFIG,
+      classification,
+      evaluation: membersAt('3.5.16', '3.5.16', '3.5.16'),
+      now: NOW,
+    });
+    expect(decision.result).toBe('overridden');
+    expect(decision.response.auditAnnotations?.['overridden-denial']).toMatch(/3\.5\.32 or later/);
+  });
+
+  it.each([
+    ['3.5.16', { major: 3, minor: 5, patch: 16 }],
+    ['v3.6.5', { major: 3, minor: 6, patch: 5 }],
+    ['3.6.9-0', { major: 3, minor: 6, patch: 9 }],
+    ['3.5.21-0@sha256:abcd', { major: 3, minor: 5, patch: 21 }],
+    ['latest', null],
+    ['3.6', null],
+    [42, null],
+  ])('parses the etcd version %j', (text, expected) => {
+    expect(parseEtcdVersion(text)).toEqual(expected);
+  });
+
+  it.each([
+    ['v1.29.0', '3.5.24-0'],
+    ['v1.33.7', '3.5.24-0'],
+    ['v1.34.0', '3.6.9-0'],
+    ['1.36.1', '3.6.9-0'],
+    ['v1.27.3', '3.5.24-0'],
+    ['v1.99.0', '3.6.9-0'],
+    ['v2.0.0', null],
+    ['', null],
+  ])('takes kubeadm’s default etcd for Kubernetes %s', (kubernetes, etcd) => {
+    expect(kubeadmDefaultEtcd(kubernetes)).toBe(etcd);
+  });
+
+  it('keeps kubeadm’s table contiguous from 1.29 with 3.6 from 1.34 on', () => {
+    const minors = [...KUBEADM_DEFAULT_ETCD.keys()];
+    expect(minors).toEqual(Array.from({ length: minors.length }, (_unused, index) => 29 + index));
+    for (const [minor, etcd] of KUBEADM_DEFAULT_ETCD) expect(parseEtcdVersion(etcd)?.minor).toBe(minor >= 34 ? 6 : 5);
+  });
+});
