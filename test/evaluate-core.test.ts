@@ -343,6 +343,14 @@ const rows: Row[] = [
     names: 'etcd-b run 3.4.23',
   },
   {
+    behaviour: 'versions more than one minor apart warn that etcd upgrades one minor at a time',
+    input: build(withMember(2, { status: { version: '3.6.5' } }, withMember(1, { status: { version: '3.4.23' } }))),
+    verdict: 'Degraded',
+    check: 'version',
+    status: 'warn',
+    names: 'version skew across more than one minor (3.4.23 to 3.6.5): etcd supports upgrading one minor at a time',
+  },
+  {
     behaviour: 'a slow member warns',
     input: build(withMember(0, { latencyMs: 900 })),
     verdict: 'Degraded',

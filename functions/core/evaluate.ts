@@ -604,7 +604,23 @@ const versionCheck: CheckFunction = ({ members }) => {
   }
   if (versions.size > 1) {
     const runs = [...versions.entries()].map(([version, names]) => `${names.join(', ')} run ${version}`);
-    return concluded([warn(`version skew: ${runs.join('; ')}`)]);
+    const findings = [warn(`version skew: ${runs.join('; ')}`)];
+    const minors = [...versions.keys()].flatMap((version) => {
+      const match = /^(\d+)\.(\d+)\./.exec(version);
+      return match ? [{ version, rank: Number(match[1]) * 1000 + Number(match[2]) }] : [];
+    });
+    const oldest = minors.reduce<(typeof minors)[number] | undefined>((a, b) => (a && a.rank <= b.rank ? a : b), undefined);
+    const newest = minors.reduce<(typeof minors)[number] | undefined>((a, b) => (a && a.rank >= b.rank ? a : b), undefined);
+    // etcd upgrades one minor at a time; members further apart are a skipped step (or a member
+    // of another cluster), which etcd's upgrade policy does not support.
+    if (oldest && newest && newest.rank - oldest.rank > 1) {
+      findings.push(
+        warn(
+          `version skew across more than one minor (${oldest.version} to ${newest.version}): etcd supports upgrading one minor at a time`,
+        ),
+      );
+    }
+    return concluded(findings);
   }
   return concluded([], versions.size === 1 ? `all members run ${[...versions.keys()].join('')}` : 'no version known');
 };
