@@ -82,6 +82,7 @@ export type TlsFiles = z.infer<typeof tlsFilesSchema>;
 export const ENFORCEMENT_MODES = ['enforce', 'warn', 'audit'] as const;
 export const enforcementSchema = z.enum(ENFORCEMENT_MODES);
 export type EnforcementMode = z.infer<typeof enforcementSchema>;
+export const tlsVerifySchema = z.enum(['full', 'chain-only']);
 
 /** Which guarded objects belong to a target. {} matches every object. */
 export const matchSchema = z
@@ -132,6 +133,14 @@ export const targetSchema = z
     watchProbe: z.boolean().optional(),
     /** This target's enforcement; the config's `enforcement` when absent. */
     enforcement: enforcementSchema.optional(),
+    /**
+     * How members' serving certificates are checked. 'full' (default): the certificate must chain
+     * to the CA and name the member's address (or node name, through a port-forward). 'chain-only':
+     * the chain alone, for clusters whose etcd serving certificates lack that name (Cluster API's
+     * KCP itself verifies nothing). Risk: any certificate the CA issued, e.g. another member's or
+     * another cluster's under a shared CA, is then taken for this member.
+     */
+    tlsVerify: tlsVerifySchema.optional(),
   })
   .strict();
 export type TargetConfig = z.infer<typeof targetSchema>;
@@ -164,6 +173,8 @@ export const discoverySchema = z
     kubeconfigFile: z.string().min(1).optional(),
     /** The opt-in watch round trip (targets[].watchProbe) for every discovered target. */
     watchProbe: z.boolean().optional(),
+    /** targets[].tlsVerify for every discovered target (e.g. chain-only for KCP certificates without the node name). */
+    tlsVerify: tlsVerifySchema.optional(),
   })
   .strict()
   .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {

@@ -58,6 +58,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
   const defaults = {
     timeout: discovery.timeout,
     ...(discovery.watchProbe === true && { watchProbe: true }),
+    ...(discovery.tlsVerify === undefined ? {} : { tlsVerify: discovery.tlsVerify }),
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
   const run = async <Listed>(

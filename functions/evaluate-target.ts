@@ -20,7 +20,10 @@ import type { Evaluation } from './core/evaluation.js';
 export { readTargetCredentials } from './etcd-access.js';
 
 /** What an evaluation needs of a target once an access says how to reach its etcd. */
-export type EvaluatedTarget = Pick<TargetConfig, 'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe'>;
+export type EvaluatedTarget = Pick<
+  TargetConfig,
+  'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe' | 'tlsVerify'
+>;
 
 /** Where the watch probe writes: one key per member, deleted after each round trip. */
 export function watchProbeKey(target: string, memberId: string): string {
@@ -178,8 +181,16 @@ function watchRoundTrips(
 }
 
 /** Probes the seeds while the member list is fetched (saving a round trip), then every listed member not yet probed. */
-async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, watchTarget?: string): Promise<Reached> {
-  const session = new EtcdProbeSession(access.credentials, { serverNameFor: (endpoint) => access.serverNameFor?.(endpoint) });
+async function probeThroughAccess(
+  access: EtcdAccess,
+  deadline: Deadline,
+  options: { watchTarget?: string; tlsVerify?: 'full' | 'chain-only' } = {},
+): Promise<Reached> {
+  const { watchTarget } = options;
+  const session = new EtcdProbeSession(access.credentials, {
+    serverNameFor: (endpoint) => access.serverNameFor?.(endpoint),
+    ...(options.tlsVerify === undefined ? {} : { tlsVerify: options.tlsVerify }),
+  });
   try {
     const probes = new Map<string, Promise<EndpointProbe>>();
     // Every probed endpoint's own list too: the core compares them (member-view.ts).
@@ -270,7 +281,10 @@ export async function evaluateThroughAccess(
     reached = { memberList: { ok: false, error: access.error }, memberLists: [], probes: [] };
   } else {
     try {
-      reached = await probeThroughAccess(access, deadline, target.watchProbe === true ? target.name : undefined);
+      reached = await probeThroughAccess(access, deadline, {
+        ...(target.watchProbe === true ? { watchTarget: target.name } : {}),
+        ...(target.tlsVerify === undefined ? {} : { tlsVerify: target.tlsVerify }),
+      });
     } finally {
       await access.close();
     }

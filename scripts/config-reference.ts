@@ -55,6 +55,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'targets[].watchProbe':
     'Opt-in watch round trip (the `watch` check): per member, a watch on `/etcd-guard/watch-probe/<target>/<member id>` must deliver a write made through another member within `timeout`. Off by default because it writes (one put and one delete per member per evaluation); see [the watch probe](#the-watch-probe-and-the-etcd-permission-it-needs).',
   'targets[].enforcement': "This target's enforcement (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.",
+  'targets[].tlsVerify':
+    "`full` (default): a member's serving certificate must chain to `tls.caFile` and name the member (its address, or its node name through a port-forward); one that does not fails the `tls-identity` check naming both. `chain-only`: the chain alone, for etcd serving certificates without the node name. Risk: any certificate that CA issued is taken for the member; see [TLS identity](#tls-identity-and-chain-only).",
   override: 'How an authorized user lets one denied change through.',
   'override.annotation':
     'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
@@ -83,6 +85,7 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',
   'discovery.kubeconfigFile': 'Kubeconfig of the management cluster; in-cluster or `KUBECONFIG` when absent.',
   'discovery.watchProbe': 'Turns `targets[].watchProbe` on for every discovered target.',
+  'discovery.tlsVerify': 'Sets `targets[].tlsVerify` for every discovered target.',
   'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',
 };
 

@@ -174,7 +174,12 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
       const endpoint = `https://127.0.0.2:${(server.address() as AddressInfo).port}`;
       const { evaluation } = await timedEvaluation(targetFor(cluster, { endpoints: [endpoint] }));
-      expect(evaluation.members[0]?.error).toMatch(/server certificate not trusted \(Hostname\/IP does not match/);
+      // The chain is fine, the name is not: TLS identity naming both sides, never "unreachable".
+      expect(evaluation.members[0]?.error).toContain(
+        'TLS identity: the server certificate does not name 127.0.0.2; it names IP Address:127.0.0.1, DNS:localhost',
+      );
+      expect(check(evaluation, 'tls-identity').status).toBe('fail');
+      expect(evaluation.reasons.join('\n')).not.toMatch(/unreachable/);
       const healthy = await timedEvaluation(targetFor(cluster));
       expect(healthy.evaluation.verdict).toBe('Healthy');
       expect(warnings).not.toContain('DEP0123');

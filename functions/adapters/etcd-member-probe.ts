@@ -4,7 +4,7 @@
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
 import { X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
-import { createSecureContext } from 'node:tls';
+import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
 import { noop } from 'cockatiel';
 import { Etcd3, type IDuplexStream, type IOptions, type IWatchRequest, type IWatchResponse } from 'etcd3';
 import { Deadline, withDeadline } from '../core/deadline.js';
@@ -24,6 +24,11 @@ export interface ProbeSessionOptions {
    * loopback port-forward) rather than the member's own address; the endpoint's host otherwise.
    */
   serverNameFor?: (endpoint: string) => string | undefined;
+  /**
+   * 'chain-only': the server certificate must chain to the trusted CA, but need not name the
+   * member (its node name or address). Off by default; see docs for the risk.
+   */
+  tlsVerify?: 'full' | 'chain-only';
 }
 
 /** A key nobody writes: a range on it is a cheap linearizable read. */
@@ -149,6 +154,11 @@ export function describeProbeError(endpoint: string, error: unknown, budgetMs: n
   } else if (/socket disconnected before secure TLS connection/i.test(message)) {
     // The peer closed before TLS began: a relay (port-forward) whose far end is gone, not a TLS verdict.
     cause = 'connection closed before the TLS handshake';
+  } else if (TLS_IDENTITY.test(message)) {
+    cause = `TLS identity: ${clip(TLS_IDENTITY.exec(message)?.[1] ?? 'the server certificate does not name the member')}`;
+  } else if (NODE_IDENTITY.test(message)) {
+    // Node's own wording, when our identity check could not be installed (grpc-js internals differ).
+    cause = `TLS identity: ${clip(NODE_IDENTITY.exec(message)?.[1] ?? 'the server certificate does not name the member')}`;
   } else if (/alert certificate expired/i.test(message)) {
     cause = 'TLS rejected: client certificate expired';
   } else if (/certificate has expired/i.test(message)) {
@@ -167,6 +177,49 @@ export function describeProbeError(endpoint: string, error: unknown, budgetMs: n
     cause = clip(message);
   }
   return `${endpoint}: ${cause}`;
+}
+
+/** Our identity check's own error (identityChecker); the rest of the line says which names. */
+const TLS_IDENTITY = /TLS identity: ([^\n]*)/;
+const NODE_IDENTITY = /Hostname\/IP does not match certificate's altnames: ([^\n]*)/i;
+
+/** Printable and bounded: a certificate's names come from whoever runs the server. */
+function printable(text: string, max = 200): string {
+  const clean = text.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > max ? `${clean.slice(0, max - 3)}...` : clean;
+}
+
+/**
+ * Node's checkServerIdentity, worded as "TLS identity" naming the name we expected and the names
+ * the certificate has; with 'chain-only', any name passes. Node calls it only after the chain
+ * verified, so chain-only never accepts a certificate from another CA.
+ */
+function identityChecker(mode: 'full' | 'chain-only'): (hostname: string, cert: PeerCertificate) => Error | undefined {
+  return (hostname, cert) => {
+    const mismatch = checkServerIdentity(hostname, cert);
+    if (mismatch === undefined || mode === 'chain-only') return undefined;
+    const names = cert.subjectaltname
+      ? printable(cert.subjectaltname)
+      : `no subject alternative names (CN ${printable(String(cert.subject?.CN ?? 'none'), 64)})`;
+    return new Error(`TLS identity: the server certificate does not name ${printable(hostname, 100)}; it names ${names}`);
+  };
+}
+
+/** The part of grpc-js 1.x's secure channel credentials that holds the certificate checks. */
+interface VerifyOptionsInternals {
+  verifyOptions?: { checkServerIdentity?: unknown };
+}
+
+/**
+ * Puts our identity check into the credentials. When grpc-js's internals differ nothing changes:
+ * Node's own check stays (described as TLS identity from its wording), and chain-only is not
+ * applied, so verification never weakens by accident.
+ */
+function withIdentityCheck(credentials: unknown, mode: 'full' | 'chain-only'): void {
+  if (typeof credentials !== 'object' || credentials === null) return;
+  const verify = (credentials as VerifyOptionsInternals).verifyOptions;
+  if (typeof verify !== 'object' || verify === null || verify.checkServerIdentity !== undefined) return;
+  verify.checkServerIdentity = identityChecker(mode);
 }
 
 const SERVER_NOT_TRUSTED =
@@ -409,6 +462,7 @@ export class EtcdProbeSession {
     if (host?.channelCredentials !== undefined) {
       instrumentCredentials(host.channelCredentials, this.sockets);
       if (endpoint.startsWith('https:') && this.tlsChannelCredentials === undefined) {
+        withIdentityCheck(host.channelCredentials, this.options.tlsVerify ?? 'full');
         this.tlsChannelCredentials = host.channelCredentials;
       }
     }

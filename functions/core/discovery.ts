@@ -22,6 +22,8 @@ export interface DiscoveryDefaults {
   watchProbe?: boolean;
   /** The provider scope's enforcement, copied onto each of its targets. */
   enforcement?: EnforcementMode;
+  /** How the discovered targets' serving certificates are checked (targets[].tlsVerify). */
+  tlsVerify?: 'full' | 'chain-only';
 }
 
 export interface ProviderResult {
@@ -190,6 +192,7 @@ export function capiTargets(kcps: readonly unknown[], clusters: readonly unknown
       quotaBackendBytes: kcpQuotaBytes(at(etcd, 'local')),
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
+      ...(defaults.tlsVerify === undefined ? {} : { tlsVerify: defaults.tlsVerify }),
     };
   });
 }
@@ -244,6 +247,7 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
       ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
+      ...(defaults.tlsVerify === undefined ? {} : { tlsVerify: defaults.tlsVerify }),
     };
   });
 }

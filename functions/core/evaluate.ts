@@ -467,20 +467,51 @@ const clusterIdCheck: CheckFunction = ({ input, agreed }) => {
   return concluded(findings, `every endpoint answers for cluster ${hexId(view.clusterId)}`);
 };
 
+/** The probe adapter's wording for a certificate that chains but names another host. */
+const TLS_IDENTITY = /^(?:.*?: )?TLS identity: (.*)$/;
+
+/** Why the member's certificate is not its own, when that is what kept it from answering. */
+function tlsIdentityProblem(member: JudgedMember): string | undefined {
+  const status = member.probe?.status;
+  return status?.ok === false ? TLS_IDENTITY.exec(status.error)?.[1] : undefined;
+}
+
 // A voting member's reachability shows here; a learner's too, though its read is not expected.
+// A member that answered with a certificate naming someone else is reported by tls-identity.
 const reachableCheck: CheckFunction = ({ voting, learners, members }) => {
   const findings: Finding[] = [];
   for (const member of voting) {
     const probe = member.probe;
     if (!probe) findings.push(fail(memberProblem('member', member, 'unreachable', member.missingReason ?? 'not probed')));
-    else if (!probe.status.ok) findings.push(fail(memberProblem('member', member, 'unreachable', probe.status.error)));
+    else if (!probe.status.ok && tlsIdentityProblem(member) === undefined) {
+      findings.push(fail(memberProblem('member', member, 'unreachable', probe.status.error)));
+    }
   }
   for (const member of learners) {
-    if (!member.probe?.status.ok) {
+    if (!member.probe?.status.ok && tlsIdentityProblem(member) === undefined) {
       findings.push(fail(memberProblem('learner', member, 'unreachable', firstError(member) ?? 'no answer')));
     }
   }
-  return concluded(findings, `all ${members.length} members answered`);
+  const unverified = members.filter((member) => tlsIdentityProblem(member) !== undefined).length;
+  return concluded(
+    findings,
+    unverified === 0
+      ? `all ${members.length} members answered`
+      : `${members.length - unverified} of ${members.length} members answered; see tls-identity`,
+  );
+};
+
+// A certificate that chains to the CA but names another host: not a network fault, and not one
+// a retry fixes. Says which name was expected and which the certificate has (tlsVerify: chain-only
+// is the documented way out).
+const tlsIdentityCheck: CheckFunction = ({ members }) => {
+  const findings = members.flatMap((member) => {
+    const problem = tlsIdentityProblem(member);
+    return problem === undefined
+      ? []
+      : [fail(`${member.learner ? 'learner' : 'member'} ${label(member)} TLS identity: ${problem}`)];
+  });
+  return concluded(findings, 'every member that answered presented a certificate naming it');
 };
 
 const linearizableReadCheck: CheckFunction = ({ voting }) => {
@@ -700,6 +731,7 @@ const CHECKS: Record<CheckName, CheckFunction> = {
   'member-list-agreement': memberListAgreementCheck,
   'cluster-id': clusterIdCheck,
   reachable: reachableCheck,
+  'tls-identity': tlsIdentityCheck,
   'linearizable-read': linearizableReadCheck,
   watch: watchCheck,
   leader: leaderCheck,

@@ -53,6 +53,7 @@ export const CHECK_NAMES = [
   'member-list-agreement',
   'cluster-id',
   'reachable',
+  'tls-identity',
   'linearizable-read',
   'watch',
   'leader',

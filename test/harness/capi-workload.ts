@@ -77,11 +77,15 @@ export function routeEtcdPods(relay: PortForwardRelay, etcd: EtcdTestCluster): v
 
 export async function startCapiWorkload(
   management: FakeKubeApiServer,
-  options: { namespace: string; clusterName: string; caKeyType?: 'ec' | 'rsa' },
+  options: { namespace: string; clusterName: string; caKeyType?: 'ec' | 'rsa'; serverCertNames?: string[] },
 ): Promise<CapiWorkload> {
   const cluster = { namespace: options.namespace, clusterName: options.clusterName };
   const [etcd, apiServer] = await Promise.all([
-    startEtcdCluster({ name: options.clusterName, ...(options.caKeyType ? { caKeyType: options.caKeyType } : {}) }),
+    startEtcdCluster({
+      name: options.clusterName,
+      ...(options.caKeyType ? { caKeyType: options.caKeyType } : {}),
+      ...(options.serverCertNames ? { serverCertNames: options.serverCertNames } : {}),
+    }),
     startWorkloadApiServer(),
   ]);
   const relay = attachPortForward(apiServer);

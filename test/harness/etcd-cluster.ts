@@ -115,6 +115,11 @@ export interface StartEtcdClusterOptions {
    * live in the first cluster's dir: destroy the second cluster first.
    */
   pki?: TestCerts;
+  /**
+   * DNS names the members' serving certificate carries beside 127.0.0.1 and localhost; the member
+   * names by default, as kubeadm names the node. [] makes a certificate without the node names.
+   */
+  serverCertNames?: string[];
   /** Puts a relay (test/harness/peer-proxy.ts) in front of each member's advertised peer URL, for isolate(). */
   peerProxies?: boolean;
 }
@@ -197,7 +202,8 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
   liveDirs.add(dir);
   // Member names are node names in a kubeadm cluster; its serving certificate names the node.
   const memberNames = Array.from({ length: size }, (_, index) => `${prefix}-${index}`);
-  const certs = options.pki ?? (await generateTestCerts(dir, { caKeyType: options.caKeyType, serverNames: memberNames }));
+  const serverNames = options.serverCertNames ?? memberNames;
+  const certs = options.pki ?? (await generateTestCerts(dir, { caKeyType: options.caKeyType, serverNames }));
   const token = `${prefix}-${randomBytes(4).toString('hex')}`;
   const ports = await freePorts(size * (options.peerProxies ? 3 : 2));
 
