@@ -1,0 +1,136 @@
+// The etcd 3.6 upgrade gate end to end: a real 3-member etcd (3.5.16 or 3.4.23, whichever the run
+// is on: both below the 3.5.32 etcd's upgrade guide requires before 3.6), the scheduled evaluation
+// feeding the store, and /validate over HTTPS with real AdmissionReview fixtures. A KCP bump to a
+// Kubernetes whose kubeadm etcd is 3.6 is denied naming the members and the minimum; a version
+// step that stays on 3.5 is allowed; the same bump is allowed once the members run the minimum
+// (the real evaluation with its member versions raised, as the cluster would report them).
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStore } from '../functions/adapters/store-factory.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import type { EvaluationStore } from '../functions/core/store.js';
+import { evaluateTarget } from '../functions/evaluate-target.js';
+import { runScheduledEvaluation } from '../functions/scheduled.js';
+import { createLogger } from '../functions/shared/logger.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
+import { MIN_ETCD_FOR_3_6 } from '../webhook/core/etcd-upgrade.js';
+import { generateTestCerts } from './harness/certs.js';
+import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { httpsRequest } from './harness/https-client.js';
+
+const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
+const FIXTURES = path.join(import.meta.dirname, 'fixtures', 'admission');
+
+let workDir: string;
+let cluster: EtcdTestCluster;
+let config: GuardConfig;
+let store: EvaluationStore;
+let server: RunningWebhookServer;
+let ca: Buffer;
+let agent: https.Agent;
+
+beforeAll(async () => {
+  workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-upgrade-gate-'));
+  const [etcd, certs] = await Promise.all([startEtcdCluster({ size: 3, name: 'gate' }), generateTestCerts(workDir)]);
+  cluster = etcd;
+  ca = readFileSync(certs.caFile);
+  config = parseGuardConfig(
+    {
+      store: { kind: 'file', dir: path.join(workDir, 'store') },
+      maxAgeSeconds: 60,
+      inlineRefresh: false,
+      // The fixtures' KCPs belong to cluster "prod".
+      targets: [
+        { name: 'prod', endpoints: cluster.endpoints, tls: cluster.clientTls, timeout: '2s', match: { clusterName: 'prod' } },
+      ],
+    },
+    'upgrade gate config',
+  );
+  store = createStore(config.store);
+  server = await startWebhookServer({
+    config,
+    host: '127.0.0.1',
+    port: 0,
+    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+    token: null,
+    logger: silent,
+    store,
+    pollIntervalMs: 100,
+  });
+  agent = new https.Agent({ keepAlive: true });
+  await server.cache.whenReady();
+});
+
+afterAll(async () => {
+  agent?.destroy();
+  await server?.close();
+  await cluster?.destroy();
+  if (workDir) await rm(workDir, { recursive: true, force: true });
+});
+
+/** Waits (with a deadline) until the webhook's cache holds the stored evaluation. */
+async function cached(evaluation: Evaluation): Promise<void> {
+  await expect.poll(() => server.cache.get('prod')?.evaluatedAt, { timeout: 5_000, interval: 50 }).toBe(evaluation.evaluatedAt);
+}
+
+async function scheduledEvaluation(): Promise<Evaluation> {
+  const [result] = await runScheduledEvaluation({ config, store, evaluate: (target) => evaluateTarget(target), logger: silent });
+  expect(result?.ok, JSON.stringify(result)).toBe(true);
+  const stored = await store.read('prod');
+  if (stored === null) throw new Error('the scheduled run stored nothing');
+  await cached(stored);
+  return stored;
+}
+
+async function validate(fixture: string) {
+  const review = JSON.parse(readFileSync(path.join(FIXTURES, fixture), 'utf8')) as { request: { uid: string } };
+  const { status, text } = await httpsRequest(`${server.url}/validate?timeout=10s`, {
+    method: 'POST',
+    agent,
+    ca,
+    body: JSON.stringify(review),
+    timeoutMs: 15_000,
+  });
+  if (status !== 200) throw new Error(`HTTP ${status}: ${text}`);
+  const answer = JSON.parse(text) as { response: { uid: string; allowed: boolean; status?: { code: number; message: string } } };
+  expect(answer.response.uid).toBe(review.request.uid);
+  return answer.response;
+}
+
+describe('the etcd 3.6 upgrade gate through the HTTPS webhook on real etcd', () => {
+  it('denies a KCP bump to Kubernetes v1.34 (etcd 3.6) while members run below the minimum, allows otherwise', async () => {
+    const real = await scheduledEvaluation();
+    expect(real.verdict, real.reasons.join('; ')).not.toBe('Unhealthy');
+    const versions = real.members.map((member) => member.version);
+    console.log(`upgrade gate: members run ${versions.join(', ')}; minimum before 3.6 is ${MIN_ETCD_FOR_3_6}`);
+
+    const denied = await validate('kcp-v1beta2-edit-version.json');
+    expect(denied.allowed).toBe(false);
+    expect(denied.status?.code).toBe(403);
+    const message = denied.status?.message ?? '';
+    console.log(`upgrade gate denial: ${message}`);
+    expect(message).toContain("moves etcd to 3.6.9 (kubeadm's default etcd 3.6.9-0 for Kubernetes v1.34.0)");
+    expect(message).toContain(`every member on ${MIN_ETCD_FOR_3_6} or later before any member moves to 3.6`);
+    for (const member of real.members) expect(message).toContain(`${member.name} (${member.version})`);
+
+    // v1.30.4 → v1.31.1: kubeadm's etcd stays on 3.5; the gate has nothing to say.
+    const stays = await validate('kcp-v1beta1-edit-version.json');
+    expect(stays.allowed, stays.status?.message).toBe(true);
+
+    // The same cluster once its members run the minimum: the bump is judged on health alone.
+    const upgraded: Evaluation = {
+      ...real,
+      evaluatedAt: new Date().toISOString(),
+      members: real.members.map((member) => ({ ...member, version: MIN_ETCD_FOR_3_6 })),
+    };
+    await store.write(upgraded);
+    await cached(upgraded);
+    const allowed = await validate('kcp-v1beta2-edit-version.json');
+    expect(allowed.allowed, allowed.status?.message).toBe(true);
+  });
+});
