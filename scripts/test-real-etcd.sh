@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The real-etcd suites (faults, TLS and TLS identity, learner, alarms, removed and foreign members,
+# leader moves, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate) against
+# one etcd: ETCD_GUARD_ETCD_BIN_DIR names the dir holding its etcd and etcdctl (PATH's otherwise).
+# `.ci/run` runs them a second time on etcd 3.5 (scripts/ensure-etcd-3.5.sh) after `npm test`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+files=(
+  test/etcd-evaluate.test.ts
+  test/etcd-access.test.ts
+  test/etcd-removed-member.test.ts
+  test/etcd-foreign-member.test.ts
+  test/etcd-churn.test.ts
+  test/etcd-watch-probe.test.ts
+  test/tls-identity.test.ts
+  test/capi-reach.test.ts
+  test/fleet-e2e.test.ts
+  test/e2e-webhook-etcd.test.ts
+  test/e2e-etcd-upgrade-gate.test.ts
+)
+etcd="${ETCD_GUARD_ETCD_BIN_DIR:+$ETCD_GUARD_ETCD_BIN_DIR/}etcd"
+echo "real-etcd suites on: $("$etcd" --version | head -1) ($etcd); $("${etcd}ctl" version | head -1)"
+report=$(mktemp /tmp/etcd-guard-vitest.XXXXXX.json)
+npx vitest run --reporter=default --reporter=json --outputFile.json="$report" "${files[@]}" "$@"
+status=$?
+node scripts/test-summary.mjs "$report" || status=1
+rm -f "$report"
+exit $status
