@@ -6,8 +6,9 @@ import { X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
 import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
 import { noop } from 'cockatiel';
-import { Etcd3, type IDuplexStream, type IOptions, type IWatchRequest, type IWatchResponse } from 'etcd3';
+import { Etcd3, type IDuplexStream, type IOptions, type IStatusResponse, type IWatchRequest, type IWatchResponse } from 'etcd3';
 import { Deadline, withDeadline } from '../core/deadline.js';
+import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
 import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../core/evaluate.js';
 import type { MemberListAnswer } from '../core/member-view.js';
 
@@ -294,6 +295,53 @@ interface ConnectorInternals {
   _createSecureConnector?: (...args: unknown[]) => GrpcConnector;
   [INSTRUMENTED]?: true;
 }
+
+/** The part of a grpc-js service client (etcd3's Maintenance client) a raw Status call needs. */
+interface UnaryMethod {
+  path: string;
+  requestSerialize: (value: unknown) => Buffer;
+  responseDeserialize: (bytes: Buffer) => unknown;
+}
+interface RawServiceClient {
+  makeUnaryRequest(
+    path: string,
+    serialize: (value: unknown) => Buffer,
+    deserialize: (bytes: Buffer) => unknown,
+    argument: unknown,
+    options: { deadline: Date },
+    callback: (error: Error | null, value?: unknown) => void,
+  ): unknown;
+  constructor: { service?: Record<string, UnaryMethod | undefined> };
+}
+
+type StatusWithExtras = IStatusResponse & { extras: StatusExtras };
+
+/**
+ * maintenance Status, decoded by etcd3's own definition, plus what etcd 3.6 added to the response
+ * (etcd-status-extras.ts), read from the same bytes. It goes through the client's Maintenance
+ * service directly, so the raw bytes are seen; when etcd3's internals differ, its documented call
+ * answers without the extras (a 3.6 member's quota then falls back to the configured one).
+ */
+function statusWithExtras(client: Etcd3, deadline: Date): Promise<StatusWithExtras> {
+  const host = onlyHost(client) as { getServiceClient?: (name: string) => unknown } | null;
+  const service =
+    typeof host?.getServiceClient === 'function' ? (host.getServiceClient('Maintenance') as RawServiceClient) : null;
+  const method = service?.constructor.service?.Status;
+  if (service === null || typeof service.makeUnaryRequest !== 'function' || method === undefined) {
+    return client.maintenance.status({ deadline }).then((response) => ({ ...response, extras: {} }));
+  }
+  return new Promise((resolve, reject) => {
+    service.makeUnaryRequest(
+      method.path,
+      method.requestSerialize,
+      (bytes) => ({ ...(method.responseDeserialize(bytes) as IStatusResponse), extras: statusExtras(bytes) }),
+      {},
+      { deadline },
+      (error, value) => (error ? reject(error) : resolve(value as StatusWithExtras)),
+    );
+  });
+}
+
 /** grpc-js 1.x's connector: wraps each new TCP socket (in TLS, or as it is) for one subchannel connect. */
 interface GrpcConnector {
   connectionOptions?: { servername?: unknown };
@@ -576,7 +624,7 @@ export class EtcdProbeSession {
     let latencyMs: number | null = null;
     const statusCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<MemberStatus> => {
       const started = performance.now();
-      const response = await client.maintenance.status({ deadline: callDeadline });
+      const response = await statusWithExtras(client, callDeadline);
       latencyMs = Math.round((performance.now() - started) * 10) / 10;
       return {
         memberId: String(response.header.member_id),
@@ -588,6 +636,7 @@ export class EtcdProbeSession {
         dbSizeInUseBytes: toNumber(response.dbSizeInUse),
         version: response.version,
         isLearner: response.isLearner === true,
+        ...(response.extras.dbSizeQuotaBytes === undefined ? {} : { dbSizeQuotaBytes: response.extras.dbSizeQuotaBytes }),
       };
     });
     const alarmsCall = this.callThroughRaft(endpoint, deadline, async (client, callDeadline): Promise<RaisedAlarm[]> => {

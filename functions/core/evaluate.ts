@@ -40,6 +40,8 @@ export interface MemberStatus {
   isLearner: boolean;
   /** The cluster the answering member belongs to (uint64 as a decimal string), when known. */
   clusterId?: string;
+  /** The member's own --quota-backend-bytes, when it reports it (etcd 3.6+ Status dbSizeQuota). */
+  dbSizeQuotaBytes?: number;
 }
 
 export interface RaisedAlarm {
@@ -594,14 +596,19 @@ const learnersCheck: CheckFunction = ({ learners }) =>
     'no learner',
   );
 
+// Against the quota the member reports (etcd 3.6+), else the configured one (quotaBackendBytes).
 const dbSizeCheck: CheckFunction = ({ members, input, thresholds }) => {
   const result = concluded([], 'no DB size known');
-  const quota = formatBytes(input.quotaBackendBytes);
+  const quotas = new Set<string>();
   for (const member of members) {
     const status = statusOf(member);
     if (!status) continue;
-    result.passMessage = `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${quota}`;
-    const ratio = status.dbSizeBytes / input.quotaBackendBytes;
+    const reported = status.dbSizeQuotaBytes;
+    const quotaBytes = reported ?? input.quotaBackendBytes;
+    const quota = `${formatBytes(quotaBytes)}${reported === undefined ? '' : ' (reported by the member)'}`;
+    quotas.add(quota);
+    result.passMessage = `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${[...quotas].join(', ')}`;
+    const ratio = status.dbSizeBytes / quotaBytes;
     const text = `member ${label(member)} DB ${formatBytes(status.dbSizeBytes)} is ${Math.round(ratio * 100)}% of quota ${quota}`;
     if (ratio >= thresholds.dbFailRatio) result.findings.push(fail(text));
     else if (ratio >= thresholds.dbWarnRatio) result.findings.push(warn(text));
