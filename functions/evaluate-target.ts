@@ -141,6 +141,7 @@ function leadershipUnsettled(probes: readonly EndpointProbe[]): boolean {
 interface Reached {
   memberList: Outcome<DiscoveredMember[]>;
   memberLists: EndpointMemberList[];
+  linearizableMemberList?: MemberListAnswer & { endpoint: string };
   probes: EndpointProbe[];
 }
 
@@ -180,6 +181,26 @@ function watchRoundTrips(
   );
 }
 
+/**
+ * The first committed member list, from a member whose own Status says it runs etcd 3.5 or later
+ * (3.4 ignores `linearizable` and would pass off its local list) and is the member that answered.
+ */
+async function linearizableList(
+  committed: ReadonlyArray<{ endpoint: string; list: Promise<Outcome<MemberListAnswer>> }>,
+  probes: readonly EndpointProbe[],
+): Promise<(MemberListAnswer & { endpoint: string }) | undefined> {
+  for (const { endpoint, list } of committed) {
+    const answer = await list;
+    const status = probes.find((probe) => probe.endpoint === endpoint)?.status;
+    if (!answer.ok || !status?.ok || status.value.memberId !== answer.value.memberId) continue;
+    const [major, minor] = status.value.version.split('.').map(Number);
+    if (major !== undefined && minor !== undefined && (major > 3 || (major === 3 && minor >= 5))) {
+      return { ...answer.value, endpoint };
+    }
+  }
+  return undefined;
+}
+
 /** Probes the seeds while the member list is fetched (saving a round trip), then every listed member not yet probed. */
 async function probeThroughAccess(
   access: EtcdAccess,
@@ -204,6 +225,11 @@ async function probeThroughAccess(
       );
     };
     for (const endpoint of access.seedEndpoints) reach(endpoint);
+    // Beside each seed's local list: the committed one (etcd 3.5+), awaited only at the end.
+    const committed = access.seedEndpoints.map((endpoint) => ({
+      endpoint,
+      list: session.listMembers(endpoint, deadline, true),
+    }));
     const memberList = await firstMemberList([...lists.values()]);
     const memberIdByEndpoint = new Map<string, string>();
     if (memberList.ok) {
@@ -236,9 +262,13 @@ async function probeThroughAccess(
     const answers = await Promise.all(
       [...lists.entries()].map(async ([endpoint, list]) => ({ endpoint: access.describe(endpoint), answer: await list })),
     );
+    const linearizable = await linearizableList(committed, results);
     return {
       memberList,
       memberLists: answers,
+      ...(linearizable === undefined
+        ? {}
+        : { linearizableMemberList: { ...linearizable, endpoint: access.describe(linearizable.endpoint) } }),
       probes: results.map((probe) => presentProbe(probe, access, memberIdByEndpoint)),
     };
   } finally {
@@ -294,6 +324,7 @@ export async function evaluateThroughAccess(
     endpoints: 'error' in access ? [] : access.seedEndpoints.map((endpoint) => access.describe(endpoint)),
     memberList: reached.memberList,
     memberLists: reached.memberLists,
+    ...(reached.linearizableMemberList === undefined ? {} : { linearizableMemberList: reached.linearizableMemberList }),
     probes: reached.probes,
     quotaBackendBytes: target.quotaBackendBytes,
     evaluatedAt: evaluatedAt.toISOString(),

@@ -17,6 +17,7 @@ files=(
   test/fleet-e2e.test.ts
   test/e2e-webhook-etcd.test.ts
   test/e2e-etcd-upgrade-gate.test.ts
+  test/etcd-version-features.test.ts
 )
 etcd="${ETCD_GUARD_ETCD_BIN_DIR:+$ETCD_GUARD_ETCD_BIN_DIR/}etcd"
 echo "real-etcd suites on: $("$etcd" --version | head -1) ($etcd); $("${etcd}ctl" version | head -1)"

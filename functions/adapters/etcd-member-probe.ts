@@ -601,10 +601,12 @@ export class EtcdProbeSession {
   /**
    * The member list as `endpoint` sees it, with the cluster and member that answered (served
    * locally by the member: a removed or isolated member still answers its own stale list).
+   * `linearizable` asks etcd 3.5+ for the committed list instead (it goes through raft and fails
+   * without quorum); etcd 3.4 ignores the field and answers locally.
    */
-  listMembers(endpoint: string, deadline: Deadline): Promise<Outcome<MemberListAnswer>> {
+  listMembers(endpoint: string, deadline: Deadline, linearizable = false): Promise<Outcome<MemberListAnswer>> {
     return this.call(endpoint, deadline, async (client, callDeadline) => {
-      const response = await client.cluster.memberList({}, { deadline: callDeadline });
+      const response = await client.cluster.memberList(linearizable ? { linearizable } : {}, { deadline: callDeadline });
       return {
         clusterId: String(response.header.cluster_id),
         memberId: String(response.header.member_id),

@@ -12,7 +12,14 @@ import {
   type Evaluation,
   type MemberReport,
 } from './evaluation.js';
-import { agreedView, hexId, listSignature, type AgreedView, type EndpointMemberList } from './member-view.js';
+import {
+  agreedView,
+  hexId,
+  listSignature,
+  type AgreedView,
+  type EndpointMemberList,
+  type MemberListAnswer,
+} from './member-view.js';
 
 /** The result of one call: a value, or our own short error text (never a library error object). */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; error: string };
@@ -119,6 +126,11 @@ export interface EvaluationInput {
    * cluster's view (member-view.ts) replaces `memberList` and the lists are compared.
    */
   memberLists?: EndpointMemberList[];
+  /**
+   * A member list etcd 3.5+ served linearizably (the committed membership), when one answered:
+   * it is the cluster's view. Never from a 3.4 member, which answers the same request locally.
+   */
+  linearizableMemberList?: MemberListAnswer & { endpoint: string };
   /** One probe per endpoint that was probed (member client URLs, or the given endpoints). */
   probes: EndpointProbe[];
   quotaBackendBytes: number;
@@ -379,7 +391,7 @@ function mergedAlarms(members: JudgedMember[]): { alarmsByMember: Map<string, Se
 }
 
 function clusterView(input: EvaluationInput): ClusterView {
-  const agreed = agreedView(input.memberLists ?? [], input.probes);
+  const agreed = agreedView(input.memberLists ?? [], input.probes, input.linearizableMemberList);
   const memberList: Outcome<DiscoveredMember[]> = agreed ? { ok: true, value: agreed.answer.members } : input.memberList;
   const members = judgedMembers(input, memberList);
   const voting = members.filter((member) => !member.learner);
@@ -402,9 +414,12 @@ function clusterView(input: EvaluationInput): ClusterView {
   };
 }
 
-const memberListCheck: CheckFunction = ({ memberList, members }) =>
+const memberListCheck: CheckFunction = ({ memberList, members, agreed }) =>
   memberList.ok
-    ? concluded([], `${members.length} members listed`)
+    ? concluded(
+        [],
+        `${members.length} members listed${agreed?.basis === 'linearizable' ? ' (linearizable: the committed membership)' : ''}`,
+      )
     : concluded([fail(`member list unavailable from every endpoint: ${memberList.error}`)]);
 
 /** Who answered a list, by name when the cluster's view knows the member. */

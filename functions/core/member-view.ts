@@ -20,8 +20,8 @@ export interface EndpointMemberList {
 
 export interface AgreedView {
   answer: MemberListAnswer & { endpoint: string };
-  /** Why this one: the leader's own list, or the most common one. */
-  basis: 'leader' | 'majority';
+  /** Why this one: a linearizable list (etcd 3.5+), the leader's own list, or the most common one. */
+  basis: 'linearizable' | 'leader' | 'majority';
 }
 
 /** Members, learner flags and cluster: two lists with the same signature say the same thing. */
@@ -42,7 +42,13 @@ function namedLeader(probes: readonly EndpointProbe[]): string | null {
   return best;
 }
 
-export function agreedView(lists: readonly EndpointMemberList[], probes: readonly EndpointProbe[]): AgreedView | null {
+export function agreedView(
+  lists: readonly EndpointMemberList[],
+  probes: readonly EndpointProbe[],
+  linearizable?: MemberListAnswer & { endpoint: string },
+): AgreedView | null {
+  // The committed membership, served through raft: no member's local view can be newer.
+  if (linearizable !== undefined) return { answer: linearizable, basis: 'linearizable' };
   const answers = lists.flatMap(({ endpoint, answer }) => (answer.ok ? [{ endpoint, ...answer.value }] : []));
   if (answers.length === 0) return null;
   const leader = namedLeader(probes);
