@@ -17,7 +17,8 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { generateTestCerts } from '../test/harness/certs.js';
-import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
+import { makeEvaluation, makeMember } from '../test/harness/evaluation-fixture.js';
+import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
 import { BENCH_DIR, firstMessage, killAndWait, peakRssMiB, percentile, REPO_DIR, spawnTsx, type ResultRow } from './lib.js';
 
 const FIXTURE = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
@@ -222,6 +223,7 @@ async function spawnImageWebhook(
   nodeFlags: string[],
   files: { configFile: string; certFile: string; keyFile: string; logFile: string },
   entry: 'cli' | 'webhook-module' = 'cli',
+  env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   const listen = `127.0.0.1:${port}`;
@@ -249,7 +251,7 @@ async function spawnImageWebhook(
   const child = spawn(process.execPath, [...nodeFlags, ...args], {
     cwd: IMAGE_DIR,
     stdio: ['ignore', logFd, 'inherit'],
-    env: { ...process.env, NODE_ENV: 'production' },
+    env: { ...process.env, NODE_ENV: 'production', ...env },
   });
   closeSync(logFd);
   return { child, url: `https://127.0.0.1:${port}` };
@@ -268,6 +270,115 @@ function residentSplit(pid: number | undefined): string {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) / 1024;
   return `rss ${field('VmRSS').toFixed(0)} MiB (anon ${field('RssAnon').toFixed(0)}, file ${field('RssFile').toFixed(0)}), peak ${field('VmHWM').toFixed(0)} MiB`;
+}
+
+/**
+ * The denial path with Events on and off, same run, same flags: two image webhooks judge the
+ * fixture against an Unhealthy evaluation; one records Events into the loopback API stand-in
+ * (through KUBECONFIG), the other has `events: false`. Audit annotations are on in both (they are
+ * on every decision). One body means one object, so the Events form one series: the realistic
+ * flood (a controller retrying) and what the recorder must absorb without slowing answers.
+ */
+async function eventsComparison(
+  options: AdmissionOptions,
+  dir: string,
+  flags: string[],
+  files: (name: string) => { configFile: string; certFile: string; keyFile: string; logFile: string },
+  body: string,
+  children: ChildProcess[],
+): Promise<ResultRow[]> {
+  const kube = await startFakeKubeApiServer();
+  try {
+    const storeDir = path.join(dir, 'store-unhealthy');
+    await mkdir(storeDir);
+    const sick = [makeMember(0), makeMember(1), makeMember(2, { healthy: false, error: 'connection refused' })];
+    await new FileStore(storeDir).write(
+      makeEvaluation({
+        target: TARGET,
+        evaluatedAt: new Date().toISOString(),
+        verdict: 'Unhealthy',
+        members: sick,
+        reasons: ['member etcd-2 unreachable: connection refused'],
+      }),
+    );
+    const configFor = async (events: boolean) => {
+      const configFile = path.join(dir, `guard-deny-events-${events ? 'on' : 'off'}.json`);
+      await writeFile(
+        configFile,
+        JSON.stringify({
+          store: { kind: 'file', dir: storeDir },
+          maxAgeSeconds: 600,
+          inlineRefresh: false,
+          events,
+          targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
+        }),
+      );
+      return { ...files(`webhook-deny-events-${events ? 'on' : 'off'}`), configFile };
+    };
+    const on = await spawnImageWebhook(flags, await configFor(true), 'cli', { KUBECONFIG: kube.kubeconfigFile });
+    children.push(on.child);
+    const off = await spawnImageWebhook(flags, await configFor(false), 'cli', { KUBECONFIG: kube.kubeconfigFile });
+    children.push(off.child);
+    await Promise.all([waitReady(on.url, on.child, 30_000), waitReady(off.url, off.child, 30_000)]);
+    for (const url of [on.url, off.url]) {
+      const smoke = await postOnce(url, body);
+      if (smoke.status !== 200 || allowedOf(smoke.json) !== false)
+        throw new Error(`denial-path webhook did not deny the fixture`);
+    }
+    options.log(
+      `admission: denial path, Events on vs off (${options.latencySeconds}s at 1 connection, ${options.throughputSeconds}s at 32)`,
+    );
+    const measure = async (url: string) => {
+      await load(url, body, 8, options.warmupSeconds);
+      const serial = await load(url, body, 1, options.latencySeconds);
+      const parallel = await load(url, body, 32, options.throughputSeconds);
+      checkClean('denial path', serial);
+      checkClean('denial path', parallel);
+      return { serial, parallel, requests: serial.requests + parallel.requests };
+    };
+    // Off first, then on, then off again: a drift of the machine's load shows as off ≠ off.
+    const offFirst = await measure(off.url);
+    const onRun = await measure(on.url);
+    const offAgain = await measure(off.url);
+    const writes = kube.requests.filter(
+      (entry) => entry.resource === 'events' && entry.status !== null && entry.status < 300,
+    ).length;
+    options.log(
+      `admission: events on: ${onRun.requests} denials measured (plus smoke and warm-up) → ${writes} Event writes in the stand-in; ` +
+        `off p99 1 conn ${percentile(offFirst.serial.latenciesMs, 99).toFixed(2)} then ${percentile(offAgain.serial.latenciesMs, 99).toFixed(2)} ms`,
+    );
+    const info = { kind: 'info' } as const;
+    const offSerial = [...offFirst.serial.latenciesMs, ...offAgain.serial.latenciesMs];
+    const offRate = (offFirst.parallel.requestsPerSecond + offAgain.parallel.requestsPerSecond) / 2;
+    return [
+      {
+        section: 'admission',
+        figure: 'denial path, Events + audit annotations on (baseline: Events off): p99, 1 conn',
+        ours: percentile(onRun.serial.latenciesMs, 99),
+        baseline: percentile(offSerial, 99),
+        unit: 'ms',
+        target: info,
+      },
+      {
+        section: 'admission',
+        figure: 'denial path, Events + audit annotations on (baseline: Events off): req/s, 32 conn',
+        ours: onRun.parallel.requestsPerSecond,
+        baseline: offRate,
+        unit: 'req/s',
+        target: { kind: 'ratio-min', min: 0.9 },
+      },
+      {
+        section: 'admission',
+        figure: 'denial path, Events on: Event writes for all denials of one object',
+        ours: writes,
+        baseline: null,
+        unit: 'writes',
+        target: info,
+      },
+    ];
+  } finally {
+    await kube.close();
+  }
 }
 
 export async function runAdmissionBench(options: AdmissionOptions): Promise<ResultRow[]> {
@@ -394,9 +505,12 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     const webhookPeakRss = peakRssMiB(webhook.child.pid);
     const barePeakRss = peakRssMiB(bare.pid);
 
+    const events = await eventsComparison(options, dir, flags, files, body, children);
+
     const ms = (samples: number[], p: number) => percentile(samples, p);
     const info = { kind: 'info' } as const;
     return [
+      ...events,
       {
         section: 'admission',
         figure: 'POST /validate p50, 1 conn',
