@@ -143,9 +143,13 @@ export class RunSlots {
 
 const STALL_SAMPLE_MS = 50;
 
+/** Lateness up to this much per tick is the machine's scheduling noise, not a blocked loop. */
+const STALL_FLOOR_MS = 50;
+
 /**
- * Watches this process's event loop while a run is under way: how late, in total, a 50 ms timer
- * fired. Many moderate delays starve a probe as surely as one long one, so the lateness is summed.
+ * Watches this process's event loop while a run is under way: how long, in total, a 50 ms timer
+ * fired more than 50 ms late. Many stalls starve a probe as surely as one long one, so they are
+ * summed; the few ms a busy machine delays every timer are not, or every long run would count.
  * A run whose probes waited that long on our own loop may report a member as timed out that
  * answered in time, so its failure says nothing about etcd.
  */
@@ -154,7 +158,7 @@ export function watchEventLoopStalls(): { stop: () => number } {
   let expected = performance.now() + STALL_SAMPLE_MS;
   const timer = setInterval(() => {
     const now = performance.now();
-    late += Math.max(0, now - expected);
+    late += Math.max(0, now - expected - STALL_FLOOR_MS);
     expected = now + STALL_SAMPLE_MS;
   }, STALL_SAMPLE_MS);
   timer.unref();
@@ -162,7 +166,7 @@ export function watchEventLoopStalls(): { stop: () => number } {
     stop: () => {
       clearInterval(timer);
       // The wait since the last tick counts too: a stall may be going on right now.
-      return Math.round(late + Math.max(0, performance.now() - expected));
+      return Math.round(late + Math.max(0, performance.now() - expected - STALL_FLOOR_MS));
     },
   };
 }
