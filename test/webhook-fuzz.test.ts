@@ -297,7 +297,20 @@ function needsEvaluation(body: string): { uid: string | null; guarded: boolean }
   if (!parsed.ok) return { uid: null, guarded: false };
   let guarded = false;
   try {
-    guarded = classifyRequest(parsed.review.request, config).kind !== 'allow';
+    const request = parsed.review.request;
+    const classification = classifyRequest(request, config);
+    // Without an evaluation only a permitted override, an etcd-druid hibernation or wake-up, or a
+    // change that moves no member (KCP's rollout strategy alone) may be allowed (issue 17).
+    const exempt =
+      classification.kind === 'needs-evaluation' &&
+      (() => {
+        const decision = decide({ request, config, classification, evaluation: null, now: new Date() });
+        return (
+          decision.response.allowed &&
+          (decision.result === 'overridden' || ['hibernation', 'wake-up', 'no-membership-change'].includes(decision.reason))
+        );
+      })();
+    guarded = classification.kind !== 'allow' && !exempt;
   } catch {
     guarded = true; // the server must fail closed on whatever made the core throw
   }
@@ -491,12 +504,14 @@ function guardedCase(random: () => number): GuardedCase {
   };
   switch (which) {
     case 0: {
+      // An etcd-druid Etcd may go to 0 (hibernation); a KCP or a StatefulSet never.
+      const zeroable = resource === ETCD ? pick([KCP, STS]) : resource;
       const scaled = scale(replicas) as { spec: Record<string, Json> };
       const emptied = clone(scaled as unknown as Json) as { spec: Record<string, Json> };
       emptied.spec = random() < 0.5 ? {} : { replicas: null };
       return {
         kind: 'scale-without-replicas',
-        body: review(resource, 'scale', 'fuzz', scaled as unknown as Json, emptied as unknown as Json),
+        body: review(zeroable, 'scale', 'fuzz', scaled as unknown as Json, emptied as unknown as Json),
         relabel: false,
         futureStamp: false,
       };
