@@ -58,8 +58,24 @@ describe('createMachineReader', () => {
     fake.putObject('machines', machine('staging-cp-a', { cluster: 'staging', owner: 'prod-control-plane' }));
     const machines = await reader()(query, Deadline.after(2_000));
     expect(machines).toEqual([
-      { name: 'prod-cp-a', nodeName: 'node-a', deleteRequested: true, deleting: false, createdAt: '2026-11-02T09:20:00Z' },
-      { name: 'prod-cp-b', nodeName: null, deleteRequested: false, deleting: false, createdAt: '2026-11-02T09:20:00Z' },
+      {
+        name: 'prod-cp-a',
+        nodeName: 'node-a',
+        deleteRequested: true,
+        deleting: false,
+        createdAt: '2026-11-02T09:20:00Z',
+        failureDomain: null,
+        upToDate: null,
+      },
+      {
+        name: 'prod-cp-b',
+        nodeName: null,
+        deleteRequested: false,
+        deleting: false,
+        createdAt: '2026-11-02T09:20:00Z',
+        failureDomain: null,
+        upToDate: null,
+      },
     ]);
     expect(fake.requests.at(-1)?.query.get('labelSelector')).toBe(
       'cluster.x-k8s.io/cluster-name=prod,cluster.x-k8s.io/control-plane',
