@@ -7,6 +7,14 @@ import { Deadline } from '../functions/core/deadline.js';
 import { capiTargets, druidTargets, quantityBytes } from '../functions/core/discovery.js';
 import { discoveredTargetName, mergeTargets, MAX_TARGET_NAME } from '../functions/core/targets.js';
 import { resolveTargets } from '../functions/discovery.js';
+import { runScheduledEvaluation } from '../functions/scheduled.js';
+import { createLogger } from '../functions/shared/logger.js';
+import { ConfigMapStore } from '../functions/adapters/configmap-store.js';
+import { FileStore } from '../functions/adapters/file-store.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { isDnsLabel } from '../functions/shared/names.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
 
@@ -273,6 +281,66 @@ describe('config: discovery', () => {
       /discovery\.capi\.namespaces\.0: must be a namespace name .*got "Bad_NS"/,
     );
     expect(() => parseGuardConfig({ discovery: { druid: {}, refreshSeconds: 1 } }, 'test')).toThrow(/discovery\.refreshSeconds/);
+  });
+});
+
+describe('owner names a store refuses (issue 16 item 11), through discovery, the scheduled run and both stores', () => {
+  let fake: FakeKubeApiServer;
+  let dir: string;
+  beforeEach(async () => {
+    fake = await startFakeKubeApiServer();
+    dir = mkdtempSync(path.join(tmpdir(), 'discovery-names-'));
+  });
+  afterEach(async () => {
+    await fake.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('an owner named "a/b", "Prod" or with a newline gives a name every store accepts, and no run fails for the others', async () => {
+    const owners = ['a/b', 'Prod', 'prod\nx', 'ok'];
+    for (const [index, name] of owners.entries()) {
+      const uid = `uid-${index}`;
+      const kcp = fixture('kcp-v1beta1');
+      Object.assign(kcp.metadata, {
+        name: `cp-${index}`,
+        labels: {},
+        ownerReferences: [{ apiVersion: 'cluster.x-k8s.io/v1beta1', kind: 'Cluster', name, uid }],
+      });
+      fake.putObject('kubeadmcontrolplanes', kcp);
+      fake.putObject('clusters', {
+        apiVersion: 'cluster.x-k8s.io/v1beta1',
+        kind: 'Cluster',
+        metadata: { name, namespace: 'fleet', uid },
+        spec: {
+          controlPlaneRef: {
+            apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1',
+            kind: 'KubeadmControlPlane',
+            name: `cp-${index}`,
+          },
+        },
+      });
+    }
+    const config = parseGuardConfig({ targets: [], discovery: { capi: {}, kubeconfigFile: fake.kubeconfigFile } }, 'test');
+    const resolved = await resolveTargets(config);
+    expect(resolved.problems).toEqual([]);
+    expect(resolved.targets.map((target) => target.name)).toEqual(
+      owners.map((name) => discoveredTargetName('capi', 'fleet', name)).sort(),
+    );
+    const stores = [
+      new FileStore(dir),
+      new ConfigMapStore({ namespace: 'etcd-guard', kubeconfigFile: fake.kubeconfigFile, callTimeoutMs: 2_000 }),
+    ];
+    for (const store of stores) {
+      const results = await runScheduledEvaluation({
+        config,
+        store,
+        evaluate: (target) => Promise.resolve(makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString() })),
+        resolveTargets: (timeoutMs) => resolveTargets(config, { timeoutMs }),
+        logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+      });
+      expect(results.map((result) => [result.target, result.ok])).toEqual(resolved.targets.map((target) => [target.name, true]));
+      for (const target of resolved.targets) expect((await store.read(target.name))?.target).toBe(target.name);
+    }
   });
 });
 
