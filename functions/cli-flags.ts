@@ -130,7 +130,7 @@ const EVALUATE = {
 
 const WEBHOOK = {
   summary: 'Serve the validating admission webhook and the /evaluations HTTP API.',
-  usage: ['webhook --config FILE [--listen HOST:PORT] [--tls-cert F --tls-key F | --insecure-http]'],
+  usage: ['webhook --config FILE [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--tls-cert F --tls-key F | --insecure-http]'],
   flags: {
     config: {
       type: 'string',
@@ -139,6 +139,12 @@ const WEBHOOK = {
       description: 'guard config (YAML or JSON), validated at start',
     },
     listen: { type: 'string', value: 'HOST:PORT', defaultText: '0.0.0.0:8443', description: 'address to serve on' },
+    'metrics-listen': {
+      type: 'string',
+      value: 'HOST:PORT',
+      defaultText: 'none; no metrics served',
+      description: 'serve GET /metrics here (plain HTTP, nothing else on it)',
+    },
     'tls-cert': {
       type: 'string',
       value: 'FILE',
@@ -154,7 +160,7 @@ const WEBHOOK = {
     help: HELP_FLAG,
   },
   examples: [
-    'etcd-guard webhook --config guard.yaml --tls-cert tls.crt --tls-key tls.key',
+    'etcd-guard webhook --config guard.yaml --tls-cert tls.crt --tls-key tls.key --metrics-listen 0.0.0.0:9090',
     'etcd-guard webhook --config guard.yaml --listen 127.0.0.1:8080 --insecure-http',
   ],
   notes: ['Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error.'],

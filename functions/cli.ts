@@ -376,6 +376,7 @@ async function runWebhook(args: string[], env: Record<string, string | undefined
     {
       configFile: flags.config ?? '',
       listen: flags.listen ?? '',
+      ...(flags['metrics-listen'] !== undefined ? { metricsListen: flags['metrics-listen'] } : {}),
       ...(flags['tls-cert'] !== undefined ? { tlsCertFile: flags['tls-cert'] } : {}),
       ...(flags['tls-key'] !== undefined ? { tlsKeyFile: flags['tls-key'] } : {}),
       insecureHttp: flags['insecure-http'] === true,

@@ -24,7 +24,7 @@ import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.j
 import { putCapiSecrets, secretObject, startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
 import { generateTestCerts } from './harness/certs.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
-import { httpsRequest } from './harness/https-client.js';
+import { httpRequest, httpsRequest } from './harness/https-client.js';
 
 const TOKEN = 'fleet-e2e-token-0123456789abcdef';
 /** Every log line (webhook and scheduled run), stored evaluation and HTTP response of the run. */
@@ -131,6 +131,7 @@ beforeAll(async () => {
     host: '127.0.0.1',
     port: 0,
     tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+    metricsListen: { host: '127.0.0.1', port: 0 },
     token: TOKEN,
     logger: webhookLogger,
     store,
@@ -298,7 +299,8 @@ describe('a CAPI fleet guarded by the webhook, evaluated by the scheduled run th
       responses.push(answer.text);
       return answer;
     };
-    const metrics = await get(`${server.url}/metrics`);
+    const metrics = await httpRequest(`${String(server.metricsUrl)}/metrics`);
+    responses.push(metrics.text);
     expect(metrics.text).toMatch(/etcd_guard/);
     const overview = await get(`${server.url}/evaluations`);
     expect(overview.status).toBe(200);

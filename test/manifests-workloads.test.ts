@@ -156,6 +156,18 @@ describe('workloads', () => {
     expect(labelsMatch(at(budget, 'spec', 'selector'), podLabels)).toBe(true);
   });
 
+  it('the webhook serves metrics on a port of its own, and the Service names it for the ServiceMonitor', () => {
+    const container = containerOf(workloads[0]?.podSpec ?? {});
+    const { flags } = parseCliArgs(strings(container.args));
+    const metricsListen = String(flags.get('--metrics-listen'));
+    const metricsPort = Number(metricsListen.split(':').at(-1));
+    expect(metricsPort).not.toBe(8443);
+    const named = objs(container.ports).find((port) => port.name === 'metrics');
+    expect(at(named, 'containerPort')).toBe(metricsPort);
+    const servicePort = objs(at(service, 'spec', 'ports')).find((port) => port.name === 'metrics');
+    expect(at(servicePort, 'targetPort')).toBe('metrics');
+  });
+
   it('the Service sends 443 to the webhook pods on 8443', () => {
     const container = containerOf(workloads[0]?.podSpec ?? {});
     const [port] = objs(at(service, 'spec', 'ports'));

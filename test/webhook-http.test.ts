@@ -23,7 +23,7 @@ import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.j
 import { createWebhookMetrics } from '../webhook/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
-import { httpsRequest, type HttpsAnswer } from './harness/https-client.js';
+import { httpRequest, httpsRequest, type HttpsAnswer } from './harness/https-client.js';
 
 const TOKEN = 'http-test-token-5f1c';
 const silentLogger = createLogger({ env: { LOG_LEVEL: 'silent' } });
@@ -183,6 +183,7 @@ beforeAll(async () => {
     host: '127.0.0.1',
     port: 0,
     tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+    metricsListen: { host: '127.0.0.1', port: 0 },
     token: TOKEN,
     logger: silentLogger,
     store: {
@@ -463,9 +464,9 @@ describe('health, readiness, metrics and /evaluations', () => {
     expect((await request('GET', '/readyz')).status).toBe(200);
   });
 
-  it('/metrics shows decision counters, durations and evaluation ages after decisions', async () => {
+  it('the metrics port shows decision counters, durations and evaluation ages after decisions', async () => {
     await validate(kcpScale('unhealthy', 3, 5));
-    const answer = await request('GET', '/metrics');
+    const answer = await httpRequest(`${String(server.metricsUrl)}/metrics`);
     expect(answer.status).toBe(200);
     expect(answer.headers['content-type']).toMatch(/text\/plain/);
     expect(answer.text).toMatch(
@@ -478,6 +479,12 @@ describe('health, readiness, metrics and /evaluations', () => {
     expect(answer.text).toMatch(/etcd_guard_evaluation_age_seconds\{target="healthy"\} \d/);
     expect(answer.text).toMatch(/etcd_guard_inline_refresh_total\{target="stale",result="skipped"\} [1-9]/);
     expect(answer.text).toMatch(/etcd_guard_inline_refresh_total\{target="stale-refresh",result="success"\} 1/);
+  });
+
+  it('the admission port serves no /metrics: target names stay off the port every API server client can reach', async () => {
+    const answer = await request('GET', '/metrics');
+    expect(answer.status).toBe(404);
+    expect(answer.text).not.toContain('etcd_guard_');
   });
 
   it.each([

@@ -473,17 +473,6 @@ function readyzHandler(cache: CacheView): express.RequestHandler {
   };
 }
 
-function metricsHandler(metrics: WebhookMetrics): express.RequestHandler {
-  return (_req, res, next) => {
-    metrics
-      .render()
-      .then((text) => {
-        res.status(200).type(metrics.contentType).send(text);
-      })
-      .catch(next);
-  };
-}
-
 function notFoundHandler(): express.RequestHandler {
   return (req, res) => {
     res.status(404).json({ error: `no route for ${req.method} ${shorten(req.path, 100)}` });
@@ -506,7 +495,12 @@ function errorHandler(logger: Logger): express.ErrorRequestHandler {
 
 export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   const ctx = appContext(deps);
-  ctx.metrics.observeCache(ctx.cache);
+  // The metrics follow the targets the webhook judges, not every document the store lists.
+  ctx.metrics.observeTargets({
+    targets: ctx.targets,
+    get: (target) => ctx.cache.get(target),
+    maxAgeSeconds: ctx.config.maxAgeSeconds,
+  });
 
   const app = express();
   app.disable('x-powered-by');
@@ -522,7 +516,6 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   app.all('/evaluations/:target', evaluationHandler(ctx.onDemand));
   app.get('/healthz', healthzHandler());
   app.get('/readyz', readyzHandler(ctx.cache));
-  app.get('/metrics', metricsHandler(ctx.metrics));
   app.use(notFoundHandler());
   app.use(errorHandler(ctx.logger));
   return app;

@@ -25,6 +25,8 @@ export interface EvaluationCacheOptions {
   logger?: Logger;
   now?: () => Date;
   onFeedError?: (target: string, error: Error) => void;
+  /** Called with every evaluation the cache takes (the metrics remember the newest passing one). */
+  onTaken?: (evaluation: Evaluation) => void;
 }
 
 export class CacheReadTimeoutError extends Error {
@@ -133,6 +135,7 @@ export class EvaluationCache {
       );
     }
     this.latest.set(evaluation.target, candidate);
+    this.options.onTaken?.(evaluation);
     return true;
   }
 

@@ -24,6 +24,7 @@ import { EvaluationCache } from './cache.js';
 import { UsageError } from '../functions/shared/errors.js';
 import { createLogger, type Logger } from '../functions/shared/logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js';
+import { startMetricsServer } from './metrics-server.js';
 import { createReloadingHttpsServer, TlsFilesError } from './tls.js';
 import { limitConnectionsPerPeer, MAX_CONNECTIONS_PER_PEER } from './connections.js';
 
@@ -37,6 +38,8 @@ export interface WebhookServerOptions {
   port: number;
   /** HTTPS with these files; null serves plain HTTP (--insecure-http). */
   tls: { certFile: string; keyFile: string } | null;
+  /** Where GET /metrics is served (plain HTTP, nothing else there); null or absent: nowhere. */
+  metricsListen?: { host: string; port: number } | null;
   /** Bearer token for /evaluations; null leaves them open. */
   token: string | null;
   /** The file the token came from: re-read when it changes (rotation without restart). */
@@ -94,6 +97,8 @@ export interface RunningWebhookServer {
   /** e.g. https://127.0.0.1:8443 */
   url: string;
   port: number;
+  /** e.g. http://127.0.0.1:9090 (GET /metrics), or null when no metrics port was asked for. */
+  metricsUrl: string | null;
   cache: EvaluationCache;
   metrics: WebhookMetrics;
   onDemand: OnDemandEvaluations;
@@ -237,6 +242,7 @@ function createCache(parts: ServerParts): EvaluationCache {
     targets: parts.registry.names(),
     logger: parts.logger,
     onFeedError: (target) => metrics.recordCacheFeedError(target),
+    onTaken: (evaluation) => metrics.noteEvaluationHeld(evaluation),
     ...(options.now ? { now: options.now } : {}),
     ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
     ...(options.storeReadTimeoutMs === undefined ? {} : { readTimeoutMs: options.storeReadTimeoutMs }),
@@ -297,7 +303,12 @@ function createEventRecorder(parts: ServerParts): EventRecorder | null {
 }
 
 /** HTTPS with reloading key pair (or plain HTTP when asked), with the connection bounds. */
-async function createServer(options: WebhookServerOptions, app: http.RequestListener, logger: Logger): Promise<http.Server> {
+async function createServer(
+  options: WebhookServerOptions,
+  app: http.RequestListener,
+  logger: Logger,
+  metrics: WebhookMetrics,
+): Promise<http.Server> {
   let server: http.Server;
   if (options.tls) {
     const reloading = await createReloadingHttpsServer({
@@ -309,6 +320,7 @@ async function createServer(options: WebhookServerOptions, app: http.RequestList
       ...(options.tlsStatIntervalMs === undefined ? {} : { statIntervalMs: options.tlsStatIntervalMs }),
     });
     server = reloading.server;
+    metrics.observeCertificate(() => reloading.certificateNotAfter());
   } else {
     server = http.createServer(CONNECTION_BOUNDS, app);
   }
@@ -344,11 +356,15 @@ function gracefulClose(
   server: http.Server,
   stopTokenWatch: () => void,
   background: { stop(): Promise<void> | void }[],
+  metricsServer: http.Server | null,
 ): () => Promise<void> {
   let closing: Promise<void> | null = null;
   return () => {
     closing ??= (async () => {
       stopTokenWatch();
+      // Scrapes are short: the metrics port closes at once, so Prometheus sees the pod go.
+      metricsServer?.close();
+      metricsServer?.closeAllConnections();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // close() stops accepting and drops idle keep-alive sockets (Node ≥ 19); busy ones finish first.
       server.closeIdleConnections();
@@ -396,8 +412,15 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     ...(options.now ? { now: options.now } : {}),
   });
 
-  const server = await createServer(options, app, logger);
+  const server = await createServer(options, app, logger, metrics);
   await listen(server, options.host, options.port, logger);
+  let metricsServer: http.Server | null = null;
+  if (options.metricsListen) {
+    metricsServer = await startMetricsServer(metrics, options.metricsListen, logger).catch((error: unknown) => {
+      server.close();
+      throw error;
+    });
+  }
   cache.start();
   const stopTokenWatch = options.tokenFile
     ? watchTokenFile(options.tokenFile, onDemand, logger, options.tokenStatIntervalMs ?? 10_000)
@@ -406,25 +429,29 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
 
   const address = server.address() as AddressInfo;
   const url = `${options.tls ? 'https' : 'http'}://${urlHost(options.host)}:${address.port}`;
-  const close = gracefulClose(server, stopTokenWatch, [cache, registry, { stop: stopEvents }]);
-  return { url, port: address.port, cache, metrics, onDemand, close };
+  const close = gracefulClose(server, stopTokenWatch, [cache, registry, { stop: stopEvents }], metricsServer);
+  const metricsAddress = metricsServer?.address() as AddressInfo | undefined;
+  const metricsUrl = metricsAddress ? `http://${urlHost(options.metricsListen?.host ?? '')}:${metricsAddress.port}` : null;
+  return { url, port: address.port, metricsUrl, cache, metrics, onDemand, close };
 }
 
 export interface WebhookCommandOptions {
   configFile: string;
   /** HOST:PORT, default 0.0.0.0:8443. */
   listen: string;
+  /** HOST:PORT of the metrics port; empty or absent: no metrics served. */
+  metricsListen?: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
   insecureHttp: boolean;
 }
 
 /** Splits HOST:PORT ("0.0.0.0:8443", "[::1]:8443", ":8443"); throws UsageError naming the value. */
-export function parseListenAddress(listen: string): { host: string; port: number } {
+export function parseListenAddress(listen: string, flag = '--listen'): { host: string; port: number } {
   const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(listen.trim());
   const port = match ? Number(match[3]) : Number.NaN;
   if (!match || !(port >= 0 && port <= 65_535)) {
-    throw new UsageError(`--listen: invalid address ${JSON.stringify(listen)} (want HOST:PORT, e.g. 0.0.0.0:8443)`);
+    throw new UsageError(`${flag}: invalid address ${JSON.stringify(listen)} (want HOST:PORT, e.g. 0.0.0.0:8443)`);
   }
   const host = match[1] ?? match[2] ?? '';
   return { host: host === '' ? '0.0.0.0' : host, port };
@@ -481,11 +508,13 @@ export async function runWebhookCommand(
   const stderr = io.stderr ?? ((line: string) => process.stderr.write(`${line}\n`));
   let config: GuardConfig;
   let listen: { host: string; port: number };
+  let metricsListen: { host: string; port: number } | null;
   let tls: { certFile: string; keyFile: string } | null;
   let token: string | null;
   try {
     if (!options.configFile?.trim()) throw new UsageError('--config is required (a YAML or JSON guard config file)');
     listen = parseListenAddress(options.listen?.trim() ? options.listen : DEFAULT_LISTEN);
+    metricsListen = options.metricsListen?.trim() ? parseListenAddress(options.metricsListen, '--metrics-listen') : null;
     tls = tlsFilesFrom(options);
     config = loadGuardConfigFile(options.configFile);
     token = resolveBearerToken(config, env);
@@ -509,6 +538,7 @@ export async function runWebhookCommand(
       host: listen.host,
       port: listen.port,
       tls,
+      metricsListen,
       token,
       logger,
       ...(tokenFile === undefined ? {} : { tokenFile }),
@@ -525,6 +555,7 @@ export async function runWebhookCommand(
   logger.info(
     {
       url: running.url,
+      metricsUrl: running.metricsUrl,
       tls: tls !== null,
       targets: config.targets.map((target) => target.name),
       store: config.store.kind,

@@ -2,13 +2,11 @@
 // one process) never share counters through prom-client's global registry.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EnforcementMode } from '../functions/config.js';
-import { evaluationAgeMs } from '../functions/core/evaluation.js';
+import type { Evaluation } from '../functions/core/evaluation.js';
+import { TargetMetrics, type EvaluatedAtSource, type TargetHealthSource } from './target-metrics.js';
 
 /** What the age gauge needs from the cache: read at scrape time, so the age keeps growing while the feed is silent. */
-export interface EvaluatedAtSource {
-  targets(): readonly string[];
-  evaluatedAt(target: string): string | null;
-}
+export type { EvaluatedAtSource };
 
 /**
  * The labels of one admission decision. `decision` is what the guard concluded; `mode` is how it
@@ -32,6 +30,15 @@ export interface WebhookMetrics {
   recordEventWrite(result: 'created' | 'patched' | 'failed' | 'dropped'): void;
   /** Connects the evaluation-age gauge to its source; until then it reports nothing. */
   observeCache(source: EvaluatedAtSource): void;
+  /**
+   * Connects the per-target health series (webhook/target-metrics.ts) to the targets the webhook
+   * judges; from then on the age gauge, too, follows that set instead of whatever the cache lists.
+   */
+  observeTargets(source: TargetHealthSource): void;
+  /** Called for every evaluation the cache takes (feed, inline refresh, on demand). */
+  noteEvaluationHeld(evaluation: Evaluation): void;
+  /** Connects the serving certificate's expiry gauge; the function returns its notAfter, or null without TLS. */
+  observeCertificate(notAfter: () => Date | null): void;
   /** Prometheus text exposition. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -44,7 +51,8 @@ export interface MetricsOptions {
 export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetrics {
   const now = options.now ?? (() => new Date());
   const registry = new Registry();
-  let cacheSource: EvaluatedAtSource | null = null;
+  const targetMetrics = new TargetMetrics();
+  let certificateNotAfter: (() => Date | null) | null = null;
 
   const decisions = new Counter({
     name: 'etcd_guard_admission_decisions_total',
@@ -61,19 +69,13 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     registers: [registry],
   });
   new Gauge({
-    name: 'etcd_guard_evaluation_age_seconds',
-    help: 'Age of the newest evaluation the webhook holds per target, computed at scrape time.',
-    labelNames: ['target'] as const,
+    name: 'etcd_guard_webhook_certificate_expiry_timestamp_seconds',
+    help: "Unix time the admission port's serving certificate expires (its notAfter), as currently loaded.",
     registers: [registry],
     collect() {
       this.reset();
-      if (!cacheSource) return;
-      const scrapedAt = now();
-      for (const target of cacheSource.targets()) {
-        const evaluatedAt = cacheSource.evaluatedAt(target);
-        if (evaluatedAt === null) continue;
-        this.set({ target }, evaluationAgeMs({ evaluatedAt }, scrapedAt) / 1000);
-      }
+      const notAfter = certificateNotAfter?.() ?? null;
+      if (notAfter !== null) this.set(notAfter.getTime() / 1000);
     },
   });
   const inlineRefreshes = new Counter({
@@ -113,10 +115,22 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
       eventWrites.inc({ result });
     },
     observeCache(source) {
-      cacheSource = source;
+      targetMetrics.observeCache(source);
     },
-    render() {
-      return registry.metrics();
+    observeTargets(source) {
+      targetMetrics.observeTargets(source);
+    },
+    noteEvaluationHeld(evaluation) {
+      targetMetrics.noteHeld(evaluation);
+    },
+    observeCertificate(notAfter) {
+      certificateNotAfter = notAfter;
+    },
+    async render() {
+      // The per-target families are text built at scrape time (webhook/target-metrics.ts).
+      const registered = await registry.metrics();
+      const perTarget = targetMetrics.render(now());
+      return perTarget === '' ? registered : `${registered}\n${perTarget}`;
     },
   };
 }

@@ -35,6 +35,8 @@ export interface ReloadingHttpsServer {
   reload(): Promise<boolean>;
   /** Stops watching (the server itself is closed by its owner). */
   stopWatching(): void;
+  /** notAfter of the certificate the server presents now (the metrics export it for expiry alerts). */
+  certificateNotAfter(): Date;
 }
 
 export class TlsFilesError extends Error {
@@ -140,6 +142,8 @@ interface PairReloader {
   reload(): Promise<boolean>;
   /** The files' signature as of the last reload attempt (or start). */
   signature(): string;
+  /** The certificate the server presents now (the leaf, first in the file). */
+  certificate(): Buffer;
 }
 
 /** Reloads the pair into the server, one reload at a time, keeping the old pair on any error. */
@@ -192,7 +196,7 @@ function createPairReloader(
     return reloading;
   };
 
-  return { reload, signature: () => signature };
+  return { reload, signature: () => signature, certificate: () => current.cert };
 }
 
 /** Watches the files' directories (debounced) and polls their signature; returns the stopper. */
@@ -249,5 +253,11 @@ export async function createReloadingHttpsServer(options: ReloadingHttpsServerOp
   const reloader = createPairReloader(server, options, { pair, signature: await pairSignature(certFile, keyFile) });
   const stopWatching = watchPairFiles(options, reloader);
   server.on('close', stopWatching);
-  return { server, reload: reloader.reload, stopWatching };
+  let parsed: { cert: Buffer; notAfter: Date } | null = null;
+  const certificateNotAfter = () => {
+    const cert = reloader.certificate();
+    if (parsed?.cert !== cert) parsed = { cert, notAfter: new Date(new X509Certificate(cert).validTo) };
+    return parsed.notAfter;
+  };
+  return { server, reload: reloader.reload, stopWatching, certificateNotAfter };
 }
