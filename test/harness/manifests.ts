@@ -78,6 +78,8 @@ export interface Kustomization {
   resources: string[];
   patches: string[];
   components: string[];
+  /** Files a configMapGenerator or secretGenerator reads (`key=path` entries give their path). */
+  generatorFiles: string[];
 }
 
 export function readKustomization(dir: string): Kustomization {
@@ -87,6 +89,9 @@ export function readKustomization(dir: string): Kustomization {
     resources: strings(at(doc, 'resources')),
     patches: objs(at(doc, 'patches')).flatMap((patch) => (typeof patch.path === 'string' ? [patch.path] : [])),
     components: strings(at(doc, 'components')),
+    generatorFiles: [...objs(at(doc, 'configMapGenerator')), ...objs(at(doc, 'secretGenerator'))].flatMap((generator) =>
+      strings(generator.files).map((file) => file.split('=').at(-1) ?? file),
+    ),
   };
 }
 
