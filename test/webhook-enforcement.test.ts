@@ -19,7 +19,7 @@ import { startWebhookServer, WEBHOOK_EVENT_CONTROLLER, type RunningWebhookServer
 import { generateTestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type StoredEvent } from './harness/fake-kube-apiserver.js';
-import { httpsRequest } from './harness/https-client.js';
+import { httpRequest, httpsRequest } from './harness/https-client.js';
 import { waitFor } from './harness/wait.js';
 
 const FIXTURE = JSON.parse(
@@ -73,7 +73,7 @@ async function validate(review: unknown): Promise<Answer> {
 }
 
 async function metricsText(): Promise<string> {
-  return (await httpsRequest(`${server.url}/metrics`, { method: 'GET', agent, ca, timeoutMs: 15_000 })).text;
+  return (await httpRequest(`${String(server.metricsUrl)}/metrics`, { timeoutMs: 15_000 })).text;
 }
 
 function eventsAbout(name: string): StoredEvent[] {
@@ -133,6 +133,7 @@ beforeAll(async () => {
     host: '127.0.0.1',
     port: 0,
     tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+    metricsListen: { host: '127.0.0.1', port: 0 },
     token: null,
     logger: silent,
     store,
