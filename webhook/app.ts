@@ -31,7 +31,7 @@ import { chooseEvaluation } from './core/freshness.js';
 import { classificationDecision, failClosedResponse } from './core/respond.js';
 import { clusterNameOf, needsMachines, type MachinesRead } from './core/removal.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from './core/review.js';
-import type { Logger } from '../functions/shared/logger.js';
+import { flatLineLogger, type Logger } from '../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
 
 /** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */
@@ -129,6 +129,8 @@ interface AppContext {
   readonly onDemand: OnDemandService;
   readonly metrics: WebhookMetrics;
   readonly logger: Logger;
+  /** For the one decision line per request: its fields are written out in logDecision, all flat. */
+  readonly decisionLogger: Logger;
   readonly now: () => Date;
   readonly core: WebhookCore;
   readonly targets: () => readonly Target[];
@@ -155,6 +157,7 @@ function appContext(deps: WebhookAppDeps): AppContext {
     onDemand: deps.onDemand,
     metrics: deps.metrics,
     logger: deps.logger,
+    decisionLogger: flatLineLogger(deps.logger),
     now: deps.now ?? (() => new Date()),
     core,
     targets: deps.targets ?? (() => staticOnly),
@@ -378,7 +381,7 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
       { target: enforced.target, decision: enforced.decision, mode: enforced.mode, reason: enforced.reason },
       seconds,
     );
-    logDecision(ctx.logger, request, outcome, seconds);
+    logDecision(ctx.decisionLogger, request, outcome, seconds);
     res.status(200).json(ctx.core.buildAdmissionReviewResponse(response));
     // After the answer: the recorder only queues, and a failing or slow write never reaches it.
     if (enforced.event !== null) ctx.recordEvent?.(enforced.event);

@@ -59,3 +59,15 @@ export function createLogger(options: LoggerOptions = {}): Logger {
   }
   return logger;
 }
+
+/**
+ * A child of `logger` that skips redaction, for a line whose fields are all fixed by the caller and
+ * flat (strings, numbers, booleans; no nested object, no field named like a secret), so no
+ * redacted path can match it. pino's redaction clones and walks every line for the wildcard
+ * paths: measured at 20–80 µs per admission decision line, the largest single cost of a cached
+ * allow. Use it only where the fields are written out at the call site, never for error objects
+ * or anything passed through.
+ */
+export function flatLineLogger(logger: Logger): Logger {
+  return logger.child({}, { redact: { paths: [] } });
+}
