@@ -23,6 +23,8 @@ const processMinter = new ClientCertificateMinter();
 export interface CapiEtcdAccessOptions {
   /** Where minted certificates are kept; the process-wide one by default. */
   minter?: ClientCertificateMinter;
+  /** HTTPS_PROXY/NO_PROXY for the workload API servers (default: the process's environment). */
+  environment?: Record<string, string | undefined>;
 }
 
 /** "kube-system/etcd-<node>:2379 via port-forward": how a member is named in reasons. */
@@ -49,7 +51,7 @@ export async function openCapiEtcdAccess(
   try {
     for (const node of nodeNames) {
       const target = { namespace: ETCD_NAMESPACE, pod: `etcd-${node}`, port: ETCD_CLIENT_PORT };
-      const listener = await listenForPodPort(credentials.workload, target, deadline);
+      const listener = await listenForPodPort(credentials.workload, target, deadline, options.environment ?? process.env);
       listeners.set(node, listener);
       nodeByEndpoint.set(listener.endpoint, node);
     }

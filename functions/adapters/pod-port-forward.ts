@@ -2,6 +2,9 @@
 // Kubernetes API server's WebSocket port-forward (`v4.channel.k8s.io`: per forwarded port a data
 // channel 0 and an error channel 1, each starting with the port as two little-endian bytes).
 // KCP reaches etcd the same way, over SPDY; an etcd client dials the listener and never knows.
+// When the API server (or a proxy in front of it) refuses the WebSocket upgrade (400, 403, 404,
+// 426 or 5xx), the connection falls back to SPDY/3.1 (`portforward.k8s.io`, spdy-port-forward.ts)
+// and the listener's later connections go to SPDY directly. Both honour HTTPS_PROXY/NO_PROXY.
 //
 // A small adapter on `ws` instead of client-node's PortForward, which has no handshake deadline
 // (a hung API server would leave a pending socket per attempt), never ends the local socket when
@@ -10,7 +13,9 @@ import net, { isIP, type AddressInfo } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
 import WebSocket from 'ws';
 import type { Deadline } from '../core/deadline.js';
+import { SpdyPortForward } from './spdy-port-forward.js';
 import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
+import { connectWorkload, proxyFor } from './workload-tunnel.js';
 
 const DATA_CHANNEL = 0;
 const ERROR_CHANNEL = 1;
@@ -72,30 +77,84 @@ interface ListenerState {
   attempts: number;
   opened: number;
   detail: string | undefined;
+  /** Set once a SPDY port-forward opened after a refused WebSocket: later connections skip the WebSocket. */
+  spdy: boolean;
+}
+
+/** What every connection of one listener forwards to, and how. */
+interface ForwardContext {
+  workload: WorkloadEndpoint;
+  target: PodPort;
+  url: string;
+  options: ForwardOptions;
+  deadline: Deadline;
+  environment: Record<string, string | undefined>;
+}
+
+/** Answers to the WebSocket upgrade that mean "try SPDY": refused by the server or a proxy, not an auth failure. */
+export function webSocketRefusalFallsBack(status: number | undefined): boolean {
+  return (
+    status === 400 ||
+    status === 403 ||
+    status === 404 ||
+    status === 426 ||
+    (status !== undefined && status >= 500 && status <= 599)
+  );
 }
 
 /** One accepted connection relayed over one WebSocket. */
 class ForwardedConnection {
   private readonly prefixPending = new Set([DATA_CHANNEL, ERROR_CHANNEL]);
   private webSocket: WebSocket | undefined;
+  private spdy: SpdyPortForward | undefined;
   private opened = false;
   private closed = false;
 
   constructor(
     private readonly socket: net.Socket,
     private readonly state: ListenerState,
+    private readonly context: ForwardContext,
   ) {
     socket.pause();
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
   }
 
-  start(url: string, options: ForwardOptions): void {
+  start(): void {
     if (this.socket.destroyed) return;
     this.state.attempts += 1;
+    if (this.state.spdy) {
+      void this.startSpdy();
+      return;
+    }
+    const { url, options, workload, deadline, environment } = this.context;
+    let proxied: boolean;
+    try {
+      proxied = proxyFor(new URL(workload.server), environment) !== undefined;
+    } catch {
+      // An unusable HTTPS_PROXY fails the connection like an unreachable server.
+      this.close();
+      return;
+    }
+    if (!proxied) {
+      this.startWebSocket(url, options);
+      return;
+    }
+    // ws cannot CONNECT through a proxy itself: hand it the tunnelled, verified TLS socket.
+    connectWorkload(workload, deadline, environment).then(
+      (tlsSocket) => {
+        if (this.closed) tlsSocket.destroy();
+        else this.startWebSocket(url, { ...options, createConnection: () => tlsSocket });
+      },
+      () => this.close(),
+    );
+  }
+
+  private startWebSocket(url: string, options: ForwardOptions): void {
+    const handshakeTimeout = Math.max(1, Math.round(this.context.deadline.remainingMs()));
     let webSocket: WebSocket;
     try {
-      webSocket = new WebSocket(url, [PORT_FORWARD_PROTOCOL], options as WebSocket.ClientOptions);
+      webSocket = new WebSocket(url, [PORT_FORWARD_PROTOCOL], { ...options, handshakeTimeout } as WebSocket.ClientOptions);
     } catch {
       // A URL or TLS option ws cannot use must fail this connection, never the process.
       this.close();
@@ -104,7 +163,14 @@ class ForwardedConnection {
     this.webSocket = webSocket;
     webSocket.on('unexpected-response', (_request, response) => {
       response.resume();
-      this.close();
+      if (webSocketRefusalFallsBack(response.statusCode)) {
+        this.webSocket = undefined;
+        webSocket.removeAllListeners('close');
+        webSocket.removeAllListeners('error');
+        webSocket.on('error', () => undefined);
+        webSocket.terminate();
+        void this.startSpdy();
+      } else this.close();
     });
     webSocket.on('error', (error) => {
       if (this.opened) this.onError(describeStreamError(error));
@@ -113,6 +179,50 @@ class ForwardedConnection {
     webSocket.on('close', () => this.close());
     webSocket.on('open', () => this.relay(webSocket));
     webSocket.on('message', (data: Buffer) => this.receive(data));
+  }
+
+  /** The SPDY fallback: the same relay over the data stream; the error stream classified as channel 1 is. */
+  private async startSpdy(): Promise<void> {
+    if (this.closed) return;
+    const { workload, target, deadline, environment } = this.context;
+    try {
+      this.spdy = await SpdyPortForward.open(
+        workload,
+        target,
+        { deadline, environment, maxFrameBytes: MAX_FRAME_BYTES },
+        {
+          data: (chunk) => {
+            if (!this.socket.write(chunk) || this.socket.writableLength >= HIGH_WATER_BYTES) this.spdy?.pause();
+          },
+          errorText: (text) => this.onError(describeErrorChannel(text)),
+          failure: (reason) => this.onError(reason),
+          closed: () => this.close(),
+        },
+      );
+    } catch {
+      // Before the streams opened nothing is reported (see ForwardFailure), as on the WebSocket path.
+      this.close();
+      return;
+    }
+    if (this.closed) {
+      this.spdy.close();
+      return;
+    }
+    this.state.spdy = true;
+    this.relaySpdy(this.spdy);
+  }
+
+  private relaySpdy(spdy: SpdyPortForward): void {
+    this.opened = true;
+    this.state.opened += 1;
+    this.socket.on('data', (chunk: Buffer) => {
+      if (!spdy.write(chunk)) this.socket.pause();
+    });
+    spdy.onDrain(() => {
+      if (!this.closed) this.socket.resume();
+    });
+    this.socket.on('drain', () => spdy.resume());
+    this.socket.resume();
   }
 
   /** Local bytes go out on channel 0; each side pauses the other while its buffer is full. */
@@ -160,6 +270,7 @@ class ForwardedConnection {
     if (!this.socket.destroyed) this.socket.destroy();
     const webSocket = this.webSocket;
     if (webSocket !== undefined && webSocket.readyState !== WebSocket.CLOSED) webSocket.terminate();
+    this.spdy?.close();
   }
 }
 
@@ -168,8 +279,9 @@ class ForwardedConnection {
  * certificate), the server name to verify, the bearer token. Nothing of client-node's auth runs.
  */
 /** ws hands its options to tls.connect; its types list only some of the TLS ones. */
-type ForwardOptions = Omit<WebSocket.ClientOptions, 'checkServerIdentity'> &
-  Pick<ConnectionOptions, 'secureContext' | 'servername' | 'checkServerIdentity'>;
+type ForwardOptions = Omit<WebSocket.ClientOptions, 'checkServerIdentity' | 'createConnection'> & {
+  createConnection?: () => net.Socket;
+} & Pick<ConnectionOptions, 'secureContext' | 'servername' | 'checkServerIdentity'>;
 
 function connectOptions(workload: WorkloadEndpoint): ForwardOptions {
   const options: ForwardOptions = {
@@ -191,22 +303,30 @@ function connectOptions(workload: WorkloadEndpoint): ForwardOptions {
 
 /**
  * Listens on 127.0.0.1:0; every connection to it is forwarded to `target` through the workload
- * API server. Each WebSocket handshake must finish before `deadline`.
+ * API server. Each handshake (proxy CONNECT, TLS, WebSocket or SPDY upgrade, SPDY streams) must
+ * finish before `deadline`. `environment` supplies HTTPS_PROXY/NO_PROXY (the process's by default).
  */
 export async function listenForPodPort(
   workload: WorkloadEndpoint,
   target: PodPort,
   deadline: Deadline,
+  environment: Record<string, string | undefined> = process.env,
 ): Promise<PortForwardListener> {
-  const url = webSocketUrl(workload.server, target);
-  const options = connectOptions(workload);
+  const context: ForwardContext = {
+    workload,
+    target,
+    url: webSocketUrl(workload.server, target),
+    options: connectOptions(workload),
+    deadline,
+    environment,
+  };
   const connections = new Set<ForwardedConnection>();
-  const state: ListenerState = { attempts: 0, opened: 0, detail: undefined };
+  const state: ListenerState = { attempts: 0, opened: 0, detail: undefined, spdy: false };
   const listener = net.createServer((socket) => {
-    const connection = new ForwardedConnection(socket, state);
+    const connection = new ForwardedConnection(socket, state, context);
     connections.add(connection);
     socket.on('close', () => connections.delete(connection));
-    connection.start(url, { ...options, handshakeTimeout: Math.max(1, Math.round(deadline.remainingMs())) });
+    connection.start();
   });
   await new Promise<void>((resolve, reject) => {
     listener.once('error', reject);

@@ -3,9 +3,23 @@
 // channel 0 carries data, channel 1 errors, and the server opens each channel with the port as two
 // little-endian bytes. Each WebSocket is relayed to a real TCP address (an etcd member started by
 // the harness). stall() stops relaying bytes while every socket stays open: a stuck stream.
+// It also serves SPDY/3.1 port-forward (`portforward.k8s.io`, as the kubelet does for kubectl and
+// KCP): an upgrade to SPDY/3.1, then an error and a data stream per port, paired by requestID.
+// refuseWebSocket() makes it a server behind a proxy that refuses WebSocket upgrades.
 import net from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  FLAG_FIN,
+  FrameReader,
+  FrameType,
+  HeaderCompressor,
+  HeaderDecompressor,
+  dataFrame,
+  firstWord,
+  synReplyFrame,
+  type SpdyFrame,
+} from '../../functions/adapters/spdy.js';
 import type { FakeKubeApiServer } from './fake-kube-apiserver.js';
 
 const PROTOCOLS = new Set(['v4.channel.k8s.io', 'portforward.k8s.io']);
@@ -23,6 +37,75 @@ export interface PortForwardRelay {
   streamsOpened(): number;
   /** A hostile server: every stream opens with three data frames of this many bytes (null: none). */
   sendOnOpen(frameBytes: number | null): void;
+  /** Answer WebSocket upgrades with this HTTP status (null: accept them); SPDY is served either way. */
+  refuseWebSocket(status: number | null): void;
+  /** SPDY port-forward connections opened so far. */
+  spdyOpened(): number;
+  /** A hostile SPDY server: every SPDY connection answers the upgrade, then sends these bytes. */
+  spdyGarbage(bytes: Buffer | null): void;
+}
+
+type Address = { host: string; port: number };
+
+/** One SPDY/3.1 port-forward connection: streams paired by requestID, the data stream relayed to `address`. */
+function serveSpdy(
+  socket: net.Socket,
+  pod: string,
+  address: Address,
+  hooks: { isStalled: () => boolean; garbage: Buffer | null },
+) {
+  const reader = new FrameReader(1024 * 1024);
+  const inflater = new HeaderDecompressor(64 * 1024);
+  const deflater = new HeaderCompressor();
+  const errorStreams = new Map<string, number>();
+  let upstream: net.Socket | undefined;
+  let chain: Promise<void> = Promise.resolve();
+  const end = () => {
+    socket.destroy();
+    upstream?.destroy();
+    inflater.close();
+    deflater.close();
+  };
+  socket.write(
+    'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n\r\n',
+  );
+  if (hooks.garbage !== null) socket.write(hooks.garbage);
+  async function handle(frame: SpdyFrame): Promise<void> {
+    if (!frame.control) {
+      if (upstream !== undefined && !hooks.isStalled()) upstream.write(frame.data);
+      return;
+    }
+    if (frame.type === FrameType.GOAWAY) return end();
+    if (frame.type !== FrameType.SYN_STREAM) return;
+    const streamId = firstWord(frame) ?? 0;
+    const headers = await inflater.decompress(frame.data.subarray(10));
+    socket.write(synReplyFrame(streamId, 0, await deflater.compress({})));
+    const requestId = headers.requestid ?? '';
+    if (headers.streamtype === 'error') return void errorStreams.set(requestId, streamId);
+    if (headers.streamtype !== 'data' || upstream !== undefined) return end();
+    upstream = net.connect(address.port, address.host);
+    const errorStream = errorStreams.get(requestId);
+    upstream.on('data', (chunk: Buffer) => {
+      if (!hooks.isStalled()) socket.write(dataFrame(streamId, 0, chunk));
+    });
+    upstream.on('error', (error: NodeJS.ErrnoException) => {
+      const text = `error forwarding port ${headers.port ?? ''} to pod ${pod}: ${error.code ?? error.message}`;
+      if (errorStream !== undefined) socket.write(dataFrame(errorStream, FLAG_FIN, Buffer.from(text)));
+      socket.end();
+    });
+    upstream.on('close', () => socket.end());
+  }
+  socket.on('data', (chunk: Buffer) => {
+    let frames: SpdyFrame[];
+    try {
+      frames = reader.push(chunk);
+    } catch {
+      return end();
+    }
+    for (const frame of frames) chain = chain.then(() => handle(frame)).catch(end);
+  });
+  socket.on('error', end);
+  socket.on('close', end);
 }
 
 function portPrefix(channel: number, port: number): Buffer {
@@ -44,6 +127,9 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
   const pods = new Map<string, { host: string; port: number }>();
   let stalled: Set<string> | 'all' | null = null;
   let floodFrame: Buffer | null = null;
+  let webSocketRefusal: number | null = null;
+  let spdyGarbage: Buffer | null = null;
+  let spdyOpened = 0;
   let open = 0;
   let opened = 0;
   const webSockets = new WebSocketServer({
@@ -82,14 +168,23 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
   apiServer.onUpgrade((request: IncomingMessage, socket, head) => {
     const url = new URL(request.url ?? '/', 'http://fake');
     const match = PATH.exec(url.pathname);
+    // SPDY names the port in each stream's headers; WebSocket in the query (?ports=).
+    const spdy = /^SPDY\/3\.1$/i.test(request.headers.upgrade ?? '');
     const port = Number(url.searchParams.get('ports'));
-    if (!match || !Number.isInteger(port) || port <= 0) {
+    if (!match || (!spdy && (!Number.isInteger(port) || port <= 0))) {
       return refuse(socket, 400, 'BadRequest', 'port-forward wants /api/v1/namespaces/NS/pods/POD/portforward?ports=PORT');
     }
     const namespace = decodeURIComponent(match[1] ?? '');
     const pod = decodeURIComponent(match[2] ?? '');
     const address = pods.get(`${namespace}/${pod}`);
     if (address === undefined) return refuse(socket, 404, 'NotFound', `pods ${JSON.stringify(pod)} not found`);
+    if (spdy) {
+      spdyOpened += 1;
+      if (head.length > 0) socket.unshift(head);
+      return serveSpdy(socket as net.Socket, pod, address, { isStalled: () => isStalled(pod), garbage: spdyGarbage });
+    }
+    if (webSocketRefusal !== null)
+      return refuse(socket, webSocketRefusal, 'Refused', 'WebSocket upgrades are not passed on here');
     webSockets.handleUpgrade(request, socket, head, (webSocket) => relay(webSocket, pod, port, address));
   });
 
@@ -100,5 +195,8 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
     openStreams: () => open,
     streamsOpened: () => opened,
     sendOnOpen: (frameBytes) => void (floodFrame = frameBytes === null ? null : Buffer.alloc(frameBytes, 0)),
+    refuseWebSocket: (status) => void (webSocketRefusal = status),
+    spdyOpened: () => spdyOpened,
+    spdyGarbage: (bytes) => void (spdyGarbage = bytes),
   };
 }

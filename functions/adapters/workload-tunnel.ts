@@ -1,0 +1,186 @@
+// The TLS connection to a workload API server, direct or through the guard's own HTTP CONNECT
+// proxy (HTTPS_PROXY / NO_PROXY, as kubectl and client-go read them). The proxy comes from the
+// guard's environment, which its operator sets; a workload kubeconfig's `proxy-url` stays refused
+// (workload-kubeconfig.ts): a tenant must not re-route the guard's connections.
+import net, { BlockList, isIP } from 'node:net';
+import tls from 'node:tls';
+import type { Deadline } from '../core/deadline.js';
+import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
+
+/** The most of a proxy's CONNECT answer read before its blank line: a status line and a few headers. */
+const MAX_PROXY_RESPONSE_BYTES = 16 * 1024;
+
+export interface ProxySetting {
+  host: string;
+  port: number;
+  /** "Basic …" from the proxy URL's user info; sent to the proxy only. */
+  authorization?: string;
+}
+
+function env(environment: Record<string, string | undefined>, name: string): string | undefined {
+  const value = environment[name] ?? environment[name.toLowerCase()];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function bareHost(host: string): string {
+  return host.replace(/^\[|\]$/g, '').toLowerCase();
+}
+
+/** Whether one NO_PROXY entry (`*`, a host, `.domain`, an IP, a CIDR, each with an optional :port) covers host:port. */
+function noProxyEntryMatches(entry: string, host: string, port: number): boolean {
+  if (entry === '*') return true;
+  let pattern = entry.toLowerCase();
+  const portMatch = /^(.*[^:]):(\d+)$/.exec(pattern);
+  if (portMatch && isIP(bareHost(pattern)) !== 6) {
+    if (Number(portMatch[2]) !== port) return false;
+    pattern = portMatch[1] ?? pattern;
+  }
+  pattern = bareHost(pattern);
+  const cidr = /^(.+)\/(\d{1,3})$/.exec(pattern);
+  if (cidr && isIP(cidr[1] ?? '') !== 0 && isIP(host) !== 0) {
+    const family = isIP(cidr[1] ?? '') === 4 ? 'ipv4' : 'ipv6';
+    if (isIP(host) !== (family === 'ipv4' ? 4 : 6)) return false;
+    const list = new BlockList();
+    try {
+      list.addSubnet(cidr[1] ?? '', Number(cidr[2]), family);
+    } catch {
+      return false;
+    }
+    return list.check(host, family);
+  }
+  if (pattern.startsWith('*.')) pattern = pattern.slice(1);
+  if (pattern.startsWith('.')) return host.endsWith(pattern) || host === pattern.slice(1);
+  return host === pattern || host.endsWith(`.${pattern}`);
+}
+
+/**
+ * The proxy for an https URL from HTTPS_PROXY/https_proxy unless NO_PROXY/no_proxy covers its
+ * host: undefined for a direct connection. An unusable HTTPS_PROXY is an error naming the variable.
+ */
+export function proxyFor(url: URL, environment: Record<string, string | undefined>): ProxySetting | undefined {
+  const proxy = env(environment, 'HTTPS_PROXY');
+  if (proxy === undefined) return undefined;
+  const host = bareHost(url.hostname);
+  const port = Number(url.port || 443);
+  const noProxy = env(environment, 'NO_PROXY');
+  if (noProxy !== undefined) {
+    const entries = noProxy
+      .split(',')
+      .map((entry) => entry.trim())
+      .filter((entry) => entry !== '');
+    if (entries.some((entry) => noProxyEntryMatches(entry, host, port))) return undefined;
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(proxy) ? proxy : `http://${proxy}`);
+  } catch {
+    throw new Error('HTTPS_PROXY is not a URL');
+  }
+  if (parsed.protocol !== 'http:') throw new Error('HTTPS_PROXY must be an http:// proxy (HTTP CONNECT)');
+  const setting: ProxySetting = { host: bareHost(parsed.hostname), port: Number(parsed.port || 80) };
+  if (parsed.username !== '') {
+    const user = `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`;
+    setting.authorization = `Basic ${Buffer.from(user).toString('base64')}`;
+  }
+  return setting;
+}
+
+/** Resolves or rejects once, and destroys `socket` on the deadline. */
+function settleBy<T>(
+  deadline: Deadline,
+  socket: net.Socket,
+  what: string,
+  run: (done: (error: Error | null, value?: T) => void) => void,
+) {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => done(new Error(`${what} timed out`)), Math.max(1, Math.round(deadline.remainingMs())));
+    function done(error: Error | null, value?: T): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (error === null) resolve(value as T);
+      else {
+        socket.destroy();
+        reject(error);
+      }
+    }
+    run(done);
+  });
+}
+
+/** A TCP socket to host:port through the proxy's CONNECT tunnel; the answer is read bounded, never quoted. */
+async function connectThroughProxy(proxy: ProxySetting, host: string, port: number, deadline: Deadline): Promise<net.Socket> {
+  const socket = net.connect(proxy.port, proxy.host);
+  return settleBy<net.Socket>(deadline, socket, 'proxy CONNECT', (done) => {
+    let received = Buffer.alloc(0);
+    socket.once('error', () => done(new Error('proxy unreachable')));
+    socket.once('close', () => done(new Error('proxy closed the connection during CONNECT')));
+    socket.once('connect', () => {
+      const authority = isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
+      const auth = proxy.authorization === undefined ? '' : `Proxy-Authorization: ${proxy.authorization}\r\n`;
+      socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth}\r\n`);
+    });
+    const onData = (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      const end = received.indexOf('\r\n\r\n');
+      if (end === -1) {
+        if (received.length > MAX_PROXY_RESPONSE_BYTES) done(new Error('proxy sent an oversized CONNECT answer'));
+        return;
+      }
+      socket.off('data', onData);
+      socket.removeAllListeners('close');
+      socket.removeAllListeners('error');
+      // TLS takes the socket over and reports its errors; until then none may go unheard.
+      socket.on('error', () => undefined);
+      const status = /^HTTP\/1\.[01] (\d{3})/.exec(received.subarray(0, end).toString('latin1'));
+      if (status === null) return done(new Error('proxy sent no HTTP answer to CONNECT'));
+      if (!status[1]?.startsWith('2')) return done(new Error(`proxy refused CONNECT with HTTP ${status[1]}`));
+      // Bytes after the blank line already belong to the tunnel.
+      if (end + 4 < received.length) socket.unshift(received.subarray(end + 4));
+      done(null, socket);
+    };
+    socket.on('data', onData);
+  });
+}
+
+/** The kubeconfig's TLS settings: its CA and client certificate, the name to verify, never less. */
+export function workloadTlsOptions(workload: WorkloadEndpoint, host: string): tls.ConnectionOptions {
+  const options: tls.ConnectionOptions = {
+    secureContext: workload.secureContext,
+    rejectUnauthorized: true,
+    ALPNProtocols: ['http/1.1'],
+  };
+  const name = workload.tlsServerName ?? host;
+  // No SNI for an IP (RFC 6066); the certificate is checked against the name either way.
+  options.servername = isIP(name) === 0 ? name : '';
+  options.checkServerIdentity = serverIdentityCheck(name);
+  return options;
+}
+
+/**
+ * A verified TLS connection to the workload API server (through the proxy when one applies),
+ * finished before `deadline`. Errors say which step failed, never what the server or proxy sent.
+ */
+export async function connectWorkload(
+  workload: WorkloadEndpoint,
+  deadline: Deadline,
+  environment: Record<string, string | undefined>,
+): Promise<tls.TLSSocket> {
+  const url = new URL(workload.server);
+  const host = bareHost(url.hostname);
+  const port = Number(url.port || 443);
+  const proxy = proxyFor(url, environment);
+  const tcp = proxy === undefined ? undefined : await connectThroughProxy(proxy, host, port, deadline);
+  const options = workloadTlsOptions(workload, host);
+  const socket = tcp === undefined ? tls.connect({ ...options, host, port }) : tls.connect({ ...options, socket: tcp });
+  return settleBy<tls.TLSSocket>(deadline, socket, 'TLS handshake with the workload API server', (done) => {
+    socket.once('error', () => done(new Error('TLS connection to the workload API server failed')));
+    socket.once('secureConnect', () => {
+      socket.removeAllListeners('error');
+      // The caller attaches its own handlers; an error in between must not crash the process.
+      socket.on('error', () => undefined);
+      done(null, socket);
+    });
+  });
+}
