@@ -68,16 +68,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
     registers: [registry],
   });
-  new Gauge({
-    name: 'etcd_guard_webhook_certificate_expiry_timestamp_seconds',
-    help: "Unix time the admission port's serving certificate expires (its notAfter), as currently loaded.",
-    registers: [registry],
-    collect() {
-      this.reset();
-      const notAfter = certificateNotAfter?.() ?? null;
-      if (notAfter !== null) this.set(notAfter.getTime() / 1000);
-    },
-  });
+  registerCertificateExpiry(registry, () => certificateNotAfter?.() ?? null);
   const inlineRefreshes = new Counter({
     name: 'etcd_guard_inline_refresh_total',
     help: 'Inline evaluations run from /validate because the cached one was missing or stale.',
@@ -133,4 +124,18 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
       return perTarget === '' ? registered : `${registered}\n${perTarget}`;
     },
   };
+}
+
+/** notAfter of the serving certificate, read at scrape time so a reloaded certificate shows at once. */
+function registerCertificateExpiry(registry: Registry, notAfter: () => Date | null): void {
+  new Gauge({
+    name: 'etcd_guard_webhook_certificate_expiry_timestamp_seconds',
+    help: "Unix time the admission port's serving certificate expires (its notAfter), as currently loaded.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      const at = notAfter();
+      if (at !== null) this.set(at.getTime() / 1000);
+    },
+  });
 }
