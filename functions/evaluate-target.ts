@@ -15,6 +15,7 @@ import {
 } from './core/evaluate.js';
 import { Deadline, withDeadline } from './core/deadline.js';
 import type { EndpointMemberList, MemberListAnswer } from './core/member-view.js';
+import type { ProbeFailureKind } from './core/probe-failure.js';
 import type { Evaluation } from './core/evaluation.js';
 
 export { readTargetCredentials } from './etcd-access.js';
@@ -40,16 +41,20 @@ export interface EvaluateTargetOptions {
 
 /** The first member list any of `lists` returns; all errors joined when none does. */
 function firstMemberList(lists: readonly Promise<Outcome<MemberListAnswer>>[]): Promise<Outcome<DiscoveredMember[]>> {
-  if (lists.length === 0) return Promise.resolve({ ok: false, error: 'no endpoint to ask' });
+  if (lists.length === 0) return Promise.resolve({ ok: false, kind: 'not-probed', error: 'no endpoint to ask' });
   return new Promise((resolve) => {
     const errors: string[] = [];
+    let kind: ProbeFailureKind | undefined;
     let pending = lists.length;
     for (const list of lists) {
       void list.then((outcome) => {
         pending -= 1;
         if (outcome.ok) resolve({ ok: true, value: outcome.value.members });
-        else errors.push(outcome.error);
-        if (pending === 0) resolve({ ok: false, error: errors.join('; ') });
+        else {
+          errors.push(outcome.error);
+          kind ??= outcome.kind;
+        }
+        if (pending === 0) resolve({ ok: false, kind: kind ?? 'other', error: errors.join('; ') });
       });
     }
   });
@@ -100,11 +105,11 @@ function relabelOutcome<T>(outcome: Outcome<T>, access: EtcdAccess, endpoints: I
   if (outcome.ok) return outcome;
   for (const endpoint of endpoints) {
     const unreachable = access.unreachable?.(endpoint);
-    if (unreachable !== undefined) return { ok: false, error: `${access.describe(endpoint)}: ${unreachable}` };
+    if (unreachable !== undefined) return { ok: false, kind: 'access', error: `${access.describe(endpoint)}: ${unreachable}` };
   }
   const details = [...endpoints].map((endpoint) => access.failureDetail?.(endpoint)).filter((detail) => detail !== undefined);
   const error = relabel(outcome.error, access, endpoints);
-  return { ok: false, error: details.length > 0 ? `${error} (${details.join('; ')})` : error };
+  return { ...outcome, error: details.length > 0 ? `${error} (${details.join('; ')})` : error };
 }
 
 /** A probe as the core sees it: described endpoint, errors relabelled, tagged with the member it was dialled for. */
@@ -308,7 +313,7 @@ export async function evaluateThroughAccess(
   const access = await openBefore(openAccess, deadline);
   let reached: Reached;
   if ('error' in access) {
-    reached = { memberList: { ok: false, error: access.error }, memberLists: [], probes: [] };
+    reached = { memberList: { ok: false, kind: 'access', error: access.error }, memberLists: [], probes: [] };
   } else {
     try {
       reached = await probeThroughAccess(access, deadline, {

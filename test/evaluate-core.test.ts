@@ -11,6 +11,7 @@ import {
   type Outcome,
   type WatchOutcome,
 } from '../functions/core/evaluate.js';
+import type { ProbeFailureKind } from '../functions/core/probe-failure.js';
 import { evaluationSchema, type Evaluation, type Verdict } from '../functions/core/evaluation.js';
 
 const MIB = 1024 * 1024;
@@ -21,7 +22,7 @@ interface MemberSpec {
   name: string;
   learner?: boolean;
   /** Overrides of what Status answers; `false` = Status failed with this error. */
-  status?: Partial<MemberStatus> | { error: string };
+  status?: Partial<MemberStatus> | { error: string; kind: ProbeFailureKind };
   read?: Outcome<null>;
   alarms?: Outcome<Array<{ memberId: string; alarm: string }>>;
   latencyMs?: number;
@@ -53,7 +54,7 @@ function build(specs: MemberSpec[], extra: Partial<EvaluationInput> = {}): Evalu
       const statusSpec = spec.status ?? {};
       const status: Outcome<MemberStatus> =
         'error' in statusSpec
-          ? { ok: false, error: statusSpec.error }
+          ? { ok: false, kind: statusSpec.kind, error: statusSpec.error }
           : {
               ok: true,
               value: {
@@ -75,7 +76,7 @@ function build(specs: MemberSpec[], extra: Partial<EvaluationInput> = {}): Evalu
         linearizableRead:
           spec.read ??
           (spec.learner
-            ? { ok: false, error: `${endpoint}: etcdserver: rpc not supported for learner` }
+            ? { ok: false, kind: 'other', error: `${endpoint}: etcdserver: rpc not supported for learner` }
             : { ok: true, value: null }),
         latencyMs: status.ok ? (spec.latencyMs ?? 3) : null,
         ...(spec.watch !== undefined && { watch: spec.watch }),
@@ -103,7 +104,12 @@ function withMember(index: number, change: Partial<MemberSpec>, base: MemberSpec
   return base.map((spec, position) => (position === index ? { ...spec, ...change } : spec));
 }
 
-const timedOut = (endpoint: string) => ({ ok: false as const, error: `${endpoint}: timed out after 2000 ms` });
+const timedOut = (endpoint: string) => ({
+  ok: false as const,
+  kind: 'timeout' as const,
+  budgetMs: 2000,
+  error: `${endpoint}: timed out after 2000 ms`,
+});
 
 function judged(input: EvaluationInput): Evaluation {
   const evaluation = evaluateCluster(input);
@@ -194,7 +200,7 @@ const rows: Row[] = [
     input: build(
       withMember(
         2,
-        { watch: { ok: false, error: 'https://10.0.0.3:2379: watch cancelled by etcd: permission denied' } },
+        { watch: { ok: false, kind: 'other', error: 'https://10.0.0.3:2379: watch cancelled by etcd: permission denied' } },
         watchedThree,
       ),
     ),
@@ -211,6 +217,7 @@ const rows: Row[] = [
         {
           watch: {
             ok: false,
+            kind: 'other',
             writeFailed: true,
             error:
               'https://10.0.0.1:2379: the write through another member failed: https://10.0.0.2:2379: timed out after 2000 ms',
@@ -227,7 +234,7 @@ const rows: Row[] = [
   },
   {
     behaviour: 'an unreachable voting member fails reachable, naming it',
-    input: build(withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } })),
+    input: build(withMember(2, { status: { kind: 'refused' as const, error: 'https://10.0.0.3:2379: connection refused' } })),
     verdict: 'Unhealthy',
     check: 'reachable',
     status: 'fail',
@@ -276,7 +283,7 @@ const rows: Row[] = [
       [
         three[0] as MemberSpec,
         { ...(three[1] as MemberSpec), read: timedOut('https://10.0.0.2:2379'), alarms: timedOut('https://10.0.0.2:2379') },
-        { ...(three[2] as MemberSpec), status: { error: 'https://10.0.0.3:2379: connection refused' } },
+        { ...(three[2] as MemberSpec), status: { kind: 'refused' as const, error: 'https://10.0.0.3:2379: connection refused' } },
       ].map((spec, index) =>
         index === 0 ? { ...spec, read: timedOut('https://10.0.0.1:2379'), alarms: timedOut('https://10.0.0.1:2379') } : spec,
       ),
@@ -384,9 +391,12 @@ const rows: Row[] = [
   },
   {
     behaviour: 'no member list from any endpoint fails member-list',
-    input: build([{ id: '1', name: '', status: { error: 'https://10.0.0.1:2379: connection refused' } }], {
-      memberList: { ok: false, error: 'https://10.0.0.1:2379: connection refused' },
-    }),
+    input: build(
+      [{ id: '1', name: '', status: { kind: 'refused' as const, error: 'https://10.0.0.1:2379: connection refused' } }],
+      {
+        memberList: { ok: false, kind: 'refused', error: 'https://10.0.0.1:2379: connection refused' },
+      },
+    ),
     verdict: 'Unhealthy',
     check: 'member-list',
     status: 'fail',
@@ -465,6 +475,7 @@ const rows: Row[] = [
       three.map((spec) => ({
         ...spec,
         status: {
+          kind: 'tls' as const,
           error: `https://10.0.0.${spec.id}:2379: TLS rejected: client certificate missing or not accepted (alert bad certificate)`,
         },
       })),
@@ -479,7 +490,7 @@ const rows: Row[] = [
     input: build(
       three.map((spec) => ({
         ...spec,
-        read: { ok: false as const, error: `https://10.0.0.${spec.id}:2379: etcdserver: leader changed` },
+        read: { ok: false as const, kind: 'other' as const, error: `https://10.0.0.${spec.id}:2379: etcdserver: leader changed` },
       })),
     ),
     verdict: 'Unhealthy',
@@ -492,8 +503,8 @@ const rows: Row[] = [
     input: build(
       [
         three[0] as MemberSpec,
-        { ...(three[1] as MemberSpec), status: { error: 'https://10.0.0.2:2379: connection refused' } },
-        { ...(three[2] as MemberSpec), status: { error: 'https://10.0.0.3:2379: connection refused' } },
+        { ...(three[1] as MemberSpec), status: { kind: 'refused' as const, error: 'https://10.0.0.2:2379: connection refused' } },
+        { ...(three[2] as MemberSpec), status: { kind: 'refused' as const, error: 'https://10.0.0.3:2379: connection refused' } },
       ].map((spec, index) => (index === 0 ? { ...spec, read: timedOut('https://10.0.0.1:2379') } : spec)),
     ),
     verdict: 'Unhealthy',
@@ -546,7 +557,9 @@ describe('evaluateCluster', () => {
   });
 
   it('keeps quorum with one of three down: fault tolerance 0 and the leader still agreed', () => {
-    const evaluation = judged(build(withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } })));
+    const evaluation = judged(
+      build(withMember(2, { status: { kind: 'refused' as const, error: 'https://10.0.0.3:2379: connection refused' } })),
+    );
     expect(evaluation.cluster).toMatchObject({ leaderId: '1', healthyVoting: 2, quorum: 2, faultTolerance: 0 });
     expect(evaluation.checks.find((entry) => entry.name === 'quorum')?.status).toBe('pass');
     expect(evaluation.members[2]).toMatchObject({
@@ -557,7 +570,9 @@ describe('evaluateCluster', () => {
   });
 
   it('reports fault tolerance 0, never negative, when quorum is lost, and says quorum lost', () => {
-    const refused = (host: string) => ({ status: { error: `https://${host}:2379: connection refused` } });
+    const refused = (host: string) => ({
+      status: { kind: 'refused' as const, error: `https://${host}:2379: connection refused` },
+    });
     const evaluation = judged(
       build(withMember(2, refused('10.0.0.3')).map((spec, index) => (index === 1 ? { ...spec, ...refused('10.0.0.2') } : spec))),
     );
@@ -575,7 +590,13 @@ describe('evaluateCluster', () => {
 
   it('lists fails before warns in reasons, one line per finding', () => {
     const evaluation = judged(
-      build(withMember(0, { latencyMs: 900 }, withMember(2, { status: { error: 'https://10.0.0.3:2379: connection refused' } }))),
+      build(
+        withMember(
+          0,
+          { latencyMs: 900 },
+          withMember(2, { status: { kind: 'refused' as const, error: 'https://10.0.0.3:2379: connection refused' } }),
+        ),
+      ),
     );
     expect(evaluation.reasons).toEqual([
       'member etcd-c unreachable: https://10.0.0.3:2379: connection refused',
@@ -584,7 +605,7 @@ describe('evaluateCluster', () => {
   });
 
   it('falls back to the given endpoints, judged as voting members, when no member list was obtained', () => {
-    const input = build(three, { memberList: { ok: false, error: 'all endpoints timed out' } });
+    const input = build(three, { memberList: { ok: false, kind: 'timeout', error: 'all endpoints timed out' } });
     input.endpoints = input.probes.map((probe) => probe.endpoint);
     const evaluation = judged(input);
     expect(evaluation.members.map((member) => member.endpoint)).toEqual(input.endpoints);

@@ -6,11 +6,24 @@ import { X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
 import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
 import { noop } from 'cockatiel';
-import { Etcd3, type IDuplexStream, type IOptions, type IStatusResponse, type IWatchRequest, type IWatchResponse } from 'etcd3';
+import {
+  Etcd3,
+  EtcdAuthenticationFailedError,
+  EtcdInvalidAuthTokenError,
+  EtcdPermissionDeniedError,
+  EtcdUserNotFoundError,
+  GRPCUnauthenticatedError,
+  type IDuplexStream,
+  type IOptions,
+  type IStatusResponse,
+  type IWatchRequest,
+  type IWatchResponse,
+} from 'etcd3';
 import { Deadline, withDeadline } from '../core/deadline.js';
 import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
 import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../core/evaluate.js';
 import type { MemberListAnswer } from '../core/member-view.js';
+import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../core/probe-failure.js';
 
 export interface ProbeCredentials {
   /** PEM bytes; without a CA the system roots verify https endpoints. */
@@ -139,45 +152,63 @@ function errorMessage(error: unknown): string {
   return String(error);
 }
 
+/** etcd's answers to bad credentials or a role without permission, as etcd3 types them. */
+const AUTH_ERRORS = [
+  GRPCUnauthenticatedError,
+  EtcdAuthenticationFailedError,
+  EtcdInvalidAuthTokenError,
+  EtcdPermissionDeniedError,
+  EtcdUserNotFoundError,
+];
+
 /**
- * Our wording for a failed call: "<endpoint>: <cause>". Only the first line of a library message
- * survives, clipped, so nothing beyond the cause (and never key material) leaks.
+ * The one place a library error becomes a failure: its kind (what checks judge by) and our wording
+ * "<endpoint>: <cause>". Only the first line of a library message survives, clipped, so nothing
+ * beyond the cause (and never key material) leaks.
  */
+export function probeFailure(endpoint: string, error: unknown, budgetMs: number): ProbeFailure {
+  const [kind, cause] = classify(error, budgetMs);
+  const failure: ProbeFailure = { kind, endpoint, text: `${endpoint}: ${cause}` };
+  if (kind === 'timeout') failure.budgetMs = budgetMs;
+  return failure;
+}
+
+/** probeFailure's text alone. */
 export function describeProbeError(endpoint: string, error: unknown, budgetMs: number): string {
+  return probeFailure(endpoint, error, budgetMs).text;
+}
+
+function classify(error: unknown, budgetMs: number): [ProbeFailureKind, string] {
   const message = errorMessage(error);
-  let cause: string;
-  if (isTimeout(error)) {
-    cause = `timed out after ${budgetMs} ms`;
-  } else if (/ECONNREFUSED|connection refused/i.test(message)) {
-    cause = 'connection refused';
-  } else if (/ENOTFOUND|EAI_AGAIN|name resolution|DNS resolution|getaddrinfo/i.test(message)) {
-    cause = 'DNS lookup failed';
-  } else if (/socket disconnected before secure TLS connection/i.test(message)) {
-    // The peer closed before TLS began: a relay (port-forward) whose far end is gone, not a TLS verdict.
-    cause = 'connection closed before the TLS handshake';
-  } else if (TLS_IDENTITY.test(message)) {
-    cause = `TLS identity: ${clip(TLS_IDENTITY.exec(message)?.[1] ?? 'the server certificate does not name the member')}`;
-  } else if (NODE_IDENTITY.test(message)) {
-    // Node's own wording, when our identity check could not be installed (grpc-js internals differ).
-    cause = `TLS identity: ${clip(NODE_IDENTITY.exec(message)?.[1] ?? 'the server certificate does not name the member')}`;
-  } else if (/alert certificate expired/i.test(message)) {
-    cause = 'TLS rejected: client certificate expired';
-  } else if (/certificate has expired/i.test(message)) {
-    cause = 'TLS rejected: server certificate expired';
-  } else if (SERVER_NOT_TRUSTED.test(message)) {
-    cause = `TLS rejected: server certificate not trusted (${SERVER_NOT_TRUSTED.exec(message)?.[1] ?? 'verification failed'})`;
-  } else if (CLIENT_REJECTED.test(message)) {
-    cause = `TLS rejected: client certificate missing or not accepted (${CLIENT_REJECTED.exec(message)?.[1] ?? 'handshake failed'})`;
-  } else if (/SSL|TLS|handshake|certificate/i.test(message)) {
-    cause = `TLS rejected: ${translateOpenSsl(message)}`;
-  } else if (/ECONNRESET|socket hang up|Connection dropped|ended by the other party/i.test(message)) {
-    cause = 'connection reset';
-  } else if (/EHOSTUNREACH|ENETUNREACH/i.test(message)) {
-    cause = 'host unreachable';
-  } else {
-    cause = clip(message);
+  if (isTimeout(error)) return ['timeout', `timed out after ${budgetMs} ms`];
+  if (AUTH_ERRORS.some((type) => error instanceof type)) return ['auth', `etcd refused our credentials: ${clip(message)}`];
+  if (/ECONNREFUSED|connection refused/i.test(message)) return ['refused', 'connection refused'];
+  if (/ENOTFOUND|EAI_AGAIN|name resolution|DNS resolution|getaddrinfo/i.test(message)) return ['dns', 'DNS lookup failed'];
+  if (/socket disconnected before secure TLS connection/i.test(message)) {
+    return ['closed-before-tls', 'connection closed before the TLS handshake'];
   }
-  return `${endpoint}: ${cause}`;
+  const identity = TLS_IDENTITY.exec(message) ?? NODE_IDENTITY.exec(message);
+  // NODE_IDENTITY is Node's own wording, when our identity check could not be installed.
+  if (identity !== null)
+    return ['tls-identity', `TLS identity: ${clip(identity[1] ?? 'the server certificate does not name the member')}`];
+  const tls = tlsCause(message);
+  if (tls !== undefined) return ['tls', tls];
+  if (/permanently removed from the cluster|member not found/i.test(message)) return ['not-member', clip(message)];
+  if (/ECONNRESET|socket hang up|Connection dropped|ended by the other party/i.test(message))
+    return ['reset', 'connection reset'];
+  if (/EHOSTUNREACH|ENETUNREACH/i.test(message)) return ['unreachable', 'host unreachable'];
+  return ['other', clip(message)];
+}
+
+function tlsCause(message: string): string | undefined {
+  if (/alert certificate expired/i.test(message)) return 'TLS rejected: client certificate expired';
+  if (/certificate has expired/i.test(message)) return 'TLS rejected: server certificate expired';
+  const untrusted = SERVER_NOT_TRUSTED.exec(message);
+  if (untrusted !== null) return `TLS rejected: server certificate not trusted (${untrusted[1] ?? 'verification failed'})`;
+  const rejected = CLIENT_REJECTED.exec(message);
+  if (rejected !== null) return `TLS rejected: client certificate missing or not accepted (${rejected[1] ?? 'handshake failed'})`;
+  if (/SSL|TLS|handshake|certificate/i.test(message)) return `TLS rejected: ${translateOpenSsl(message)}`;
+  return undefined;
 }
 
 /** Our identity check's own error (identityChecker); the rest of the line says which names. */
@@ -460,13 +491,15 @@ export class EtcdProbeSession {
     private readonly options: ProbeSessionOptions = {},
   ) {}
 
-  /** describeProbeError, plus what only we know: the server refused our client certificate because it is out of date. */
-  private describe(endpoint: string, error: unknown, budgetMs: number): string {
-    if (error instanceof ClientSetupFailed) return `${endpoint}: cannot set up the etcd client: ${error.message}`;
-    const described = describeProbeError(endpoint, error, budgetMs);
-    if (!CLIENT_REJECTED.test(errorMessage(error))) return described;
+  /** probeFailure, plus what only we know: the server refused our client certificate because it is out of date. */
+  private failure(endpoint: string, error: unknown, budgetMs: number): ProbeFailure {
+    if (error instanceof ClientSetupFailed) {
+      return { kind: 'setup', endpoint, text: `${endpoint}: cannot set up the etcd client: ${error.message}` };
+    }
+    const failure = probeFailure(endpoint, error, budgetMs);
+    if (!CLIENT_REJECTED.test(errorMessage(error))) return failure;
     const invalidity = clientCertificateInvalidity(this.credentials.cert);
-    return invalidity === null ? described : `${endpoint}: TLS rejected: ${invalidity}`;
+    return invalidity === null ? failure : { ...failure, text: `${endpoint}: TLS rejected: ${invalidity}` };
   }
 
   /** The channel options for an endpoint: ours, plus the server name to verify when a relay is dialled. */
@@ -555,8 +588,8 @@ export class EtcdProbeSession {
     throughRaft = false,
   ): Promise<Outcome<T>> {
     const budgetMs = Math.round(deadline.remainingMs());
-    if (this.closed) return { ok: false, error: `${endpoint}: probe session closed` };
-    if (budgetMs <= 0) return { ok: false, error: `${endpoint}: timed out (no time left in the deadline)` };
+    if (this.closed) return { ok: false, kind: 'closed', error: `${endpoint}: probe session closed` };
+    if (budgetMs <= 0) return { ok: false, kind: 'no-time', error: `${endpoint}: timed out (no time left in the deadline)` };
     const attempt = (): Promise<Settled<T>> => {
       let client: Etcd3;
       try {
@@ -571,7 +604,7 @@ export class EtcdProbeSession {
         (error: unknown): Settled<T> => ({ ok: false, error }),
       );
     };
-    const failed = (error: unknown): Outcome<T> => ({ ok: false, error: this.describe(endpoint, error, deadline.timeoutMs) });
+    const failed = (error: unknown): Outcome<T> => failedWith(this.failure(endpoint, error, deadline.timeoutMs));
     const canTryAgain = () => !this.closed && deadline.remainingMs() > RETRY_PAUSE_MS;
     const first = attempt();
     const early = throughRaft ? await settledWithin(first, budgetMs * HEDGE_AFTER_SHARE) : await first;
@@ -669,8 +702,9 @@ export class EtcdProbeSession {
     key: string,
     deadline: Deadline,
   ): Promise<WatchOutcome> {
-    if (this.closed) return { ok: false, error: `${watchEndpoint}: probe session closed` };
-    if (deadline.expired()) return { ok: false, error: `${watchEndpoint}: timed out (no time left in the deadline)` };
+    if (this.closed) return { ok: false, kind: 'closed', error: `${watchEndpoint}: probe session closed` };
+    if (deadline.expired())
+      return { ok: false, kind: 'no-time', error: `${watchEndpoint}: timed out (no time left in the deadline)` };
     const keyBytes = Buffer.from(key);
     let finished = false;
     let stream: WatchStream | undefined;
@@ -708,10 +742,8 @@ export class EtcdProbeSession {
       );
       return { ok: true, value };
     } catch (error) {
-      const described = this.describe(watchEndpoint, error, deadline.timeoutMs);
-      return error instanceof WatchWriteFailed
-        ? { ok: false, error: described, writeFailed: true }
-        : { ok: false, error: described };
+      const failed = failedWith(this.failure(watchEndpoint, error, deadline.timeoutMs));
+      return error instanceof WatchWriteFailed ? { ...failed, writeFailed: true } : failed;
     } finally {
       finished = true;
       stream?.cancel();

@@ -20,9 +20,13 @@ import {
   type EndpointMemberList,
   type MemberListAnswer,
 } from './member-view.js';
+import { showsMemberDown, type Failed, type ProbeFailureKind } from './probe-failure.js';
 
-/** The result of one call: a value, or our own short error text (never a library error object). */
-export type Outcome<T> = { ok: true; value: T } | { ok: false; error: string };
+/**
+ * The result of one call: a value, or why not: our own short text (never a library error object)
+ * and the failure's kind, which is what checks judge by.
+ */
+export type Outcome<T> = { ok: true; value: T } | Failed;
 
 /** One entry of the cluster's member list (ids as decimal strings: they are uint64). */
 export interface DiscoveredMember {
@@ -61,7 +65,7 @@ export interface RaisedAlarm {
  * The watch round trip: milliseconds until the watch delivered the write, or why not;
  * `writeFailed` when the write through another member never got through (nothing was tested).
  */
-export type WatchOutcome = { ok: true; value: number } | { ok: false; error: string; writeFailed?: true };
+export type WatchOutcome = { ok: true; value: number } | (Failed & { writeFailed?: true });
 
 /** Everything one endpoint answered within the deadline. */
 export interface EndpointProbe {
@@ -242,20 +246,13 @@ function statusOf(member: JudgedMember): MemberStatus | null {
   return member.probe?.status.ok ? member.probe.status.value : null;
 }
 
-/** Answers that show a member is down (nothing listening, nothing answering, gone from the network). */
-// "timed out after N ms" is our own deadline; etcd's "request timed out" is not a member down.
-const MEMBER_DOWN =
-  /connection refused|connection reset|timed out after|host unreachable|DNS lookup failed|not probed|not started/i;
-
 /**
  * "quorum lost" only when enough members are known to be down that no majority can be healthy;
  * when the failures are ours to explain (credentials refused, an election in progress, errors we
  * cannot read), the cluster may well have quorum: "quorum unknown" (still a failure).
  */
 function quorumState(voting: readonly JudgedMember[], healthy: number, quorum: number): 'quorum lost' | 'quorum unknown' {
-  const maybeHealthy = voting.filter(
-    (member) => !isHealthy(member) && !MEMBER_DOWN.test(firstError(member) ?? 'not probed'),
-  ).length;
+  const maybeHealthy = voting.filter((member) => !isHealthy(member) && !showsMemberDown(firstFailureKind(member))).length;
   return healthy + maybeHealthy >= quorum ? 'quorum unknown' : 'quorum lost';
 }
 
@@ -265,6 +262,17 @@ function isHealthy(member: JudgedMember): boolean {
   if (!probe || !probe.status.ok) return false;
   if (member.learner) return true;
   return probe.linearizableRead.ok && probe.alarms.ok;
+}
+
+/** The kind of the failure firstError words: what the quorum check judges by. */
+function firstFailureKind(member: JudgedMember): ProbeFailureKind {
+  const probe = member.probe;
+  if (member.missingReason !== undefined || !probe) return 'not-probed';
+  if (!probe.status.ok) return probe.status.kind;
+  if (member.learner) return 'other';
+  if (!probe.linearizableRead.ok) return probe.linearizableRead.kind;
+  if (!probe.alarms.ok) return probe.alarms.kind;
+  return 'other';
 }
 
 function firstError(member: JudgedMember): string | undefined {
@@ -557,11 +565,10 @@ const watchCheck: CheckFunction = ({ members }) => {
       findings.push(warn(`watch on member ${label(member)} not tested: ${watch.error}`));
       continue;
     }
-    const timeout = /timed out after (\d+) ms/.exec(watch.error)?.[1];
     findings.push(
       fail(
-        timeout !== undefined
-          ? `watch on member ${label(member)} delivered nothing within ${timeout} ms`
+        watch.kind === 'timeout' && watch.budgetMs !== undefined
+          ? `watch on member ${label(member)} delivered nothing within ${watch.budgetMs} ms`
           : memberProblem('member', member, 'watch delivered nothing', watch.error),
       ),
     );
