@@ -3,6 +3,7 @@
 // Pure: no I/O, no clock; the adapters hand in plain data, so every rule is table-testable.
 import {
   SCHEMA_VERSION,
+  FORMAT_REVISION,
   quorumOf,
   verdictFromChecks,
   CHECK_NAMES,
@@ -821,6 +822,7 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
   ].map((finding) => finding.message);
   return {
     schemaVersion: SCHEMA_VERSION,
+    formatRevision: FORMAT_REVISION,
     target: input.target,
     evaluatedAt: input.evaluatedAt,
     durationMs: input.durationMs,

@@ -5,6 +5,14 @@ import { formatZodIssues } from '../shared/zod-issues.js';
 
 export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
 
+/**
+ * Additive revisions of the v1 document (a new check, a new field): a newer writer raises it, an
+ * older reader still reads the document, and an older writer does not replace it while it is fresh
+ * (writeDecision in store.ts). Absent in documents from before revisions were stamped: 1.
+ * schemaVersion changes only when an old reader would misjudge a new document (docs/evaluation.md).
+ */
+export const FORMAT_REVISION = 1;
+
 export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
 export type Verdict = z.infer<typeof verdictSchema>;
 
@@ -70,16 +78,41 @@ export const CHECK_NAMES = [
 ] as const;
 export type CheckName = (typeof CHECK_NAMES)[number];
 
+/** A check name: one of CHECK_NAMES from this writer, any such slug from a newer one. */
+const CHECK_NAME_PATTERN = /^[a-z][a-z0-9-]{0,62}$/;
+
 export const checkSchema = z.object({
-  name: z.enum(CHECK_NAMES),
+  name: z.string().regex(CHECK_NAME_PATTERN, 'must be a check name (lower-case letters, digits and dashes)'),
   status: checkStatusSchema,
   message: z.string(),
 });
 export type Check = z.infer<typeof checkSchema>;
 
+const KNOWN_CHECKS: ReadonlySet<string> = new Set(CHECK_NAMES);
+
+/** The document's format revision: 1 when it does not say. */
+export function formatRevisionOf(evaluation: Pick<Evaluation, 'formatRevision'>): number {
+  return evaluation.formatRevision ?? 1;
+}
+
+/**
+ * A document from a newer writer as this reader judges it: unknown fields were dropped by the
+ * schema; checks this reader does not know are kept and trusted through the writer's verdict, and
+ * named in the reasons only when they did not pass, since only then do they explain the verdict.
+ */
+export function withUnknownChecksExplained(evaluation: Evaluation): Evaluation {
+  const unknown = evaluation.checks.filter((check) => !KNOWN_CHECKS.has(check.name) && check.status !== 'pass');
+  if (unknown.length === 0) return evaluation;
+  const notes = unknown.map(
+    (check) => `check ${check.name} (${check.status}) comes from a newer etcd-guard; this reader keeps its verdict`,
+  );
+  return { ...evaluation, reasons: [...evaluation.reasons, ...notes] };
+}
+
 export const evaluationSchema = z
   .object({
     schemaVersion: z.literal(SCHEMA_VERSION),
+    formatRevision: z.number().int().positive().optional(),
     target: z.string().min(1),
     evaluatedAt: rfc3339Utc,
     durationMs: z.number().nonnegative(),
@@ -133,7 +166,7 @@ export function parseEvaluationJson(text: string, source: string): Evaluation {
   if (!result.success) {
     throw new EvaluationParseError(source, formatZodIssues(result.error, { untrusted: true, maxIssues: 5 }));
   }
-  return result.data;
+  return withUnknownChecksExplained(result.data);
 }
 
 /** Age of an evaluation in whole milliseconds at `now`; never negative (clock skew clamps to 0). */

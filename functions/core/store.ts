@@ -1,6 +1,6 @@
 // What every evaluation store (file, ConfigMap) offers. Adapters implement it and turn their
 // library's errors into StoreError, so callers never see a Kubernetes or fs error shape.
-import { evaluationSchema, parseEvaluationJson, type Evaluation } from './evaluation.js';
+import { FORMAT_REVISION, evaluationSchema, formatRevisionOf, parseEvaluationJson, type Evaluation } from './evaluation.js';
 import { formatZodIssues } from '../shared/zod-issues.js';
 
 export type WriteOutcome =
@@ -160,6 +160,7 @@ export function writeDecision(
   }
   const now = new Date(storeNowMs !== undefined && Number.isFinite(storeNowMs) ? storeNowMs : writerNowMs);
   if (stored !== null && !supersedes(evaluation, stored, now)) return { write: false };
+  if (stored !== null && keepsNewerFormat(evaluation, stored, now)) return { write: false };
   return correction === undefined ? { write: true, evaluation } : { write: true, evaluation, stampCorrectedByMs: correction };
 }
 
@@ -174,6 +175,25 @@ export function parseSequence(value: unknown, where: string): number | StoreErro
   const shown =
     typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : typeof value === 'number' ? String(value) : typeof value;
   return new StoreError('corrupt', `${where} has write sequence ${shown}, not a whole number below 10^15; not using it`);
+}
+
+/**
+ * How long a document from a newer format revision is kept from an older writer. During a rolling
+ * upgrade both writers run; the newer one judges with checks the older lacks, so the older must not
+ * replace its verdict with a laxer one. After this long without a newer write (the upgrade was
+ * rolled back), the older writer takes over rather than leave the target without fresh evaluations.
+ */
+export const NEWER_FORMAT_HOLD_MS = 10 * 60_000;
+
+/**
+ * True when `candidate`, from an older format revision than `stored`, must not replace it: the
+ * stored one is fresh by `now` and the candidate would not fail closed (an Unhealthy verdict from
+ * any writer is always safe to store).
+ */
+export function keepsNewerFormat(candidate: Evaluation, stored: Evaluation, now: Date): boolean {
+  if (formatRevisionOf(stored) <= Math.max(FORMAT_REVISION, formatRevisionOf(candidate))) return false;
+  if (candidate.verdict === 'Unhealthy') return false;
+  return now.getTime() - Date.parse(stored.evaluatedAt) < NEWER_FORMAT_HOLD_MS;
 }
 
 /**

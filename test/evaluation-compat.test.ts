@@ -1,0 +1,136 @@
+// A stored document from a newer etcd-guard (one more check, fields this version never heard of,
+// a higher format revision) as today's reader and writer meet it during a rolling upgrade.
+import { describe, expect, it } from 'vitest';
+import { evaluateCluster, type EvaluationInput } from '../functions/core/evaluate.js';
+import { FORMAT_REVISION, type Evaluation } from '../functions/core/evaluation.js';
+import { NEWER_FORMAT_HOLD_MS, StoreError, parseStoredEvaluation, writeDecision } from '../functions/core/store.js';
+
+const NOW = Date.parse('2026-01-02T03:04:05.000Z');
+
+function healthyThree(evaluatedAt: string): Evaluation {
+  const ids = ['1', '2', '3'];
+  const input: EvaluationInput = {
+    target: 'prod',
+    endpoints: ['https://10.0.0.1:2379'],
+    memberList: {
+      ok: true,
+      value: ids.map((id) => ({
+        id,
+        name: `etcd-${id}`,
+        peerUrls: [`https://10.0.0.${id}:2380`],
+        clientUrls: [`https://10.0.0.${id}:2379`],
+        isLearner: false,
+      })),
+    },
+    probes: ids.map((id) => ({
+      endpoint: `https://10.0.0.${id}:2379`,
+      status: {
+        ok: true,
+        value: {
+          memberId: id,
+          leaderId: '1',
+          raftIndex: 10,
+          raftTerm: 2,
+          dbSizeBytes: 1024,
+          dbSizeInUseBytes: 1024,
+          version: '3.5.17',
+          isLearner: false,
+        },
+      },
+      alarms: { ok: true, value: [] },
+      linearizableRead: { ok: true, value: null },
+      latencyMs: 2,
+    })),
+    quotaBackendBytes: 100 * 1024 * 1024,
+    evaluatedAt,
+    durationMs: 5,
+  };
+  return evaluateCluster(input);
+}
+
+/** What a newer writer stores: today's document plus a check and fields this reader does not know. */
+function fromNewerWriter(newCheck: 'pass' | 'fail', evaluatedAt = new Date(NOW).toISOString()): Record<string, unknown> {
+  const today = healthyThree(evaluatedAt);
+  const failed = newCheck === 'fail';
+  return {
+    ...today,
+    formatRevision: FORMAT_REVISION + 1,
+    verdict: failed ? 'Unhealthy' : today.verdict,
+    passed: !failed,
+    reasons: failed ? ['member etcd-2 fsync p99 41 ms above 20 ms'] : [],
+    cluster: { ...today.cluster, learnerProgress: [] },
+    members: today.members.map((member) => ({ ...member, fsyncP99Ms: 3 })),
+    checks: [...today.checks, { name: 'disk-latency', status: newCheck, message: 'fsync p99 within 20 ms', weight: 2 }],
+    provenance: { writer: 'etcd-guard 0.9.0' },
+  };
+}
+
+function read(document: Record<string, unknown>): Evaluation {
+  const parsed = parseStoredEvaluation(JSON.stringify(document), 'prod', { source: 'ConfigMap x', holder: 'ConfigMap x' });
+  if (parsed instanceof StoreError) throw parsed;
+  return parsed;
+}
+
+describe("today's reader on a newer writer's document", () => {
+  it('accepts an unknown passing check and unknown fields, and adds no reason', () => {
+    const evaluation = read(fromNewerWriter('pass'));
+    expect(evaluation.verdict).toBe('Healthy');
+    expect(evaluation.passed).toBe(true);
+    expect(evaluation.reasons).toEqual([]);
+    expect(evaluation.checks.at(-1)).toEqual({ name: 'disk-latency', status: 'pass', message: 'fsync p99 within 20 ms' });
+  });
+
+  it("keeps the writer's verdict when an unknown check failed, and says which check it was", () => {
+    const evaluation = read(fromNewerWriter('fail'));
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(evaluation.passed).toBe(false);
+    expect(evaluation.reasons).toEqual([
+      'member etcd-2 fsync p99 41 ms above 20 ms',
+      'check disk-latency (fail) comes from a newer etcd-guard; this reader keeps its verdict',
+    ]);
+  });
+
+  it('still refuses a check name that is not a name, without quoting it', () => {
+    const document = fromNewerWriter('pass');
+    document.checks = [{ name: 'Robert"); DROP', status: 'pass', message: '' }];
+    const parsed = parseStoredEvaluation(JSON.stringify(document), 'prod', { source: 'ConfigMap x', holder: 'ConfigMap x' });
+    expect(parsed).toBeInstanceOf(StoreError);
+    expect((parsed as StoreError).message).toContain('checks.0.name');
+    expect((parsed as StoreError).message).not.toContain('DROP');
+  });
+});
+
+describe("today's writer beside a newer writer's stored document", () => {
+  const stored = (ageMs: number) => read(fromNewerWriter('pass', new Date(NOW - ageMs).toISOString()));
+  const rows = [
+    {
+      behaviour: 'does not replace a fresh newer-format document with a passing verdict',
+      ageMs: 60_000,
+      verdict: 'Healthy',
+      write: false,
+    },
+    {
+      behaviour: 'replaces it with an Unhealthy verdict (failing closed is always safe)',
+      ageMs: 60_000,
+      verdict: 'Unhealthy',
+      write: true,
+    },
+    {
+      behaviour: 'takes over once no newer writer has written for the hold (a rolled-back upgrade)',
+      ageMs: NEWER_FORMAT_HOLD_MS + 1,
+      verdict: 'Healthy',
+      write: true,
+    },
+  ] as const;
+  it.each(rows)('$behaviour', ({ ageMs, verdict, write }) => {
+    const candidate = healthyThree(new Date(NOW).toISOString());
+    const ours: Evaluation = verdict === 'Unhealthy' ? { ...candidate, verdict, passed: false } : candidate;
+    expect(ours.formatRevision).toBe(FORMAT_REVISION);
+    expect(writeDecision(ours, stored(ageMs), { writerNowMs: NOW }).write).toBe(write);
+  });
+
+  it('replaces a same-revision document as before (newest wins)', () => {
+    const older = healthyThree(new Date(NOW - 60_000).toISOString());
+    expect(writeDecision(healthyThree(new Date(NOW).toISOString()), older, { writerNowMs: NOW }).write).toBe(true);
+  });
+});
