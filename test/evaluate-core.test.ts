@@ -100,6 +100,11 @@ const three: MemberSpec[] = [
   { id: '3', name: 'etcd-c' },
 ];
 
+const withLearner: MemberSpec[] = [...three, { id: '4', name: 'etcd-d', learner: true }];
+
+/** One inventory entry per member of `three`, matched by name. */
+const threeNodes = three.map((spec) => ({ name: spec.name, addresses: [] }));
+
 function withMember(index: number, change: Partial<MemberSpec>, base: MemberSpec[] = three): MemberSpec[] {
   return base.map((spec, position) => (position === index ? { ...spec, ...change } : spec));
 }
@@ -309,13 +314,110 @@ const rows: Row[] = [
     status: 'fail',
     names: 'alarm CORRUPT raised on member etcd-c',
   },
+  // A learner is a join in progress (issue 17): Degraded within its grace, Unhealthy past it.
   {
-    behaviour: 'a learner fails until it is promoted',
-    input: build([...three, { id: '4', name: 'etcd-d', learner: true }]),
+    behaviour: 'a learner first seen by this evaluation is joining, Degraded',
+    input: build(withLearner),
+    verdict: 'Degraded',
+    check: 'learners',
+    status: 'warn',
+    names: 'learner etcd-d joining for 0s',
+  },
+  {
+    behaviour: 'a learner an earlier evaluation saw 40 s ago is joining for 40s, Degraded',
+    input: build(withLearner, { learnersFirstSeen: { '4': '2026-01-02T03:03:25.000Z' } }),
+    verdict: 'Degraded',
+    check: 'learners',
+    status: 'warn',
+    names: 'membership change in progress: learner etcd-d joining for 40s',
+  },
+  {
+    behaviour: 'a learner not promoted 7 min after it was first seen fails past the 5 min grace',
+    input: build(withLearner, { learnersFirstSeen: { '4': '2026-01-02T02:57:05.000Z' } }),
     verdict: 'Unhealthy',
     check: 'learners',
     status: 'fail',
-    names: 'learner etcd-d (https://10.0.0.4:2379) not yet promoted',
+    names: 'learner etcd-d not promoted for 7m (grace 5m)',
+  },
+  {
+    behaviour: 'a learner is dated by its Node’s creation before any first sighting',
+    input: build(withLearner, {
+      learnersFirstSeen: { '4': '2026-01-02T02:57:05.000Z' },
+      controlPlaneNodes: [...threeNodes, { name: 'etcd-d', addresses: [], createdAt: '2026-01-02T03:03:25Z' }],
+    }),
+    verdict: 'Degraded',
+    check: 'learners',
+    status: 'warn',
+    names: 'learner etcd-d joining for 40s',
+  },
+  {
+    behaviour: 'a configured learner grace of 30 s fails a learner joining for 40 s',
+    input: build(withLearner, {
+      learnersFirstSeen: { '4': '2026-01-02T03:03:25.000Z' },
+      thresholds: { learnerGraceMs: 30_000 },
+    }),
+    verdict: 'Unhealthy',
+    check: 'learners',
+    status: 'fail',
+    names: 'learner etcd-d not promoted for 40s (grace 30s)',
+  },
+  {
+    behaviour: 'a learner added but not started (no name, no client URL) within its grace is Degraded',
+    input: build([...three, { id: '4', name: '', learner: true, clientUrls: [] }], {
+      learnersFirstSeen: { '4': '2026-01-02T03:03:25.000Z' },
+      controlPlaneNodes: threeNodes,
+    }),
+    verdict: 'Degraded',
+    check: 'learners',
+    status: 'warn',
+    names: 'learner id 4 (not started) joining for 40s',
+  },
+  {
+    behaviour: 'a learner added but never started fails past its grace',
+    input: build([...three, { id: '4', name: '', learner: true, clientUrls: [] }], {
+      learnersFirstSeen: { '4': '2026-01-02T02:57:05.000Z' },
+    }),
+    verdict: 'Unhealthy',
+    check: 'reachable',
+    status: 'fail',
+    names: 'learner id 4 unreachable: not started',
+  },
+  // Inventory as KCP reads it (issue 17).
+  {
+    behaviour: 'a provisioning Machine (no Node yet) is not compared: Healthy',
+    input: build(three, { controlPlaneNodes: [...threeNodes, { name: 'cp-new-machine', addresses: [], provisioning: true }] }),
+    verdict: 'Healthy',
+  },
+  {
+    behaviour: 'a member matching no node while a Machine provisions is Degraded, not Unhealthy',
+    input: build(withLearner, {
+      controlPlaneNodes: [...threeNodes, { name: 'cp-new-machine', addresses: [], provisioning: true }],
+    }),
+    verdict: 'Degraded',
+    check: 'inventory',
+    status: 'warn',
+    names: 'member etcd-d (https://10.0.0.4:2379) matches no control-plane node yet (1 Machine still provisioning)',
+  },
+  {
+    behaviour: 'a member whose Machine is being deleted is a membership change in progress, Degraded',
+    input: build(three, {
+      controlPlaneNodes: [...threeNodes.slice(0, 2), { name: 'etcd-c', addresses: [], deleting: true }],
+    }),
+    verdict: 'Degraded',
+    check: 'inventory',
+    status: 'warn',
+    names:
+      'membership change in progress: member etcd-c (https://10.0.0.3:2379) runs on node etcd-c, whose Machine is being deleted',
+  },
+  {
+    behaviour: 'an old node whose Machine is being deleted and whose member is gone is Degraded, not Unhealthy',
+    input: build(three, {
+      controlPlaneNodes: [...threeNodes, { name: 'cp-0', addresses: [], createdAt: '2025-12-01T00:00:00Z', deleting: true }],
+    }),
+    verdict: 'Degraded',
+    check: 'node-members',
+    status: 'warn',
+    names: 'membership change in progress: node cp-0 runs no etcd member, its Machine is being deleted',
   },
   {
     behaviour: 'a DB at 80 % of the quota warns',
@@ -586,6 +688,25 @@ describe('evaluateCluster', () => {
     expect(evaluation.cluster).toMatchObject({ votingMembers: 3, learners: 1, healthyVoting: 3, quorum: 2 });
     expect(evaluation.members.find((member) => member.name === 'etcd-d')).toMatchObject({ learner: true, healthy: true });
     expect(evaluation.checks.find((entry) => entry.name === 'linearizable-read')?.status).toBe('pass');
+  });
+
+  it('records when each learner’s join began, carrying an earlier sighting, and nothing on voting members', () => {
+    const fresh = judged(build(withLearner));
+    expect(fresh.members.find((member) => member.name === 'etcd-d')?.learnerSince).toBe('2026-01-02T03:04:05.000Z');
+    const carried = judged(
+      build(withLearner, { learnersFirstSeen: { '4': '2026-01-02T03:03:25.000Z', '9': '2026-01-01T00:00:00.000Z' } }),
+    );
+    expect(carried.members.map((member) => member.learnerSince)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      '2026-01-02T03:03:25.000Z',
+    ]);
+    // A stamp in the future (a skewed writer) dates nothing: the learner counts from now.
+    const skewed = judged(build(withLearner, { learnersFirstSeen: { '4': '2026-01-02T04:00:00.000Z' } }));
+    expect(skewed.members[3]?.learnerSince).toBe('2026-01-02T03:04:05.000Z');
+    // The cluster block still says a learner exists, which the webhook reads.
+    expect(carried.cluster.learners).toBe(1);
   });
 
   it('lists fails before warns in reasons, one line per finding', () => {

@@ -10,6 +10,7 @@ const NODES: FakeNodeSpec[] = [
   {
     name: 'cp-b',
     labels: { [CONTROL_PLANE]: '', zone: 'b' },
+    createdAt: '2026-11-30T23:58:20Z',
     addresses: [
       { type: 'Hostname', address: 'cp-b' },
       { type: 'ExternalIP', address: '203.0.113.2' },
@@ -20,6 +21,7 @@ const NODES: FakeNodeSpec[] = [
   {
     name: 'cp-a',
     labels: { [CONTROL_PLANE]: '', zone: 'a' },
+    createdAt: '2025-06-01T08:00:00Z',
     addresses: [
       { type: 'InternalIP', address: '10.0.0.1' },
       { type: 'InternalIP', address: 'fd00::1' },
@@ -55,11 +57,11 @@ function inventory(nodeLabel?: string) {
 }
 
 describe('listControlPlaneNodes against a fake kube-apiserver', () => {
-  it('lists the control-plane nodes by name with InternalIP, ExternalIP and Hostname addresses', async () => {
+  it('lists the control-plane nodes by name with InternalIP, ExternalIP and Hostname addresses and creation time', async () => {
     const nodes = await listControlPlaneNodes(inventory(), 2000);
     expect(nodes).toEqual([
-      { name: 'cp-a', addresses: ['10.0.0.1', 'fd00::1', 'cp-a'] },
-      { name: 'cp-b', addresses: ['10.0.0.2', '203.0.113.2', 'cp-b'] },
+      { name: 'cp-a', addresses: ['10.0.0.1', 'fd00::1', 'cp-a'], createdAt: '2025-06-01T08:00:00.000Z' },
+      { name: 'cp-b', addresses: ['10.0.0.2', '203.0.113.2', 'cp-b'], createdAt: '2026-11-30T23:58:20.000Z' },
       { name: 'cp-c-no-addresses', addresses: [] },
     ]);
     const [request] = fake.requests;

@@ -1,5 +1,7 @@
 // Lists the control-plane Nodes of a cluster, so the evaluation can check that every etcd member
 // runs on a node the cluster knows about (a member on no node is a leftover that still votes).
+// Each Node carries its creation time: a new Node's grace to run a member counts from it, as
+// KCP counts its two minutes from the Node's creation.
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { InventoryConfig } from '../config.js';
 import { Deadline } from '../core/deadline.js';
@@ -44,9 +46,15 @@ export function inventoryAddresses(addresses: readonly { type?: unknown; address
   return result;
 }
 
+/** The client library hands creationTimestamp over as a Date (a string from older ones); null when absent or invalid. */
+function rfc3339(stamp: unknown): string | null {
+  const date = stamp instanceof Date ? stamp : typeof stamp === 'string' ? new Date(stamp) : null;
+  return date !== null && Number.isFinite(date.getTime()) ? date.toISOString() : null;
+}
+
 /**
  * The Nodes carrying the inventory label, sorted by name, with their InternalIP, ExternalIP and
- * Hostname addresses. The whole listing (all pages) finishes within `timeoutMs` or fails with a
+ * Hostname addresses and their creation time. The whole listing (all pages) finishes within `timeoutMs` or fails with a
  * StoreError('unavailable') saying it timed out; other failures name the verb and resource.
  */
 export async function listControlPlaneNodes(
@@ -64,7 +72,8 @@ export async function listControlPlaneNodes(
     );
     for (const node of page.items) {
       const name = node.metadata?.name;
-      if (name) nodes.push({ name, addresses: inventoryAddresses(node.status?.addresses) });
+      const createdAt = rfc3339(node.metadata?.creationTimestamp);
+      if (name) nodes.push({ name, addresses: inventoryAddresses(node.status?.addresses), ...(createdAt && { createdAt }) });
     }
     continueToken = page.metadata?._continue || undefined;
   } while (continueToken !== undefined);

@@ -93,8 +93,15 @@ export interface EndpointProbe {
 export interface ControlPlaneNode {
   name: string;
   addresses: string[];
-  /** RFC 3339 creation time of the Node (or Machine): a new one gets a grace period to join etcd. */
+  /**
+   * RFC 3339 creation time of the Node (of the Machine when its Node's is unknown): a new one gets
+   * a grace period to join etcd, and a learner on it is as old as it.
+   */
   createdAt?: string;
+  /** A Cluster API Machine with a deletionTimestamp: its member is expected to go. */
+  deleting?: boolean;
+  /** A Cluster API Machine without a Node yet (no status.nodeRef): not compared, as KCP does. */
+  provisioning?: boolean;
 }
 
 /** The Nodes adapter's result: the nodes, or why they could not be listed. */
@@ -110,6 +117,8 @@ export interface EvaluationThresholds {
   slowMemberMs: number;
   /** How long a new control-plane node may run no etcd member before that fails (KCP allows 2 min). */
   nodeMemberGraceMs: number;
+  /** How long a learner may stay unpromoted (a join in progress) before that fails. */
+  learnerGraceMs: number;
 }
 
 export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
@@ -118,6 +127,7 @@ export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
   raftLagWarnEntries: 1000,
   slowMemberMs: 500,
   nodeMemberGraceMs: 120_000,
+  learnerGraceMs: 300_000,
 };
 
 export interface EvaluationInput {
@@ -143,6 +153,11 @@ export interface EvaluationInput {
   evaluatedAt: string;
   durationMs: number;
   thresholds?: Partial<EvaluationThresholds>;
+  /**
+   * When an earlier evaluation first saw each learner (member id → RFC 3339), from the stored
+   * evaluation: the age of a learner no inventory entry dates.
+   */
+  learnersFirstSeen?: Readonly<Record<string, string>>;
 }
 
 /** A member as judged: the list entry joined with the probe of its client URL. */
@@ -327,6 +342,15 @@ interface ClusterView {
   /** The alarm list is cluster-wide: every member's answer merged, by member id. */
   alarmsByMember: Map<string, Set<string>>;
   alarmAnswers: number;
+  /** Every learner's join, by member id: since when and whether it is past the grace. */
+  joins: Map<string, LearnerJoin>;
+}
+
+/** A learner's join as judged: when it began (as far as known), how long ago, past the grace or not. */
+interface LearnerJoin {
+  since: string;
+  ageMs: number;
+  overdue: boolean;
 }
 
 type CheckFunction = (view: ClusterView) => CheckResult | null;
@@ -407,11 +431,12 @@ function clusterView(input: EvaluationInput): ClusterView {
   const healthyVoting = voting.filter(isHealthy);
   const quorum = quorumOf(voting.length);
   const quorumHeld = voting.length > 0 && healthyVoting.length >= quorum;
+  const thresholds = { ...DEFAULT_THRESHOLDS, ...input.thresholds };
   return {
     input,
     agreed,
     memberList,
-    thresholds: { ...DEFAULT_THRESHOLDS, ...input.thresholds },
+    thresholds,
     members,
     voting,
     learners: members.filter((member) => member.learner),
@@ -420,7 +445,37 @@ function clusterView(input: EvaluationInput): ClusterView {
     quorumHeld,
     leader: agreedLeader(members, voting, healthyVoting.length, quorumHeld),
     ...mergedAlarms(members),
+    joins: learnerJoins(input, members, thresholds),
   };
+}
+
+/**
+ * A learner's age: from its Node's (else Machine's) creation where the inventory dates it, else
+ * from when an earlier evaluation first saw it, else from now (first seen by this one).
+ */
+function learnerJoins(
+  input: EvaluationInput,
+  members: readonly JudgedMember[],
+  thresholds: EvaluationThresholds,
+): Map<string, LearnerJoin> {
+  const now = Date.parse(input.evaluatedAt);
+  const inventory = Array.isArray(input.controlPlaneNodes) ? comparedInventory(input.controlPlaneNodes) : [];
+  const joins = new Map<string, LearnerJoin>();
+  for (const member of members) {
+    if (!member.learner) continue;
+    const candidates = [nodeOf(member, inventory)?.createdAt, input.learnersFirstSeen?.[member.id]];
+    const dated = candidates.find(
+      (stamp) => stamp !== undefined && Number.isFinite(Date.parse(stamp)) && Date.parse(stamp) <= now,
+    );
+    const sinceMs = dated === undefined ? now : Date.parse(dated);
+    const ageMs = now - sinceMs;
+    joins.set(member.id, {
+      since: new Date(sinceMs).toISOString(),
+      ageMs,
+      overdue: ageMs >= thresholds.learnerGraceMs,
+    });
+  }
+  return joins;
 }
 
 const memberListCheck: CheckFunction = ({ memberList, members, agreed }) =>
@@ -502,9 +557,10 @@ function tlsIdentityProblem(member: JudgedMember): string | undefined {
   return status?.ok === false ? TLS_IDENTITY.exec(status.error)?.[1] : undefined;
 }
 
-// A voting member's reachability shows here; a learner's too, though its read is not expected.
+// A voting member's reachability shows here; a learner's too, though its read is not expected. A
+// learner joining within its grace may not answer yet (added, its etcd not started): a warning.
 // A member that answered with a certificate naming someone else is reported by tls-identity.
-const reachableCheck: CheckFunction = ({ voting, learners, members }) => {
+const reachableCheck: CheckFunction = ({ voting, learners, members, joins }) => {
   const findings: Finding[] = [];
   for (const member of voting) {
     const probe = member.probe;
@@ -515,7 +571,8 @@ const reachableCheck: CheckFunction = ({ voting, learners, members }) => {
   }
   for (const member of learners) {
     if (!member.probe?.status.ok && tlsIdentityProblem(member) === undefined) {
-      findings.push(fail(memberProblem('learner', member, 'unreachable', firstError(member) ?? 'no answer')));
+      const problem = memberProblem('learner', member, 'unreachable', firstError(member) ?? 'no answer');
+      findings.push(joins.get(member.id)?.overdue === false ? warn(problem) : fail(problem));
     }
   }
   const unverified = members.filter((member) => tlsIdentityProblem(member) !== undefined).length;
@@ -613,9 +670,20 @@ const alarmsCheck: CheckFunction = ({ voting, members, alarmsByMember, alarmAnsw
   return concluded(findings, alarmAnswers > 0 ? 'no alarm raised' : 'alarm list unavailable (no member answered it)');
 };
 
-const learnersCheck: CheckFunction = ({ learners }) =>
+// A learner is a join in progress (kubeadm adds every joining member as one since Kubernetes
+// 1.29): Degraded while within the grace, Unhealthy once it stays unpromoted past it. The check
+// warns rather than passes so that every reader (the webhook too) sees a membership change under way.
+const learnersCheck: CheckFunction = ({ learners, joins, thresholds }) =>
   concluded(
-    learners.map((member) => fail(`learner ${label(member)} not yet promoted`)),
+    learners.map((member) => {
+      const join = joins.get(member.id);
+      const who = member.name !== '' ? member.name : `id ${member.id} (not started)`;
+      if (join === undefined || join.overdue) {
+        const age = join === undefined ? '' : ` for ${formatAge(join.ageMs)}`;
+        return fail(`learner ${who} not promoted${age} (grace ${formatAge(thresholds.learnerGraceMs)})`);
+      }
+      return warn(`membership change in progress: learner ${who} joining for ${formatAge(join.ageMs)}`);
+    }),
     'no learner',
   );
 
@@ -708,18 +776,49 @@ const memberCountCheck: CheckFunction = ({ voting }) => {
   return concluded([], `${voting.length} voting member${voting.length === 1 ? '' : 's'}`);
 };
 
-// Only when an inventory is configured: every member must match a control-plane node.
-const inventoryCheck: CheckFunction = ({ input, members }) => {
+// Only when an inventory is configured: every member must match a control-plane node. As KCP
+// reads it (cluster-api controlplane/kubeadm/internal/workload_cluster_conditions.go,
+// compareMachinesAndMembers): a Machine without a Node is provisioning and matches nothing yet,
+// and while one exists a member without a Machine is not a failure (its Node may be linked soon);
+// a member whose Machine is being deleted is expected to go.
+const inventoryCheck: CheckFunction = ({ input, members, joins }) => {
   const inventory = input.controlPlaneNodes;
   if (inventory === undefined) return null;
   if (!Array.isArray(inventory)) {
     return concluded([fail(`control-plane node inventory unavailable: ${inventory.error}`)]);
   }
-  const findings = members
-    .filter((member) => nodeOf(member, inventory) === undefined)
-    .map((member) => fail(`member ${label(member)} matches no control-plane node`));
-  return concluded(findings, `every member matches one of ${inventory.length} control-plane nodes`);
+  const compared = comparedInventory(inventory);
+  const provisioning = inventory.length - compared.length;
+  const findings: Finding[] = [];
+  for (const member of members) {
+    const node = nodeOf(member, compared);
+    if (node?.deleting === true) {
+      findings.push(
+        warn(`membership change in progress: member ${label(member)} runs on node ${node.name}, whose Machine is being deleted`),
+      );
+    } else if (node === undefined && provisioning > 0) {
+      findings.push(
+        warn(`member ${label(member)} matches no control-plane node yet (${plural(provisioning, 'Machine')} still provisioning)`),
+      );
+    } else if (node === undefined && member.learner && member.name === '' && joins.get(member.id)?.overdue === false) {
+      // Added but not started: no name yet to match by; the learners check fails it after the grace.
+      findings.push(warn(`learner ${label(member)} matches no control-plane node yet (not started)`));
+    } else if (node === undefined) {
+      findings.push(fail(`member ${label(member)} matches no control-plane node`));
+    }
+  }
+  const skipped = provisioning > 0 ? ` (${plural(provisioning, 'provisioning Machine')} not compared)` : '';
+  return concluded(findings, `every member matches one of ${compared.length} control-plane nodes${skipped}`);
 };
+
+/** The inventory entries members are compared with: provisioning Machines (no Node yet) are not. */
+function comparedInventory(inventory: readonly ControlPlaneNode[]): ControlPlaneNode[] {
+  return inventory.filter((node) => node.provisioning !== true);
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
 
 /** The inventory entry a member runs on: by name, or by a peer/client URL host. */
 function nodeOf(member: JudgedMember, inventory: readonly ControlPlaneNode[]): ControlPlaneNode | undefined {
@@ -734,16 +833,22 @@ function formatAge(ms: number): string {
   return ms >= 120_000 ? `${Math.round(ms / 60_000)}m` : `${Math.round(ms / 1000)}s`;
 }
 
-// A control-plane node without a member: still joining within the grace, a leftover after it.
+// A control-plane node without a member: still joining within the grace (counted from the Node's
+// creation, as KCP counts its two minutes), a leftover after it; a node whose Machine is being
+// deleted has had its member removed first (KCP removes the member, then the Machine).
 const nodeMembersCheck: CheckFunction = ({ input, members, thresholds }) => {
   const inventory = input.controlPlaneNodes;
   if (inventory === undefined || !Array.isArray(inventory)) return null;
-  const matched = new Set(members.map((member) => nodeOf(member, inventory)?.name));
+  const compared = comparedInventory(inventory);
+  const matched = new Set(members.map((member) => nodeOf(member, compared)?.name));
   const now = Date.parse(input.evaluatedAt);
   const grace = formatAge(thresholds.nodeMemberGraceMs);
-  const findings = inventory
+  const findings = compared
     .filter((node) => !matched.has(node.name))
     .map((node) => {
+      if (node.deleting === true) {
+        return warn(`membership change in progress: node ${node.name} runs no etcd member, its Machine is being deleted`);
+      }
       const created = node.createdAt === undefined ? Number.NaN : Date.parse(node.createdAt);
       const ageMs = Number.isFinite(created) ? Math.max(0, now - created) : Number.POSITIVE_INFINITY;
       if (ageMs < thresholds.nodeMemberGraceMs) {
@@ -752,7 +857,7 @@ const nodeMembersCheck: CheckFunction = ({ input, members, thresholds }) => {
       const age = Number.isFinite(ageMs) ? `created ${formatAge(ageMs)} ago` : 'creation time unknown';
       return fail(`control-plane node ${node.name} runs no etcd member (${age}, grace ${grace})`);
     });
-  return concluded(findings, `every one of ${inventory.length} control-plane nodes runs an etcd member`);
+  return concluded(findings, `every one of ${compared.length} control-plane nodes runs an etcd member`);
 };
 
 /** Every check, keyed by its name; the evaluation lists them in CHECK_NAMES order. */
@@ -803,6 +908,8 @@ function memberReport(member: JudgedMember, view: ClusterView): MemberReport {
     latencyMs: member.probe?.latencyMs ?? null,
     alarms: [...(view.alarmsByMember.get(member.id) ?? [])],
   };
+  const join = view.joins.get(member.id);
+  if (join !== undefined) report.learnerSince = join.since;
   if (error !== undefined) report.error = error;
   return report;
 }

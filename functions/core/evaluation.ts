@@ -40,6 +40,12 @@ export const memberSchema = z.object({
   latencyMs: z.number().nullable(),
   alarms: z.array(z.string()),
   error: z.string().optional(),
+  /**
+   * Learners only: when its join began as far as known (its Node's or Machine's creation, else when
+   * an evaluation first saw it). Carried from one stored evaluation to the next; optional, so
+   * documents written before it existed still parse.
+   */
+  learnerSince: rfc3339Utc.optional(),
 });
 export type MemberReport = z.infer<typeof memberSchema>;
 

@@ -8,13 +8,21 @@ export interface FakeNodeSpec {
   name: string;
   labels?: Record<string, string>;
   addresses?: { type: string; address: string }[];
+  /** metadata.creationTimestamp (RFC 3339); absent when not given. */
+  createdAt?: string;
 }
 
 function nodeObject(node: FakeNodeSpec, index: number): Record<string, unknown> {
   return {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name: node.name, uid: `node-uid-${index}`, resourceVersion: String(index + 1), labels: node.labels ?? {} },
+    metadata: {
+      name: node.name,
+      uid: `node-uid-${index}`,
+      resourceVersion: String(index + 1),
+      labels: node.labels ?? {},
+      ...(node.createdAt !== undefined && { creationTimestamp: node.createdAt }),
+    },
     spec: {},
     status: { addresses: node.addresses ?? [] },
   };
