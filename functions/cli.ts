@@ -12,6 +12,7 @@ import {
   type TargetConfig,
 } from './config.js';
 import type { Evaluation } from './core/evaluation.js';
+import type { EvaluationContext } from './evaluate-target.js';
 import type { EvaluationStore } from './core/store.js';
 import { parseShardSpec, type ShardSpec } from './core/shard.js';
 import type { ScheduledResult } from './scheduled.js';
@@ -322,8 +323,8 @@ async function runEvaluateConfig(
     ...(command.budgetMs === undefined ? {} : { budgetMs: command.budgetMs }),
     store: command.store === undefined ? wired.store : command.store === null ? DISCARD_STORE : createStore(command.store),
     logger: createLogger({ env, name: 'etcd-guard-evaluate', destination: pino.destination(2) }),
-    evaluate: async (target: Target) => {
-      const evaluation = await wired.evaluate(target);
+    evaluate: async (target: Target, context?: EvaluationContext) => {
+      const evaluation = await wired.evaluate(target, context);
       latest.set(target.name, evaluation);
       return evaluation;
     },

@@ -141,6 +141,11 @@ export const targetSchema = z
      * another cluster's under a shared CA, is then taken for this member.
      */
     tlsVerify: tlsVerifySchema.optional(),
+    /**
+     * How long a learner may stay unpromoted before the evaluation fails it (a join in progress
+     * is Degraded until then); 5 minutes when absent.
+     */
+    learnerGrace: durationSchema.optional(),
   })
   .strict();
 export type TargetConfig = z.infer<typeof targetSchema>;
@@ -175,6 +180,8 @@ export const discoverySchema = z
     watchProbe: z.boolean().optional(),
     /** targets[].tlsVerify for every discovered target (e.g. chain-only for KCP certificates without the node name). */
     tlsVerify: tlsVerifySchema.optional(),
+    /** targets[].learnerGrace for every discovered target. */
+    learnerGrace: durationSchema.optional(),
   })
   .strict()
   .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {

@@ -59,6 +59,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
     timeout: discovery.timeout,
     ...(discovery.watchProbe === true && { watchProbe: true }),
     ...(discovery.tlsVerify === undefined ? {} : { tlsVerify: discovery.tlsVerify }),
+    ...(discovery.learnerGrace !== undefined && { learnerGrace: discovery.learnerGrace }),
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
   const run = async <Listed>(

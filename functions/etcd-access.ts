@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { ConfigError, type TargetConfig } from './config.js';
 import { probeCredentialsProblem, type ProbeCredentials } from './adapters/etcd-member-probe.js';
 import type { Deadline } from './core/deadline.js';
-import type { DiscoveredMember } from './core/evaluate.js';
+import type { ControlPlaneNode, DiscoveredMember } from './core/evaluate.js';
 
 export interface EtcdAccess {
   /** Asked for the member list and probed first (as given in the config, or one per known member). */
@@ -27,6 +27,11 @@ export interface EtcdAccess {
    * through, and how it failed must not be reported (it would answer a port scan).
    */
   unreachable?(endpoint: string): string | undefined;
+  /**
+   * The workload cluster's control-plane Nodes, when this access reaches its API server (Cluster
+   * API): they date the Machine inventory. Bounded by `timeoutMs`; rejects on any failure.
+   */
+  listControlPlaneNodes?(timeoutMs: number): Promise<ControlPlaneNode[]>;
   /** Releases listeners, relays and connections; the evaluation calls it once, always. */
   close(): Promise<void>;
 }

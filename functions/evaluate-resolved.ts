@@ -8,6 +8,7 @@ import type { CoreV1Api } from './adapters/kube.js';
 import type { TargetConfig } from './config.js';
 import { Deadline } from './core/deadline.js';
 import type { ControlPlaneNode } from './core/evaluate.js';
+import { datedByNodes } from './core/machines.js';
 import type { Evaluation } from './core/evaluation.js';
 import type { Target } from './core/targets.js';
 import { EtcdAccessError, type EtcdAccess } from './etcd-access.js';
@@ -55,18 +56,35 @@ export async function evaluateResolvedTarget(
   const coreApi = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
   const openCapiAccess: CapiAccessOpener =
     options.openCapiAccess ?? ((capi, nodeNames, deadline) => openCapiAccessDefault(coreApi, capi, nodeNames, deadline));
+  // The workload's Nodes date the Machines; they are listed through the access once it is open.
+  let settleNodes: (nodes: Promise<ControlPlaneNode[] | null>) => void = () => undefined;
+  const workloadNodes = new Promise<ControlPlaneNode[] | null>((resolve) => {
+    settleNodes = (nodes) => resolve(nodes.catch(() => null));
+  });
   return evaluateThroughAccess(
     target,
     async (deadline) => {
-      const nodes = await machines.catch((error: unknown) => {
-        throw new EtcdAccessError(`cannot list the control-plane Machines: ${(error as Error).message}`);
-      });
-      return openCapiAccess(
-        reach,
-        nodes.map((node) => node.name),
-        deadline,
-      );
+      try {
+        const nodes = await machines.catch((error: unknown) => {
+          throw new EtcdAccessError(`cannot list the control-plane Machines: ${(error as Error).message}`);
+        });
+        // A provisioning Machine has no Node, so no etcd pod to forward to.
+        const withNode = nodes.filter((node) => node.provisioning !== true).map((node) => node.name);
+        const access = await openCapiAccess(reach, withNode, deadline);
+        settleNodes(access.listControlPlaneNodes?.(nodeListBudgetMs(deadline)) ?? Promise.resolve(null));
+        return access;
+      } finally {
+        settleNodes(Promise.resolve(null));
+      }
     },
-    { ...options, controlPlaneInventory: () => machines },
+    { ...options, controlPlaneInventory: async () => datedByNodes(await machines, await workloadNodes) },
   );
+}
+
+/**
+ * The Node listing must end before the evaluation's deadline, so that a slow workload API server
+ * costs only the Node dates (the Machines' own are kept), never the whole inventory.
+ */
+function nodeListBudgetMs(deadline: Deadline): number {
+  return Math.max(1, Math.round(deadline.remainingMs() * 0.8));
 }

@@ -6,6 +6,7 @@ import { EtcdProbeSession } from './adapters/etcd-member-probe.js';
 import { EtcdAccessError, openStaticEtcdAccess, type EtcdAccess, type EtcdAccessFactory } from './etcd-access.js';
 import {
   evaluateCluster,
+  learnerSightings,
   type ControlPlaneInventory,
   type ControlPlaneNode,
   type DiscoveredMember,
@@ -23,7 +24,7 @@ export { readTargetCredentials } from './etcd-access.js';
 /** What an evaluation needs of a target once an access says how to reach its etcd. */
 export type EvaluatedTarget = Pick<
   TargetConfig,
-  'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe' | 'tlsVerify'
+  'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe' | 'tlsVerify' | 'learnerGrace'
 >;
 
 /** Where the watch probe writes: one key per member, deleted after each round trip. */
@@ -37,7 +38,15 @@ export interface EvaluateTargetOptions {
   listControlPlaneNodes?: (inventory: InventoryConfig, timeoutMs: number) => Promise<ControlPlaneNode[]>;
   /** Another inventory than target.inventory's Nodes (a Cluster's control-plane Machines); wins when given. */
   controlPlaneInventory?: (timeoutMs: number) => Promise<ControlPlaneNode[]>;
+  /**
+   * The target's stored evaluation, read alongside the probes: when it saw each learner first, so
+   * a learner no inventory dates keeps its age across runs. A failure or a miss counts as none.
+   */
+  previous?: () => Promise<Evaluation | null>;
 }
+
+/** What the caller of an evaluation knows beside the target: its stored evaluation. */
+export type EvaluationContext = Pick<EvaluateTargetOptions, 'previous'>;
 
 /** The first member list any of `lists` returns; all errors joined when none does. */
 function firstMemberList(lists: readonly Promise<Outcome<MemberListAnswer>>[]): Promise<Outcome<DiscoveredMember[]>> {
@@ -70,6 +79,14 @@ async function listInventory(
     deadline,
     () => new Error(`listing control-plane nodes timed out after ${budgetMs} ms`),
   ).catch((error: unknown): ControlPlaneInventory => ({ error: error instanceof Error ? error.message : String(error) }));
+}
+
+/** The stored evaluation, or null when there is none, it cannot be read, or not before `deadline`. */
+function readPrevious(read: (() => Promise<Evaluation | null>) | undefined, deadline: Deadline): Promise<Evaluation | null> {
+  if (read === undefined) return Promise.resolve(null);
+  return withDeadline(Promise.resolve().then(read), deadline, () => new Error('reading the stored evaluation timed out')).catch(
+    () => null,
+  );
 }
 
 /** Opens the access before `deadline`; an access that opens too late is closed when it does. */
@@ -310,6 +327,7 @@ export async function evaluateThroughAccess(
     const lister = options.listControlPlaneNodes ?? (await import('./adapters/kube-nodes.js')).listControlPlaneNodes;
     inventoryRun = listInventory(deadline, (timeoutMs) => lister(inventory, timeoutMs));
   }
+  const previous = readPrevious(options.previous, deadline);
   const access = await openBefore(openAccess, deadline);
   let reached: Reached;
   if ('error' in access) {
@@ -334,7 +352,9 @@ export async function evaluateThroughAccess(
     quotaBackendBytes: target.quotaBackendBytes,
     evaluatedAt: evaluatedAt.toISOString(),
     durationMs: 0,
+    learnersFirstSeen: learnerSightings(await previous),
   };
+  if (target.learnerGrace !== undefined) input.thresholds = { learnerGraceMs: target.learnerGrace };
   const controlPlaneNodes = await inventoryRun;
   if (controlPlaneNodes !== undefined) input.controlPlaneNodes = controlPlaneNodes;
   input.durationMs = Math.round(performance.now() - started);

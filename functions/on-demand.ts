@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { GuardConfig, TargetConfig } from './config.js';
 import { ConfigError } from './config.js';
 import type { Evaluation } from './core/evaluation.js';
+import type { EvaluationContext } from './evaluate-target.js';
 import type { EvaluationStore } from './core/store.js';
 import { staticTarget, type Target } from './core/targets.js';
 import { StoreError } from './core/store.js';
@@ -34,7 +35,8 @@ export const STORE_TIMEOUT_MS = 10_000;
 export interface OnDemandOptions {
   config: GuardConfig;
   store: EvaluationStore;
-  evaluate: (target: Target) => Promise<Evaluation>;
+  /** `context.previous` reads the target's stored evaluation (learners keep their age across runs). */
+  evaluate: (target: Target, context?: EvaluationContext) => Promise<Evaluation>;
   /** The targets as of now (static and discovered); the config's static targets by default. */
   targets?: () => readonly Target[];
   /** Bearer token required on every request; null allows everyone. */
@@ -238,7 +240,7 @@ export class OnDemandEvaluations {
         await this.options.prepare?.();
         stalls = watchEventLoopStalls();
         fresh = await withTimeout(
-          this.options.evaluate(target),
+          this.options.evaluate(target, { previous: () => this.options.store.read(target.name) }),
           evaluationTimeoutMs(target),
           `evaluation of target ${quote(target.name)}`,
         );

@@ -14,6 +14,7 @@ import type { Evaluation, Verdict } from './core/evaluation.js';
 import { selectShard, type ShardSpec } from './core/shard.js';
 import type { EvaluationStore } from './core/store.js';
 import { evaluateResolvedTarget } from './evaluate-resolved.js';
+import type { EvaluationContext } from './evaluate-target.js';
 import { DISCOVERY_TIMEOUT_MS, resolveTargets, type ResolvedTargets } from './discovery.js';
 import { staticTarget, type Target } from './core/targets.js';
 import { Deadline, DeadlineExceededError, withDeadline, withTimeout } from './core/deadline.js';
@@ -42,7 +43,8 @@ export interface ScheduledLogger {
 export interface ScheduledDeps {
   config: GuardConfig;
   store: EvaluationStore;
-  evaluate: (target: Target) => Promise<Evaluation>;
+  /** `context.previous` reads the target's stored evaluation (learners keep their age across runs). */
+  evaluate: (target: Target, context?: EvaluationContext) => Promise<Evaluation>;
   /** Static plus discovered targets, listed within `timeoutMs`; the config's static targets when absent. */
   resolveTargets?: (timeoutMs: number) => Promise<Pick<ResolvedTargets, 'targets' | 'failures'>>;
   logger: ScheduledLogger;
@@ -146,7 +148,7 @@ async function evaluateOne(deps: ScheduledDeps, target: Target): Promise<Schedul
   let evaluation: Evaluation;
   try {
     evaluation = await withTimeout(
-      deps.evaluate(target),
+      deps.evaluate(target, { previous: () => deps.store.read(target.name) }),
       evaluationTimeoutMs(target),
       `evaluation of target ${JSON.stringify(target.name)}`,
     );
@@ -296,7 +298,7 @@ export function buildScheduledDeps(config: GuardConfig, env: Readonly<Record<str
   return {
     config,
     store: createStore(config.store),
-    evaluate: (target) => evaluateResolvedTarget(target),
+    evaluate: (target, context) => evaluateResolvedTarget(target, { ...context }),
     ...(config.discovery === undefined ? {} : { resolveTargets: (timeoutMs) => resolveTargets(config, { timeoutMs }) }),
     logger,
     ...(config.events ? { events: scheduledEvents(env, logger) } : {}),

@@ -57,6 +57,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'targets[].enforcement': "This target's enforcement (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.",
   'targets[].tlsVerify':
     "`full` (default): a member's serving certificate must chain to `tls.caFile` and name the member (its address, or its node name through a port-forward); one that does not fails the `tls-identity` check naming both. `chain-only`: the chain alone, for etcd serving certificates without the node name. Risk: any certificate that CA issued is taken for the member; see [TLS identity](#tls-identity-and-chain-only).",
+  'targets[].learnerGrace':
+    'How long a learner (a member joining; kubeadm adds every one as a learner) may stay unpromoted: within it the `learners` check warns (`learner cp-3 joining for 40s`, Degraded), after it fails (`learner cp-3 not promoted for 7m`, Unhealthy). Its age counts from its Node’s (else Machine’s) creation, else from when an evaluation first saw it. `5m` when absent.',
   override: 'How an authorized user lets one denied change through.',
   'override.annotation':
     'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
@@ -86,6 +88,7 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'discovery.kubeconfigFile': 'Kubeconfig of the management cluster; in-cluster or `KUBECONFIG` when absent.',
   'discovery.watchProbe': 'Turns `targets[].watchProbe` on for every discovered target.',
   'discovery.tlsVerify': 'Sets `targets[].tlsVerify` for every discovered target.',
+  'discovery.learnerGrace': 'Sets `targets[].learnerGrace` for every discovered target.',
   'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',
 };
 

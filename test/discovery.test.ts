@@ -427,17 +427,25 @@ describe('discovery against the stand-in apiserver', () => {
     );
   });
 
-  it("lists a cluster's control-plane Machines by their Node name, else their own", async () => {
-    const machine = (name: string, cluster: string, status: object, controlPlane = true): FakeObject => ({
+  it("lists a cluster's control-plane Machines by their Node name, else their own as provisioning, marking deleting ones", async () => {
+    const machine = (name: string, cluster: string, status: object, controlPlane = true, metadata: object = {}): FakeObject => ({
       apiVersion: 'cluster.x-k8s.io/v1beta2',
       kind: 'Machine',
       metadata: {
         name,
         namespace: 'fleet',
         labels: { 'cluster.x-k8s.io/cluster-name': cluster, ...(controlPlane ? { 'cluster.x-k8s.io/control-plane': '' } : {}) },
+        ...metadata,
       },
       status,
     });
+    fake.putObject(
+      'machines',
+      machine('prod-cp-a', 'prod', { nodeRef: { name: 'node-a' } }, true, {
+        creationTimestamp: '2026-11-01T10:00:00Z',
+        deletionTimestamp: '2026-12-01T15:00:00Z',
+      }),
+    );
     fake.putObject(
       'machines',
       machine('prod-cp-b', 'prod', { nodeRef: { name: 'node-b' }, addresses: [{ type: 'InternalIP', address: '10.0.0.2' }] }),
@@ -451,8 +459,9 @@ describe('discovery against the stand-in apiserver', () => {
       Deadline.after(2000),
     );
     expect(entries).toEqual([
+      { name: 'node-a', addresses: [], createdAt: '2026-11-01T10:00:00Z', deleting: true },
       { name: 'node-b', addresses: ['10.0.0.2'] },
-      { name: 'prod-cp-new', addresses: [] },
+      { name: 'prod-cp-new', addresses: [], provisioning: true },
     ]);
   });
 });

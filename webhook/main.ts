@@ -10,6 +10,7 @@ import { createStore } from '../functions/adapters/store-factory.js';
 import type { MachineReader } from '../functions/adapters/capi-machines.js';
 import type { AccessReviewer } from '../functions/adapters/kube-access-review.js';
 import type { Evaluation } from '../functions/core/evaluation.js';
+import type { EvaluationContext } from '../functions/evaluate-target.js';
 import type { EvaluationStore } from '../functions/core/store.js';
 import { OnDemandEvaluations, readTokenFile, resolveBearerToken } from '../functions/on-demand.js';
 import { describeGuarded, type Target } from '../functions/core/targets.js';
@@ -48,7 +49,7 @@ export interface WebhookServerOptions {
   tokenStatIntervalMs?: number;
   logger?: Logger;
   store?: EvaluationStore;
-  evaluate?: (target: Target) => Promise<Evaluation>;
+  evaluate?: (target: Target, context?: EvaluationContext) => Promise<Evaluation>;
   /** The targets (static and discovered); built from the config's discovery section by default. */
   registry?: TargetRegistry;
   metrics?: WebhookMetrics;
@@ -148,9 +149,9 @@ function loadEtcdEngine(): Promise<typeof import('../functions/evaluate-resolved
   return loading;
 }
 
-async function evaluateWithEtcd(target: Target): Promise<Evaluation> {
+async function evaluateWithEtcd(target: Target, context?: EvaluationContext): Promise<Evaluation> {
   const { evaluateResolvedTarget } = await loadEtcdEngine();
-  return evaluateResolvedTarget(target);
+  return evaluateResolvedTarget(target, { ...context });
 }
 
 /** The registry a server builds for itself: discovery rounds logged, the cache following the target set. */

@@ -12,6 +12,7 @@ import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../core/deadline.js';
 import { EtcdAccessError, type EtcdAccess } from '../etcd-access.js';
 import { ClientCertificateMinter, readCapiCredentials, type CapiCluster } from './capi-credentials.js';
+import { listWorkloadControlPlaneNodes } from './workload-nodes.js';
 import { listenForPodPort, type PortForwardListener } from './pod-port-forward.js';
 
 const ETCD_NAMESPACE = 'kube-system';
@@ -82,6 +83,8 @@ export async function openCapiEtcdAccess(
       return failure?.reachedApiServer === true ? failure.detail : undefined;
     },
     unreachable: (endpoint) => (listenerOf(endpoint)?.failure()?.reachedApiServer === false ? unreachable : undefined),
+    // The creation times that date the Machine inventory, read where KCP reads them.
+    listControlPlaneNodes: (timeoutMs) => listWorkloadControlPlaneNodes(credentials.workload, timeoutMs),
     close: closeAll,
   };
 }

@@ -56,9 +56,12 @@ export function createMachineReader(loadConfig: () => KubeConfig = () => loadKub
 }
 
 /**
- * The control-plane Machines of one Cluster as inventory entries: named by their Node (status.nodeRef)
- * so they meet etcd members named by host, else by the Machine (not yet a Node), with the
- * Machine's reported addresses. Sorted by name.
+ * The control-plane Machines of one Cluster as inventory entries, as KCP reads them
+ * (cluster-api controlplane/kubeadm/internal/workload_cluster_conditions.go): named by their Node
+ * (status.nodeRef) so they meet etcd members named by host, with the Machine's reported addresses
+ * and creation time (datedByNodes replaces it with the Node's when the Nodes are known). A Machine
+ * without a Node is `provisioning` (named by the Machine; KCP skips it), one with a
+ * deletionTimestamp `deleting` (its member is expected to go). Sorted by name.
  */
 export async function listControlPlaneMachines(
   api: CustomObjectsApi,
@@ -68,22 +71,18 @@ export async function listControlPlaneMachines(
   // Selected by the cluster's name: a Cluster has one control plane, whatever the KCP is called.
   const machines = await listMachineObjects(api, { ...cluster, controlPlaneName: '' }, deadline);
   const entries: ControlPlaneNode[] = [];
-  for (const machine of machines as {
-    metadata?: { name?: unknown; creationTimestamp?: unknown };
-    status?: { nodeRef?: { name?: unknown }; addresses?: unknown };
-  }[]) {
-    const name = typeof machine.status?.nodeRef?.name === 'string' ? machine.status.nodeRef.name : machine.metadata?.name;
-    const addresses = Array.isArray(machine.status?.addresses)
-      ? (machine.status.addresses as { type?: unknown; address?: unknown }[])
-      : [];
-    const created = machine.metadata?.creationTimestamp;
-    if (typeof name === 'string' && name !== '') {
-      entries.push({
-        name,
-        addresses: inventoryAddresses(addresses),
-        ...(typeof created === 'string' ? { createdAt: created } : {}),
-      });
-    }
+  for (const object of machines) {
+    const machine = machineFromObject(object);
+    if (machine === null) continue;
+    const status = isRecord(object) && isRecord(object.status) ? object.status : {};
+    const addresses = Array.isArray(status.addresses) ? (status.addresses as { type?: unknown; address?: unknown }[]) : [];
+    entries.push({
+      name: machine.nodeName ?? machine.name,
+      addresses: inventoryAddresses(addresses),
+      ...(machine.createdAt !== null && { createdAt: machine.createdAt }),
+      ...(machine.deleting && { deleting: true }),
+      ...(machine.nodeName === null && { provisioning: true }),
+    });
   }
   return entries.sort((a, b) => a.name.localeCompare(b.name));
 }

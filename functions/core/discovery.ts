@@ -24,6 +24,8 @@ export interface DiscoveryDefaults {
   enforcement?: EnforcementMode;
   /** How the discovered targets' serving certificates are checked (targets[].tlsVerify). */
   tlsVerify?: 'full' | 'chain-only';
+  /** How long a learner may stay unpromoted, in milliseconds (the core's default when absent). */
+  learnerGrace?: number;
 }
 
 export interface ProviderResult {
@@ -193,6 +195,7 @@ export function capiTargets(kcps: readonly unknown[], clusters: readonly unknown
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
       ...(defaults.tlsVerify === undefined ? {} : { tlsVerify: defaults.tlsVerify }),
+      ...(defaults.learnerGrace !== undefined && { learnerGrace: defaults.learnerGrace }),
     };
   });
 }
@@ -248,6 +251,7 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
       ...(defaults.watchProbe === true && { watchProbe: true }),
       ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
       ...(defaults.tlsVerify === undefined ? {} : { tlsVerify: defaults.tlsVerify }),
+      ...(defaults.learnerGrace !== undefined && { learnerGrace: defaults.learnerGrace }),
     };
   });
 }

@@ -882,6 +882,15 @@ const CHECKS: Record<CheckName, CheckFunction> = {
   'node-members': nodeMembersCheck,
 };
 
+/** When a stored evaluation saw each learner first (member id → RFC 3339), to carry into the next. */
+export function learnerSightings(previous: Pick<Evaluation, 'members'> | null): Record<string, string> {
+  const sightings: Record<string, string> = {};
+  for (const member of previous?.members ?? []) {
+    if (member.learner && member.learnerSince !== undefined) sightings[member.id] = member.learnerSince;
+  }
+  return sightings;
+}
+
 function checkFrom(name: CheckName, result: CheckResult): Check {
   if (result.findings.length > 0) {
     const status: CheckStatus = result.findings.some((finding) => finding.status === 'fail') ? 'fail' : 'warn';

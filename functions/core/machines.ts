@@ -3,6 +3,8 @@
 // user asked KCP to remove it first, and when it was made. Pure; shared by the webhook's
 // projection and the evaluation's inventory.
 
+import type { ControlPlaneNode } from './evaluate.js';
+
 export const DELETE_MACHINE_ANNOTATION = 'cluster.x-k8s.io/delete-machine';
 
 export interface ControlPlaneMachine {
@@ -61,4 +63,23 @@ export function machineFromObject(object: unknown): ControlPlaneMachine | null {
     failureDomain: typeof failureDomain === 'string' && failureDomain !== '' ? failureDomain : null,
     upToDate,
   };
+}
+
+/**
+ * Machine inventory entries dated by their Nodes: a Node's grace to run an etcd member (and a
+ * learner's age) counts from the Node's creation, as KCP counts it; a Machine is made before its
+ * Node, so its own creation (kept when the Node is not listed) only shortens the grace. Without
+ * `nodes` the entries stay as they are.
+ */
+export function datedByNodes(
+  entries: readonly ControlPlaneNode[],
+  nodes: readonly ControlPlaneNode[] | null,
+): ControlPlaneNode[] {
+  const createdByName = new Map(
+    (nodes ?? []).flatMap((node) => (node.createdAt === undefined ? [] : [[node.name, node.createdAt]])),
+  );
+  return entries.map((entry) => {
+    const created = entry.provisioning === true ? undefined : createdByName.get(entry.name);
+    return created === undefined ? entry : { ...entry, createdAt: created };
+  });
 }
