@@ -340,15 +340,26 @@ const rows: Row[] = [
     names: 'learner etcd-d not promoted for 7m (grace 5m)',
   },
   {
-    behaviour: 'a learner is dated by its Node’s creation before any first sighting',
+    behaviour: 'a learner is dated by its Node’s creation, earlier than its first sighting',
     input: build(withLearner, {
-      learnersFirstSeen: { '4': '2026-01-02T02:57:05.000Z' },
+      learnersFirstSeen: { '4': '2026-01-02T03:03:55.000Z' },
       controlPlaneNodes: [...threeNodes, { name: 'etcd-d', addresses: [], createdAt: '2026-01-02T03:03:25Z' }],
     }),
     verdict: 'Degraded',
     check: 'learners',
     status: 'warn',
     names: 'learner etcd-d joining for 40s',
+  },
+  {
+    behaviour: 'a Node dated later than the first sighting never makes a learner younger than seen',
+    input: build(withLearner, {
+      learnersFirstSeen: { '4': '2026-01-02T02:57:05.000Z' },
+      controlPlaneNodes: [...threeNodes, { name: 'etcd-d', addresses: [], createdAt: '2026-01-02T03:03:25Z' }],
+    }),
+    verdict: 'Unhealthy',
+    check: 'learners',
+    status: 'fail',
+    names: 'learner etcd-d not promoted for 7m (grace 5m)',
   },
   {
     behaviour: 'a configured learner grace of 30 s fails a learner joining for 40 s',

@@ -451,7 +451,9 @@ function clusterView(input: EvaluationInput): ClusterView {
 
 /**
  * A learner's age: from its Node's (else Machine's) creation where the inventory dates it, else
- * from when an earlier evaluation first saw it, else from now (first seen by this one).
+ * from when an earlier evaluation first saw it, else from now (first seen by this one). Of a Node
+ * date and a sighting the earlier counts: the learner existed when it was seen, and a Node date
+ * comes from the workload API server, which must not make a learner younger than we saw it.
  */
 function learnerJoins(
   input: EvaluationInput,
@@ -463,11 +465,10 @@ function learnerJoins(
   const joins = new Map<string, LearnerJoin>();
   for (const member of members) {
     if (!member.learner) continue;
-    const candidates = [nodeOf(member, inventory)?.createdAt, input.learnersFirstSeen?.[member.id]];
-    const dated = candidates.find(
-      (stamp) => stamp !== undefined && Number.isFinite(Date.parse(stamp)) && Date.parse(stamp) <= now,
-    );
-    const sinceMs = dated === undefined ? now : Date.parse(dated);
+    const stamps = [nodeOf(member, inventory)?.createdAt, input.learnersFirstSeen?.[member.id]]
+      .map((stamp) => (stamp === undefined ? Number.NaN : Date.parse(stamp)))
+      .filter((stamp) => Number.isFinite(stamp) && stamp <= now);
+    const sinceMs = Math.min(now, ...stamps);
     const ageMs = now - sinceMs;
     joins.set(member.id, {
       since: new Date(sinceMs).toISOString(),
