@@ -24,6 +24,24 @@ const DEFAULTS = { timeout: 5000 };
 /** The Clusters the KCP fixtures belong to (owner reference uid, controlPlaneRef back). */
 const CLUSTERS = [fixture('cluster-prod'), fixture('cluster-staging-v1beta2')];
 
+describe("a discovery scope's enforcement", () => {
+  it.each(['warn', 'audit'] as const)('is copied onto every capi and druid target it finds (%s)', (mode) => {
+    const defaults = { ...DEFAULTS, enforcement: mode };
+    const capi = capiTargets([fixture('kcp-v1beta1'), fixture('kcp-v1beta2')], CLUSTERS, defaults).targets;
+    const druid = druidTargets([fixture('etcd-druid')], defaults).targets;
+    expect(capi.length + druid.length).toBe(3);
+    for (const target of [...capi, ...druid]) expect(target.enforcement, target.name).toBe(mode);
+  });
+
+  it('is left to the config-wide default when the scope names none', () => {
+    const targets = [
+      ...capiTargets([fixture('kcp-v1beta1')], CLUSTERS, DEFAULTS).targets,
+      ...druidTargets([fixture('etcd-druid')], DEFAULTS).targets,
+    ];
+    expect(targets.map((target) => target.enforcement)).toEqual([undefined, undefined]);
+  });
+});
+
 describe('discovered target names', () => {
   it.each([
     ['capi', 'fleet', 'prod', 'capi-fleet-prod'],

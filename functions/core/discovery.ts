@@ -194,6 +194,7 @@ export function capiTargets(kcps: readonly unknown[], clusters: readonly unknown
       quotaBackendBytes: kcpQuotaBytes(at(etcd, 'local')),
       match: {},
       ...(defaults.watchProbe === true && { watchProbe: true }),
+      ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
       ...(defaults.tlsVerify === undefined ? {} : { tlsVerify: defaults.tlsVerify }),
       ...(defaults.learnerGrace !== undefined && { learnerGrace: defaults.learnerGrace }),
     };
