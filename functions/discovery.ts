@@ -3,6 +3,7 @@
 // a provider that cannot list is reported and leaves the others' targets intact.
 import type { CustomObjectsApi } from './adapters/kube-discovery.js';
 import type { EnforcementMode, GuardConfig } from './config.js';
+import type { DiscoverySource } from './core/controller-kinds.js';
 import { Deadline } from './core/deadline.js';
 import { capiTargets, druidTargets, type DiscoveryDefaults, type ProviderResult } from './core/discovery.js';
 import { mergeTargets, staticTarget, type DiscoveryProblem, type Target } from './core/targets.js';
@@ -18,7 +19,7 @@ export interface ResolvedTargets {
 }
 
 export interface DiscoveryFailure {
-  source: 'capi' | 'druid' | 'discovery';
+  source: DiscoverySource | 'discovery';
   /** e.g. `forbidden: cannot list kubeadmcontrolplanes...`; names the operation, never secret content. */
   message: string;
 }
@@ -63,7 +64,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
   const run = async <Listed>(
-    source: 'capi' | 'druid',
+    source: DiscoverySource,
     list: () => Promise<Listed>,
     toTargets: (listed: Listed) => ProviderResult,
   ) => {

@@ -2,6 +2,7 @@
 // (paged, bounded, v1beta2 else v1beta1): the webhook, to tell which etcd member KCP will remove,
 // and the evaluation of a discovered capi target, whose inventory they are.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { KUBEADM_CONTROL_PLANE } from '../core/controller-kinds.js';
 import type { Deadline } from '../core/deadline.js';
 import type { ControlPlaneNode } from '../core/evaluate.js';
 import { machineFromObject, type ControlPlaneMachine } from '../core/machines.js';
@@ -28,7 +29,7 @@ function ownedBy(item: unknown, controlPlaneName: string): boolean {
   const metadata = isRecord(item) && isRecord(item.metadata) ? item.metadata : {};
   const owners = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
   if (owners.length === 0) return true;
-  return owners.some((owner) => isRecord(owner) && owner.kind === 'KubeadmControlPlane' && owner.name === controlPlaneName);
+  return owners.some((owner) => isRecord(owner) && owner.kind === KUBEADM_CONTROL_PLANE.kind && owner.name === controlPlaneName);
 }
 
 /** Control-plane Machines: by cluster and the control-plane label, else by the control-plane name label. */

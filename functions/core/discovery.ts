@@ -2,12 +2,20 @@
 // the names). The adapter lists; this decides. Objects arrive as the apiserver's JSON, untrusted:
 // every field is read defensively and a problem names the object, never quotes its content.
 import type { EnforcementMode } from '../config.js';
-import { discoveredTargetName, type DiscoveryProblem, type GuardedObject, type Target } from './targets.js';
+import {
+  discoveredTargetName,
+  type DiscoveredTarget,
+  type DiscoveryProblem,
+  type GuardedObject,
+  type Target,
+} from './targets.js';
 
-export const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
-export const ETCD_GROUP = 'druid.gardener.cloud';
+import { CLUSTER_NAME_LABEL, DRUID_ETCD, KUBEADM_CONTROL_PLANE } from './controller-kinds.js';
+
+export const KCP_GROUP = KUBEADM_CONTROL_PLANE.group;
+export const ETCD_GROUP = DRUID_ETCD.group;
 const CLUSTER_GROUP = 'cluster.x-k8s.io';
-export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+export { CLUSTER_NAME_LABEL };
 /** etcd's own default --quota-backend-bytes (kubeadm sets none). */
 const ETCD_DEFAULT_QUOTA = 2 * 1024 ** 3;
 /** etcd-druid's default spec.etcd.quota. */
@@ -29,7 +37,7 @@ export interface DiscoveryDefaults {
 }
 
 export interface ProviderResult {
-  targets: Target[];
+  targets: DiscoveredTarget[];
   problems: DiscoveryProblem[];
 }
 
@@ -72,7 +80,8 @@ function provide(
     const problem: Report = (message, options) =>
       void result.problems.push({ source: provider.source, object, message, ...options });
     const target = object === null ? problem(provider.unnamed) : toTarget(item, object, problem);
-    if (target !== undefined) result.targets.push(target);
+    // The provider names the source: a target can never claim another provider's.
+    if (target !== undefined) result.targets.push({ ...target, source: provider.source });
   }
   return result;
 }

@@ -15,8 +15,9 @@
 // store accepts. A name that still collides (with a static target's) is reported, not guessed.
 import { createHash } from 'node:crypto';
 import type { TargetConfig } from '../config.js';
+import type { DiscoverySource } from './controller-kinds.js';
 
-export type TargetSource = 'static' | 'capi' | 'druid';
+export type TargetSource = 'static' | DiscoverySource;
 
 /** The object a discovered target guards; a request for it matches the target by identity. */
 export interface GuardedObject {
@@ -116,6 +117,9 @@ export function staticTarget(config: TargetConfig): Target {
   return { ...config, source: 'static', guards: null, reach: { kind: 'static' } };
 }
 
+/** A target fleet discovery found: its source is never 'static'. */
+export type DiscoveredTarget = Target & { source: DiscoverySource };
+
 export interface MergedTargets {
   targets: Target[];
   problems: DiscoveryProblem[];
@@ -126,10 +130,10 @@ export interface MergedTargets {
  * target whose name is already taken is dropped with a problem naming both objects: guessing
  * which one the name means could judge one cluster by another's etcd.
  */
-export function mergeTargets(staticTargets: readonly TargetConfig[], discovered: readonly Target[]): MergedTargets {
+export function mergeTargets(staticTargets: readonly TargetConfig[], discovered: readonly DiscoveredTarget[]): MergedTargets {
   const targets = staticTargets.map(staticTarget);
   const staticNames = new Set(targets.map((target) => target.name));
-  const byName = new Map<string, Target[]>();
+  const byName = new Map<string, DiscoveredTarget[]>();
   for (const target of discovered) byName.set(target.name, [...(byName.get(target.name) ?? []), target]);
   const problems: DiscoveryProblem[] = [];
   for (const [name, claimants] of [...byName.entries()].sort(([a], [b]) => a.localeCompare(b))) {
@@ -144,7 +148,7 @@ export function mergeTargets(staticTargets: readonly TargetConfig[], discovered:
     ];
     for (const claimant of claimants) {
       problems.push({
-        source: claimant.source === 'druid' ? 'druid' : 'capi',
+        source: claimant.source,
         object: claimant.guards,
         message: `target name ${name} is claimed by ${claimedBy.join(' and ')}; none of the discovered ones is evaluated`,
       });

@@ -15,12 +15,8 @@
 import type { DiscoveryConfig, GuardConfig } from '../../functions/config.js';
 import type { DiscoveryProblem, FleetView, GuardedObject } from '../../functions/core/targets.js';
 import { jsonEqual } from './detect-change.js';
-import { CLUSTER_NAME_LABEL } from './rules.js';
+import { CLUSTER_NAME_LABEL, KUBEADM_CONTROL_PLANE, discoverySourceOf, isKind } from '../../functions/core/controller-kinds.js';
 
-const PROVIDER_BY_KIND: Record<string, 'capi' | 'druid'> = {
-  'controlplane.cluster.x-k8s.io/KubeadmControlPlane': 'capi',
-  'druid.gardener.cloud/Etcd': 'druid',
-};
 const CLUSTER_GROUP = 'cluster.x-k8s.io';
 
 export type Ownership =
@@ -50,7 +46,7 @@ export function discoveryOwnership(
   labels: ReadonlyArray<Readonly<Record<string, string>>> | null,
   fleet: FleetView | undefined,
 ): Ownership {
-  const source = PROVIDER_BY_KIND[`${object.group}/${object.kind}`];
+  const source = discoverySourceOf(object);
   const scope = source === undefined ? undefined : config.discovery?.[source];
   if (source === undefined || scope === undefined) return { kind: 'not-owned' };
   if (scope.namespaces !== undefined && !scope.namespaces.includes(object.namespace)) return { kind: 'not-owned' };
@@ -102,11 +98,11 @@ function clusterOwners(object: unknown): unknown[] {
  * references and its cluster-name label. An Etcd is otherwise its own target by namespace and name.
  */
 export function identityChanged(config: GuardConfig, object: GuardedObject, oldObject: unknown, newObject: unknown): boolean {
-  const source = PROVIDER_BY_KIND[`${object.group}/${object.kind}`];
+  const source = discoverySourceOf(object);
   const selectorKeys = Object.keys((source === undefined ? undefined : config.discovery?.[source])?.labelSelector ?? {});
-  const keys = object.kind === 'KubeadmControlPlane' ? [...selectorKeys, CLUSTER_NAME_LABEL] : selectorKeys;
+  const keys = isKind(object, KUBEADM_CONTROL_PLANE) ? [...selectorKeys, CLUSTER_NAME_LABEL] : selectorKeys;
   const labelsOf = (value: unknown) => record(record(record(value).metadata).labels);
   const [before, after] = [labelsOf(oldObject), labelsOf(newObject)];
   if (keys.some((key) => before[key] !== after[key])) return true;
-  return object.kind === 'KubeadmControlPlane' && !jsonEqual(clusterOwners(oldObject), clusterOwners(newObject));
+  return isKind(object, KUBEADM_CONTROL_PLANE) && !jsonEqual(clusterOwners(oldObject), clusterOwners(newObject));
 }

@@ -12,6 +12,7 @@
 // Kubernetes version it rolls to is one whose kubeadm defaults to etcd 3.6. Such a change is
 // denied while any member runs etcd below the minimum, naming those members. Every other change
 // (a version step that stays on 3.5, a change of anything else) is left to the other rules.
+import { KUBEADM_CONTROL_PLANE, isKind } from '../../functions/core/controller-kinds.js';
 import type { Evaluation } from '../../functions/core/evaluation.js';
 import type { DecisionInput } from './contract.js';
 import { valueAtPointer } from './detect-change.js';
@@ -38,7 +39,6 @@ export const KUBEADM_DEFAULT_ETCD: ReadonlyMap<number, string> = new Map([
   [36, '3.6.9-0'],
 ]);
 
-const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
 const IMAGE_TAG_POINTER = '/spec/kubeadmConfigSpec/clusterConfiguration/etcd/local/imageTag';
 const VERSION_POINTER = '/spec/version';
 
@@ -110,7 +110,7 @@ export function judgeEtcdUpgrade(
   evaluation: Evaluation,
 ): string | null {
   const { classification, request } = input;
-  if (classification.object.group !== KCP_GROUP || classification.object.kind !== 'KubeadmControlPlane') return null;
+  if (!isKind(classification.object, KUBEADM_CONTROL_PLANE)) return null;
   if (classification.change.kind !== 'rollout') return null;
   const next = kcpEtcd(request.object);
   if (next.version === null || compare(next.version, { major: 3, minor: 6, patch: 0 }) < 0) return null;

@@ -12,15 +12,13 @@
 //   goes first; pods, and so the members, are named `<name>-<ordinal>`.
 // Where the rules leave the choice open (which outdated Machine, which failure domain), the step
 // is undetermined and the projection assumes the worst case: a healthy member leaves.
+import { CLUSTER_NAME_LABEL, KUBEADM_CONTROL_PLANE, isKind } from '../../functions/core/controller-kinds.js';
 import type { Evaluation, MemberReport } from '../../functions/core/evaluation.js';
 import { DELETE_MACHINE_ANNOTATION, type ControlPlaneMachine } from '../../functions/core/machines.js';
 import { labelsOf } from './classify.js';
 import type { Classification, MembershipChange, TargetMove } from './contract.js';
 import { jsonEqual, valueAtPointer } from './detect-change.js';
 import type { ProjectionOptions, RemovedMember } from './projection.js';
-
-export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
-const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
 
 export type MachinesRead = { ok: true; machines: ControlPlaneMachine[] } | { ok: false; error: string };
 
@@ -36,7 +34,7 @@ export function shrinkOf(change: MembershipChange | TargetMove): { from: number;
 }
 
 export function isKubeadmControlPlane(classification: Guarded): boolean {
-  return classification.object.group === KCP_GROUP;
+  return isKind(classification.object, KUBEADM_CONTROL_PLANE);
 }
 
 /** The server reads Machines only when they decide something: a KCP that shrinks. */

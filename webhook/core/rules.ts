@@ -1,6 +1,7 @@
 // Which resources the guard protects, as data: an API group, the resource (plural) and kind, and
 // the JSON pointers whose change moves etcd membership, each with its reason. Pure: no I/O, no
 // library imports.
+import { CLUSTER_NAME_LABEL, DRUID_ETCD, KUBEADM_CONTROL_PLANE, STATEFUL_SET } from '../../functions/core/controller-kinds.js';
 
 /** How a rule's objects are selected for guarding. */
 export type GuardScope =
@@ -70,13 +71,11 @@ export const SCALE_DEFAULT_REPLICAS = 0;
  */
 export const MAX_JUDGED_REPLICAS = 100;
 
-export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+export { CLUSTER_NAME_LABEL };
 
 export const GUARD_RULES: readonly GuardRule[] = [
   {
-    group: 'controlplane.cluster.x-k8s.io',
-    kind: 'KubeadmControlPlane',
-    resource: 'kubeadmcontrolplanes',
+    ...KUBEADM_CONTROL_PLANE,
     versions: ['v1beta1', 'v1beta2'],
     guarded: [
       {
@@ -111,9 +110,7 @@ export const GUARD_RULES: readonly GuardRule[] = [
     scope: 'all',
   },
   {
-    group: 'druid.gardener.cloud',
-    kind: 'Etcd',
-    resource: 'etcds',
+    ...DRUID_ETCD,
     versions: ['v1alpha1'],
     guarded: [
       {
@@ -132,9 +129,7 @@ export const GUARD_RULES: readonly GuardRule[] = [
     scope: 'all',
   },
   {
-    group: 'apps',
-    kind: 'StatefulSet',
-    resource: 'statefulsets',
+    ...STATEFUL_SET,
     versions: ['v1'],
     guarded: [
       {
