@@ -1,6 +1,7 @@
 // On-demand evaluations over HTTP: GET returns the cached evaluation, POST runs a fresh one. The
 // same `handle` serves the webhook's express routes and the serverless httpApi function, so both
-// speak one contract. Pure logic: the evaluate function and the store are injected.
+// speak one contract. Not pure: it reads the token file and runs evaluations in slots; the
+// evaluate function and the store are injected, so tests give it real ones of their choosing.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { GuardConfig, TargetConfig } from './config.js';

@@ -7,8 +7,8 @@ import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.
 import { directEtcdAccess, EtcdAccessError, readTargetCredentials, type EtcdAccess } from '../functions/etcd-access.js';
 import { evaluateThroughAccess } from '../functions/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { BOUND_SLACK_MS } from './harness/timing.js';
 
-const BOUND_SLACK_MS = 250;
 const target = targetSchema.parse({ name: 'aliased', endpoints: ['https://unused.invalid:2379'], timeout: '1s' });
 
 /**

@@ -10,9 +10,9 @@ import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.
 import { evaluateTarget } from '../functions/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { freePort } from './harness/free-port.js';
+import { BOUND_SLACK_MS } from './harness/timing.js';
 
 /** The product's hard bound: an evaluation returns within its timeout plus this, even with a hung member. */
-const BOUND_SLACK_MS = 250;
 
 function targetFor(cluster: EtcdTestCluster, overrides: Record<string, unknown> = {}): TargetConfig {
   return targetSchema.parse({

@@ -8,9 +8,9 @@ import { evaluateTarget } from '../functions/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { openSockets } from './harness/sockets.js';
 import { waitFor } from './harness/wait.js';
+import { BOUND_SLACK_MS } from './harness/timing.js';
 
 /** The product's hard bound: an evaluation returns within its timeout plus this, even with a hung member. */
-const BOUND_SLACK_MS = 250;
 const WATCH_PREFIX = '/etcd-guard/watch-probe/';
 
 function targetFor(cluster: EtcdTestCluster, watchProbe: boolean | undefined): TargetConfig {

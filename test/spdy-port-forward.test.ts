@@ -23,8 +23,8 @@ import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.
 import { evaluateThroughAccess } from '../functions/evaluate-target.js';
 import { startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
+import { BOUND_SLACK_MS } from './harness/timing.js';
 
-const BOUND_SLACK_MS = 250;
 const TIMEOUT_MS = 2000;
 
 let management: FakeKubeApiServer;

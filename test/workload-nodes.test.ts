@@ -11,8 +11,7 @@ import {
 } from '../functions/adapters/workload-nodes.js';
 import { startWorkloadApiServer } from './harness/capi-workload.js';
 import type { FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
-
-const BOUND_SLACK_MS = 250;
+import { BOUND_SLACK_MS } from './harness/timing.js';
 
 let server: FakeKubeApiServer;
 let workload: WorkloadEndpoint;

@@ -1,6 +1,8 @@
-// The only door to @kubernetes/client-node. It loads a KubeConfig, bounds every call with a
+// The shared door to @kubernetes/client-node: it loads a KubeConfig, bounds a call with a
 // deadline, and turns the library's errors (ApiException, node-fetch errors) into StoreErrors
 // whose message names the verb, resource, name and namespace, so a log line says what failed.
+// Not the only importer: the other Kubernetes adapters (kube-*.ts, capi-*.ts, druid-etcd-access.ts,
+// store-factory.ts) import the library's API classes too; eslint keeps every importer in adapters/.
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';

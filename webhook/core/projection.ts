@@ -1,7 +1,9 @@
 // Projects a membership change onto etcd the way the controller carries it out: one member at a
 // time, and a new member counts as unhealthy until it has started (Cluster API's KCP scale.go and
-// etcd's membership rules). Pure, and O(voting) whatever numbers the request carries: the step
-// loops stop as soon as the outcome of every later step is known.
+// etcd's membership rules). Pure, and O(voting) whatever numbers the request carries: a plan walks
+// at most voting + 2 joins and `voting` removals (longer runs cannot fail where those held), and a
+// rollout is walked as ONE replacement, since each replacement ends in the counts it started from
+// once its joiner has started; the steps walked stand for every step the controller takes.
 //
 // - Any membership change needs the CURRENT cluster to have quorum: a conf change must commit.
 // - scale up by k, and rollout (a template/version change surges one new member before removing
