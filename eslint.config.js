@@ -108,6 +108,25 @@ export default tseslint.config(
   ring(['functions/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome']),
   // The CLI is the one binary of both deployables: it may load webhook/main.ts when asked to serve.
   ring(['functions/cli.ts'], ['vendorClients', 'deadlineHome']),
+  // Start-up: `etcd-guard --help` and `--version` must not load etcd3, the Kubernetes client or
+  // express. The CLI loads what a command needs with await import(); it may import their types.
+  {
+    files: ['functions/cli.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)(adapters/|webhook/|evaluate-target\\.js$|evaluate-resolved\\.js$|scheduled\\.js$|targets-command\\.js$)',
+              allowTypeImports: true,
+              message: 'the CLI loads this lazily (await import) so that start-up stays light; see ARCHITECTURE.md.',
+            },
+          ],
+        },
+      ],
+    },
+  },
   ring(['functions/adapters/**/*.ts'], ['webhook', 'deadlineHome']),
   ring(['webhook/**/*.ts'], ['vendorClients', 'deadlineHome']),
   ring(['functions/core/**/*.ts', 'functions/shared/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome', 'pure']),
