@@ -118,7 +118,8 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '(^|/)(adapters/|webhook/|evaluate-target\\.js$|evaluate-resolved\\.js$|scheduled\\.js$|targets-command\\.js$)',
+              regex:
+                '(^|/)(adapters/|webhook/|evaluate-target\\.js$|evaluate-resolved\\.js$|scheduled\\.js$|targets-command\\.js$)',
               allowTypeImports: true,
               message: 'the CLI loads this lazily (await import) so that start-up stays light; see ARCHITECTURE.md.',
             },
