@@ -7,7 +7,7 @@
 # compile at start, and `evaluate` loads neither the webhook nor the Kubernetes client). No
 # secrets enter any layer: certs and config are mounted at run time.
 
-FROM node:20-bookworm-slim AS build
+FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: `prepare` would bundle before the sources are copied; the last RUN does it.
@@ -19,13 +19,16 @@ COPY functions ./functions
 COPY webhook ./webhook
 RUN npx tsc -p tsconfig.build.json --noEmit && node scripts/build.mjs
 
-FROM node:20-bookworm-slim AS deps
+FROM node:22-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: no bundling here (no sources, no esbuild); the build stage made it.
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
-FROM node:20-bookworm-slim
+# Node 22 LTS (Node 20 reached end of life in April 2026). The CLI enables Node's module compile
+# cache in TMPDIR (/tmp, an emptyDir in the manifests): a webhook container restarted in the same
+# pod starts from it; each CronJob pod fills its own.
+FROM node:22-bookworm-slim
 ENV NODE_ENV=production \
     TMPDIR=/tmp
 WORKDIR /app

@@ -161,7 +161,7 @@ async function buildImageLayout(): Promise<void> {
   const bare = await transform(await readFile(path.join(BENCH_DIR, 'bare-child.ts'), 'utf8'), {
     loader: 'ts',
     format: 'esm',
-    target: 'node20',
+    target: 'node22',
   });
   await writeFile(path.join(IMAGE_DIR, 'bench/bare-child.mjs'), bare.code);
 }

@@ -35,7 +35,7 @@ const result = await build({
   splitting: true,
   format: 'esm',
   platform: 'node',
-  target: 'node20',
+  target: 'node22',
   // Kept as a package: loaded only by the Kubernetes store and inventory paths, and it loads
   // files of its own at run time.
   external: ['@kubernetes/client-node'],

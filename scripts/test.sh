@@ -3,6 +3,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-etcd.sh || exit 1
+# npm scripts put node_modules/.bin first on the PATH, where the devDependency `node` (Node 22 LTS)
+# is: tsc, eslint, vitest (and its forked workers), tsx and the CLI run on it whatever node started
+# npm. Printed so the CI log shows it; test/node-runtime.test.ts fails when it is not so.
+echo "tests: node $(node --version) ($(command -v node)); tsx on $(node_modules/.bin/tsx -e 'process.stdout.write(process.version)')"
 npx tsc --noEmit || { echo "tests: type-check failed"; exit 1; }
 npx eslint . || { echo "tests: lint failed"; exit 1; }
 npx prettier --check . >/dev/null || { npx prettier --check .; echo "tests: formatting differs (run npm run format)"; exit 1; }

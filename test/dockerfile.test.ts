@@ -18,9 +18,9 @@ describe('Dockerfile', () => {
   }, []);
   const finalStage = stages[stages.length - 1] ?? [];
 
-  it('builds every stage from node:20-bookworm-slim', () => {
+  it('builds every stage from node:22-bookworm-slim (a supported LTS)', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    for (const stage of stages) expect(stage[0]).toMatch(/^FROM node:20-bookworm-slim(\s+AS\s+\S+)?$/i);
+    for (const stage of stages) expect(stage[0]).toMatch(/^FROM node:22-bookworm-slim(\s+AS\s+\S+)?$/i);
   });
 
   it('ships production dependencies only, runs as 10001 and starts the CLI', () => {

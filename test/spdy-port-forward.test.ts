@@ -204,7 +204,8 @@ describe('HTTPS_PROXY and NO_PROXY for workload API servers', () => {
 
   it('goes direct when NO_PROXY names the API server', async () => {
     const before = proxy.tunnels();
-    const { evaluation } = await evaluate({ https_proxy: proxy.url, no_proxy: 'example.com, 127.0.0.0/8' });
+    const { evaluation, wallMs } = await evaluate({ https_proxy: proxy.url, no_proxy: 'example.com, 127.0.0.0/8' });
+    console.info(`direct WebSocket (NO_PROXY): evaluation in ${Math.round(wallMs)} ms`);
     expectHealthy(evaluation);
     expect(proxy.tunnels()).toBe(before);
   });
