@@ -2,7 +2,7 @@
 // overall deadline, and turns every library error into our own short text naming the endpoint.
 // One client per member with retries and circuit breakers off: etcd3's defaults would retry a
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
-import { X509Certificate } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
 import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
 import { noop } from 'cockatiel';
@@ -456,16 +456,40 @@ function describeCredentialsError(error: unknown): string {
  * when a client is built (tls.createSecureContext), which throws synchronously.
  */
 export function probeCredentialsProblem(credentials: ProbeCredentials): string | null {
+  const digest = credentialsDigest(credentials);
+  if (USABLE_CREDENTIALS.has(digest)) return null;
   try {
     createSecureContext({
       ...(credentials.ca !== undefined && { ca: credentials.ca }),
       ...(credentials.cert !== undefined && { cert: credentials.cert }),
       ...(credentials.key !== undefined && { key: credentials.key }),
     });
-    return null;
   } catch (error) {
     return describeCredentialsError(error);
   }
+  if (USABLE_CREDENTIALS.size >= USABLE_CREDENTIALS_KEPT) USABLE_CREDENTIALS.clear();
+  USABLE_CREDENTIALS.add(digest);
+  return null;
+}
+
+/**
+ * Digests of CA/certificate/key triples that made a TLS context. The check parses all three into
+ * an OpenSSL context, as much CPU as the evaluation's own client context (the CLI and the
+ * scheduled loop re-read the same files every run); the same bytes always give the same answer,
+ * so a repeat is answered from here. Only digests are held, never the PEM bytes. Bounded: a fleet
+ * of more distinct triples than this just checks again.
+ */
+const USABLE_CREDENTIALS = new Set<string>();
+const USABLE_CREDENTIALS_KEPT = 1024;
+
+function credentialsDigest(credentials: ProbeCredentials): string {
+  const hash = createHash('sha256');
+  for (const part of [credentials.ca, credentials.cert, credentials.key]) {
+    // Length-prefixed, so moving bytes between the parts never gives the same digest.
+    hash.update(part === undefined ? '-1:' : `${part.length}:`);
+    if (part !== undefined) hash.update(part);
+  }
+  return hash.digest('hex');
 }
 
 /**
