@@ -528,7 +528,7 @@ export async function runWebhookCommand(
     throw error;
   }
 
-  const logger = io.logger ?? createLogger({ env });
+  const logger = io.logger ?? createLogger({ env, buffered: true });
   const signal = io.shutdownSignal ? null : waitForSignal();
   let running: RunningWebhookServer;
   try {

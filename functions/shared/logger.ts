@@ -1,7 +1,7 @@
 // The JSON logger of every deployable (webhook, scheduled and HTTP functions, CLI). Redaction is
 // configured here once so no caller can forget it: bearer tokens, TLS keys and passwords must
 // never reach a log line.
-import { pino, type Logger, type DestinationStream } from 'pino';
+import { destination as pinoDestination, pino, type Logger, type DestinationStream } from 'pino';
 
 export type { Logger } from 'pino';
 
@@ -34,6 +34,13 @@ export interface LoggerOptions {
   /** Where lines go; stdout when absent. Tests pass a collecting stream. */
   destination?: DestinationStream;
   name?: string;
+  /**
+   * Write stdout without blocking (ignored with `destination`): lines that arrive while a write
+   * is in flight go out together in the next one, instead of one blocking write(2) per line. For
+   * the webhook, whose one line per decision was a blocking syscall on every request; pino
+   * flushes what is pending when the process exits.
+   */
+  buffered?: boolean;
 }
 
 /** Resolves LOG_LEVEL; an unknown value falls back to info rather than crashing the process. */
@@ -53,7 +60,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     base: undefined,
     formatters: { level: (label: string) => ({ level: label }) },
   };
-  const logger = options.destination ? pino(settings, options.destination) : pino(settings);
+  const destination = options.destination ?? (options.buffered === true ? pinoDestination({ dest: 1, sync: false }) : undefined);
+  const logger = destination ? pino(settings, destination) : pino(settings);
   if (env.LOG_LEVEL !== undefined && logLevelFromEnv(env) !== env.LOG_LEVEL.trim().toLowerCase()) {
     logger.warn({ logLevel: env.LOG_LEVEL }, 'unknown LOG_LEVEL, using info');
   }

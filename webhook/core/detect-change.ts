@@ -32,9 +32,25 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
+/**
+ * pointerTokens of the pointers the rules and the projection ask for, split once: they are a
+ * handful of constants, looked up several times per admission request. Bounded all the same.
+ */
+const TOKENS_KEPT = 256;
+const tokensByPointer = new Map<string, readonly string[] | null>();
+
+function cachedPointerTokens(pointer: string): readonly string[] | null {
+  const known = tokensByPointer.get(pointer);
+  if (known !== undefined) return known;
+  if (tokensByPointer.size >= TOKENS_KEPT) tokensByPointer.clear();
+  const tokens = pointerTokens(pointer);
+  tokensByPointer.set(pointer, tokens);
+  return tokens;
+}
+
 /** The value at `pointer` in `document`, or undefined when any step is missing. */
 export function valueAtPointer(document: unknown, pointer: string): unknown {
-  const tokens = pointerTokens(pointer);
+  const tokens = cachedPointerTokens(pointer);
   if (tokens === null) return undefined;
   let current: unknown = document;
   for (const token of tokens) {
@@ -139,7 +155,7 @@ export function detectGuardedChange(
 ): GuardedChange {
   const roots = new Set<string>();
   for (const guarded of guardedPointers) {
-    const first = pointerTokens(guarded.pointer)?.[0];
+    const first = cachedPointerTokens(guarded.pointer)?.[0];
     if (first !== undefined) roots.add(first);
   }
   const pick = (object: unknown): Record<string, unknown> => {
