@@ -373,6 +373,51 @@ function statusWithExtras(client: Etcd3, deadline: Date): Promise<StatusWithExtr
   });
 }
 
+/** The part of a grpc-js channel that says whether it was closed. */
+interface ChannelInternals {
+  getConnectivityState(tryToConnect: boolean): number;
+}
+/** grpc-js's connectivityState.SHUTDOWN. */
+const CHANNEL_SHUT_DOWN = 4;
+/** The part of etcd3 1.1.2's Host that makes and resets its per-service gRPC clients. */
+interface HostInternals {
+  channelOptions?: Record<string, unknown>;
+  getServiceClient?: (name: string) => { getChannel?: () => ChannelInternals };
+  resetAllServices?: () => void;
+}
+
+/**
+ * Makes every service of a one-endpoint client (Maintenance, KV, Cluster, Watch) use one gRPC
+ * channel. etcd3 builds a client, and so a channel, per service; with the local subchannel pool
+ * (CHANNEL_OPTIONS) each channel dialled its own TLS connection: 3–4 handshakes per member per
+ * evaluation where one does. The first service's channel is handed to the next ones through
+ * grpc-js's channelOverride; after a reset (etcd3 closes all services of a failing host) or a
+ * close, the next service makes a fresh channel. When etcd3's internals differ, nothing changes.
+ */
+function shareOneChannel(client: Etcd3): void {
+  const host = onlyHost(client) as HostInternals | null;
+  const make = host?.getServiceClient;
+  const reset = host?.resetAllServices;
+  if (host === null || typeof make !== 'function' || typeof reset !== 'function') return;
+  let shared: ChannelInternals | null = null;
+  host.resetAllServices = () => {
+    shared = null;
+    reset.call(host);
+  };
+  host.getServiceClient = (name: string) => {
+    if (shared !== null && shared.getConnectivityState(false) === CHANNEL_SHUT_DOWN) shared = null;
+    const options = host.channelOptions;
+    if (shared !== null) host.channelOptions = { ...options, channelOverride: shared };
+    try {
+      const service = make.call(host, name);
+      shared ??= typeof service.getChannel === 'function' ? service.getChannel() : null;
+      return service;
+    } finally {
+      host.channelOptions = options;
+    }
+  };
+}
+
 /** grpc-js 1.x's connector: wraps each new TCP socket (in TLS, or as it is) for one subchannel connect. */
 interface GrpcConnector {
   connectionOptions?: { servername?: unknown };
@@ -539,6 +584,7 @@ export class EtcdProbeSession {
     let client: Etcd3;
     try {
       client = this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
+      shareOneChannel(client);
     } catch (error) {
       // etcd3 builds TLS credentials in its constructor, which throws on a key that does not
       // match its certificate: that must be this member's failure, never the caller's exception.
