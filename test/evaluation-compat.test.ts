@@ -1,51 +1,15 @@
 // A stored document from a newer etcd-guard (one more check, fields this version never heard of,
 // a higher format revision) as today's reader and writer meet it during a rolling upgrade.
 import { describe, expect, it } from 'vitest';
-import { evaluateCluster, type EvaluationInput } from '../functions/core/evaluate.js';
+import { evaluateCluster } from '../functions/core/evaluate.js';
 import { FORMAT_REVISION, type Evaluation } from '../functions/core/evaluation.js';
+import { probedThree } from './harness/probe-input.js';
 import { NEWER_FORMAT_HOLD_MS, StoreError, parseStoredEvaluation, writeDecision } from '../functions/core/store.js';
 
 const NOW = Date.parse('2026-01-02T03:04:05.000Z');
 
 function healthyThree(evaluatedAt: string): Evaluation {
-  const ids = ['1', '2', '3'];
-  const input: EvaluationInput = {
-    target: 'prod',
-    endpoints: ['https://10.0.0.1:2379'],
-    memberList: {
-      ok: true,
-      value: ids.map((id) => ({
-        id,
-        name: `etcd-${id}`,
-        peerUrls: [`https://10.0.0.${id}:2380`],
-        clientUrls: [`https://10.0.0.${id}:2379`],
-        isLearner: false,
-      })),
-    },
-    probes: ids.map((id) => ({
-      endpoint: `https://10.0.0.${id}:2379`,
-      status: {
-        ok: true,
-        value: {
-          memberId: id,
-          leaderId: '1',
-          raftIndex: 10,
-          raftTerm: 2,
-          dbSizeBytes: 1024,
-          dbSizeInUseBytes: 1024,
-          version: '3.5.17',
-          isLearner: false,
-        },
-      },
-      alarms: { ok: true, value: [] },
-      linearizableRead: { ok: true, value: null },
-      latencyMs: 2,
-    })),
-    quotaBackendBytes: 100 * 1024 * 1024,
-    evaluatedAt,
-    durationMs: 5,
-  };
-  return evaluateCluster(input);
+  return evaluateCluster(probedThree({}, evaluatedAt));
 }
 
 /** What a newer writer stores: today's document plus a check and fields this reader does not know. */

@@ -9,8 +9,9 @@ import {
   GRPCUnavailableError,
 } from 'etcd3';
 import { probeFailure } from '../functions/adapters/etcd-member-probe.js';
-import { evaluateCluster, type EndpointProbe, type EvaluationInput, type Outcome } from '../functions/core/evaluate.js';
+import { evaluateCluster, type EvaluationInput } from '../functions/core/evaluate.js';
 import type { ProbeFailureKind } from '../functions/core/probe-failure.js';
+import { probedEndpoint, probedThree } from './harness/probe-input.js';
 
 const ENDPOINT = 'https://10.0.0.1:2379';
 
@@ -113,60 +114,13 @@ describe('the adapter maps each library error to one failure kind', () => {
   });
 });
 
-/** Three voting members; the second and third fail their Status with `kinds`, worded by `word`. */
+/** Three voting members; the second and third fail their Status and read with `kinds`, worded by `word`. */
 function threeWith(
   kinds: [ProbeFailureKind, ProbeFailureKind],
   word: (kind: ProbeFailureKind, endpoint: string) => string,
 ): EvaluationInput {
-  const ids = ['1', '2', '3'];
-  const endpoint = (id: string) => `https://10.0.0.${id}:2379`;
-  const failedKind = (id: string): ProbeFailureKind | undefined => (id === '2' ? kinds[0] : id === '3' ? kinds[1] : undefined);
-  const probes: EndpointProbe[] = ids.map((id) => {
-    const kind = failedKind(id);
-    const status: EndpointProbe['status'] =
-      kind === undefined
-        ? {
-            ok: true,
-            value: {
-              memberId: id,
-              leaderId: '1',
-              raftIndex: 10,
-              raftTerm: 2,
-              dbSizeBytes: 1024,
-              dbSizeInUseBytes: 1024,
-              version: '3.5.17',
-              isLearner: false,
-            },
-          }
-        : { ok: false, kind, error: word(kind, endpoint(id)) };
-    const read: Outcome<null> =
-      kind === undefined ? { ok: true, value: null } : { ok: false, kind, error: word(kind, endpoint(id)) };
-    return {
-      endpoint: endpoint(id),
-      status,
-      alarms: { ok: true, value: [] },
-      linearizableRead: read,
-      latencyMs: kind ? null : 2,
-    };
-  });
-  return {
-    target: 'prod',
-    endpoints: [endpoint('1')],
-    memberList: {
-      ok: true,
-      value: ids.map((id) => ({
-        id,
-        name: `etcd-${id}`,
-        peerUrls: [`https://10.0.0.${id}:2380`],
-        clientUrls: [endpoint(id)],
-        isLearner: false,
-      })),
-    },
-    probes,
-    quotaBackendBytes: 100 * 1024 * 1024,
-    evaluatedAt: '2026-01-02T03:04:05.000Z',
-    durationMs: 5,
-  };
+  const failed = (kind: ProbeFailureKind, id: string) => ({ ok: false as const, kind, error: word(kind, probedEndpoint(id)) });
+  return probedThree({ '2': failed(kinds[0], '2'), '3': failed(kinds[1], '3') });
 }
 
 const today = (kind: ProbeFailureKind, endpoint: string) =>
