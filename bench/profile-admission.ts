@@ -1,0 +1,192 @@
+// Admission profile: CPU per request and req/s of the webhook bundle (and BEFORE_DIR's bundle) vs a bare express server, same flags, interleaved; PROF_DIR adds --cpu-prof.
+// optional --cpu-prof of both. CPU time from /proc is far less load-sensitive than req/s.
+import autocannon from 'autocannon';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { transform } from 'esbuild';
+import { FileStore } from '../functions/adapters/file-store.js';
+import { generateTestCerts } from '../test/harness/certs.js';
+import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
+import { REPO_DIR, BENCH_DIR, firstMessage } from './lib.js';
+
+const profDir = process.env.PROF_DIR;
+const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-prof-'));
+const certs = await generateTestCerts(dir);
+const body = await readFile(path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json'), 'utf8');
+const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
+const storeDir = path.join(dir, 'store');
+await mkdir(storeDir);
+await new FileStore(storeDir).write(makeEvaluation({ target: 'bench', evaluatedAt: new Date().toISOString() }));
+const configFile = path.join(dir, 'guard.json');
+await writeFile(
+  configFile,
+  JSON.stringify({
+    store: { kind: 'file', dir: storeDir },
+    maxAgeSeconds: 600,
+    inlineRefresh: false,
+    targets: [{ name: 'bench', endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
+  }),
+);
+// --cpu-prof writes its profile on exit: the bare server gets a SIGINT handler that exits.
+const exitOnInt = path.join(dir, 'exit-on-int.cjs');
+await writeFile(exitOnInt, "process.on('SIGINT', () => process.exit(0));\n");
+const bareJs = path.join(REPO_DIR, 'node_modules/.cache/etcd-guard-profile-bare.mjs');
+await writeFile(
+  bareJs,
+  (await transform(await readFile(path.join(BENCH_DIR, 'bare-child.ts'), 'utf8'), { loader: 'ts', format: 'esm' })).code,
+);
+const port = 20000 + Math.floor(Math.random() * 20000);
+const flags = (name: string) => [
+  '--max-semi-space-size=2',
+  ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', path.join(profDir, name)] : []),
+];
+const child = spawn(
+  process.execPath,
+  [
+    ...flags('webhook'),
+    path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
+    'webhook',
+    '--config',
+    configFile,
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--tls-cert',
+    certs.serverCertFile,
+    '--tls-key',
+    certs.serverKeyFile,
+  ],
+  {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, NODE_ENV: 'production' },
+    cwd: path.join(REPO_DIR, 'node_modules'),
+  },
+);
+const bare = spawn(
+  process.execPath,
+  [...flags('bare'), '-r', exitOnInt, bareJs, certs.serverCertFile, certs.serverKeyFile, uid],
+  { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], cwd: path.join(REPO_DIR, 'node_modules') },
+);
+const { url: bareUrl } = await firstMessage<{ url: string }>(bare, 30000, 'bare');
+const url = `https://127.0.0.1:${port}`;
+process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+for (let i = 0; i < 300; i++) {
+  try {
+    const r = await fetch(`${url}/readyz`);
+    if (r.status === 200) break;
+  } catch {
+    /* not yet */
+  }
+  await new Promise((r) => setTimeout(r, 100));
+}
+const before = process.env.BEFORE_DIR;
+const beforePort = port + 1;
+const old =
+  before === undefined
+    ? null
+    : spawn(
+        process.execPath,
+        [
+          '--max-semi-space-size=2',
+          path.join(before, 'bin/etcd-guard.mjs'),
+          'webhook',
+          '--config',
+          configFile,
+          '--listen',
+          `127.0.0.1:${beforePort}`,
+          '--tls-cert',
+          certs.serverCertFile,
+          '--tls-key',
+          certs.serverKeyFile,
+        ],
+        { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' }, cwd: before },
+      );
+const oldUrl = `https://127.0.0.1:${beforePort}`;
+if (old)
+  for (let i = 0; i < 300; i++) {
+    try {
+      const r = await fetch(`${oldUrl}/readyz`);
+      if (r.status === 200) break;
+    } catch {
+      /* not yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+const cpuMs = (c: ChildProcess) => {
+  const f = readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+};
+const run = (u: string, c: number, seconds: number) =>
+  new Promise<autocannon.Result>((res, rej) =>
+    autocannon(
+      {
+        url: `${u}/validate?timeout=10s`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        connections: c,
+        duration: seconds,
+      },
+      (e, r) => (e ? rej(e) : res(r)),
+    ),
+  );
+const servers = [['bare', bareUrl, bare], ['after', url, child], ...(old ? [['before', oldUrl, old]] : [])] as Array<
+  [string, string, ChildProcess]
+>;
+for (const [, u] of servers) await run(u, 8, 2);
+const seconds = Number(process.env.SECONDS_EACH ?? 5);
+const rounds = Number(process.env.ROUNDS ?? 2);
+console.log(
+  `load before ${os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' / ')}`,
+);
+for (const c of [32, 1]) {
+  const rate = new Map<string, number[]>();
+  const cpu = new Map<string, number[]>();
+  for (let round = 0; round < rounds; round++) {
+    for (const [name, u, p] of servers) {
+      const b = cpuMs(p);
+      const r = await run(u, c, seconds);
+      const used = cpuMs(p) - b;
+      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx ${r.errors} errors`);
+      rate.set(name, [...(rate.get(name) ?? []), r.requests.total / r.duration]);
+      cpu.set(name, [...(cpu.get(name) ?? []), (used * 1000) / r.requests.total]);
+    }
+  }
+  const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const bareRate = avg(rate.get('bare')!);
+  const bareCpu = avg(cpu.get('bare')!);
+  for (const [name] of servers) {
+    console.log(
+      `| ${c} conn | ${name} | ${avg(rate.get(name)!).toFixed(0)} req/s | ${(avg(rate.get(name)!) / bareRate).toFixed(2)}× | ${avg(cpu.get(name)!).toFixed(0)} µs CPU/req | ${(bareCpu / avg(cpu.get(name)!)).toFixed(2)}× |`,
+    );
+  }
+}
+console.log(
+  `load after ${os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' / ')}`,
+);
+for (const [name, , p] of servers) {
+  const st = readFileSync(`/proc/${p.pid}/status`, 'utf8');
+  console.log(
+    name,
+    st
+      .split('\n')
+      .filter((l) => /VmRSS|VmHWM/.test(l))
+      .map((l) => l.replace(/\s+/g, ' '))
+      .join(' '),
+  );
+}
+child.kill('SIGTERM');
+bare.kill('SIGINT');
+old?.kill('SIGTERM');
+await new Promise((r) => child.once('exit', r));
+if (bare.exitCode === null) await new Promise((r) => bare.once('exit', r));
+if (old && old.exitCode === null) await new Promise((r) => old.once('exit', r));
+await rm(dir, { recursive: true, force: true });
