@@ -1,28 +1,37 @@
 // probeCredentialsProblem remembers triples that made a TLS context (so each evaluation does not
 // build a second one); a remembered triple must never vouch for other bytes.
-import { readFile, mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// @peculiar/x509 resolves its services through tsyringe, which needs the metadata polyfill first.
+import 'reflect-metadata';
+import { webcrypto } from 'node:crypto';
+import { cryptoProvider, PemConverter, X509CertificateGenerator } from '@peculiar/x509';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { probeCredentialsProblem, type ProbeCredentials } from '../functions/adapters/etcd-member-probe.js';
-import { generateTestCerts } from './harness/certs.js';
 
-let dir = '';
+cryptoProvider.set(webcrypto as unknown as Parameters<typeof cryptoProvider.set>[0]);
+
+/** A self-signed ECDSA certificate and its key, made in memory (no openssl process: a unit suite). */
+async function selfSigned(name: string): Promise<{ cert: Buffer; key: Buffer }> {
+  const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const cert = await X509CertificateGenerator.createSelfSigned({
+    serialNumber: '01',
+    name: `CN=${name}`,
+    notBefore: new Date(Date.now() - 60_000),
+    notAfter: new Date(Date.now() + 86_400_000),
+    keys,
+    signingAlgorithm: algorithm,
+  });
+  const key = PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
+  return { cert: Buffer.from(cert.toString('pem')), key: Buffer.from(key) };
+}
+
 let good: ProbeCredentials = {};
-let otherKey = Buffer.alloc(0);
+let otherKey: Buffer = Buffer.alloc(0);
 
 beforeAll(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-probe-credentials-'));
-  const certs = await generateTestCerts(dir);
-  const [ca, cert, key, wrongKey] = await Promise.all(
-    [certs.caFile, certs.certFile, certs.keyFile, certs.wrongKeyFile].map((file) => readFile(file)),
-  );
-  good = { ca, cert, key };
-  otherKey = wrongKey ?? Buffer.alloc(0);
-});
-
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
+  const [mine, other] = await Promise.all([selfSigned('etcd-guard-client'), selfSigned('someone-else')]);
+  good = { ca: mine.cert, cert: mine.cert, key: mine.key };
+  otherKey = other.key;
 });
 
 describe('probeCredentialsProblem after a usable triple was checked', () => {
