@@ -238,25 +238,34 @@ describe('etcd-guard evaluate against a real cluster', () => {
     expect(stored).toEqual(JSON.parse(run.stdout));
   });
 
-  it('judges a healthy cluster Healthy 20 runs in a row with --timeout 300ms (start-up never eats the budget)', async () => {
-    const verdicts: string[] = [];
-    for (let run = 0; run < 20; run += 1) {
-      const result = await runCli([
-        'evaluate',
-        '--endpoints',
-        cluster.endpoints.join(','),
-        ...tlsFlags(),
-        '--timeout',
-        '300ms',
-        '--output',
-        'json',
-      ]);
-      const evaluation = evaluationSchema.parse(JSON.parse(result.stdout));
-      verdicts.push(evaluation.verdict === 'Healthy' ? 'Healthy' : `${evaluation.verdict}: ${evaluation.reasons.join('; ')}`);
-    }
-    expect(verdicts.filter((verdict) => verdict !== 'Healthy')).toEqual([]);
-    expect(verdicts).toHaveLength(20);
-  }, 120_000);
+  // One retry: 300 ms holds three TLS handshakes, and with the other vitest worker and nine etcd
+  // processes on two cores one run in twenty lost its whole window to the scheduler in a CI
+  // rehearsal (all three members "timed out after 300 ms" at once; 20/20 when quiet). A
+  // regression that eats the budget fails both attempts.
+  const retryOnce = { timeout: 120_000, retry: 1 };
+  it(
+    'judges a healthy cluster Healthy 20 runs in a row with --timeout 300ms (start-up never eats the budget)',
+    retryOnce,
+    async () => {
+      const verdicts: string[] = [];
+      for (let run = 0; run < 20; run += 1) {
+        const result = await runCli([
+          'evaluate',
+          '--endpoints',
+          cluster.endpoints.join(','),
+          ...tlsFlags(),
+          '--timeout',
+          '300ms',
+          '--output',
+          'json',
+        ]);
+        const evaluation = evaluationSchema.parse(JSON.parse(result.stdout));
+        verdicts.push(evaluation.verdict === 'Healthy' ? 'Healthy' : `${evaluation.verdict}: ${evaluation.reasons.join('; ')}`);
+      }
+      expect(verdicts.filter((verdict) => verdict !== 'Healthy')).toEqual([]);
+      expect(verdicts).toHaveLength(20);
+    },
+  );
 
   it('exits 1 naming a hung member within start-up + --timeout 1s + 250 ms of wall time', async () => {
     // The bound a caller of the command sees, measured from outside. Start-up is what `evaluate`
