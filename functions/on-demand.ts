@@ -219,11 +219,22 @@ export class OnDemandEvaluations {
     if (runs.get(name) === run) runs.delete(name);
   }
 
-  /** Forgets the run once its window has passed; if the clock says it has not, the next forgetSettled will. */
+  /**
+   * Forgets the run once its window has passed by the clock that judges reuse. Node's timers run
+   * on the event loop's cached monotonic time and can fire a millisecond before that clock agrees,
+   * so a run still inside its window waits again for what is left of it rather than lingering
+   * until some later call happens to sweep it.
+   */
   private forgetLater(runs: Map<string, Run>, name: string, run: Run): void {
-    const timer = setTimeout(() => {
-      if (this.reusableRun(run) === undefined) this.forget(runs, name, run);
-    }, this.minIntervalMs);
+    const leftMs = (run.settledAtMs ?? this.now().getTime()) + this.minIntervalMs - this.now().getTime();
+    const timer = setTimeout(
+      () => {
+        if (runs.get(name) !== run) return;
+        if (this.reusableRun(run) === undefined) this.forget(runs, name, run);
+        else this.forgetLater(runs, name, run);
+      },
+      Math.max(1, leftMs + 1),
+    );
     timer.unref();
   }
 
