@@ -121,10 +121,14 @@ function messageOf(error: unknown): string {
  * The verdict stored before this run, to tell a transition; null when there was none. A failed
  * read says nothing about the past, so then no transition is recorded (undefined).
  */
-async function previousVerdict(deps: ScheduledDeps, target: Target): Promise<Verdict | null | undefined> {
+async function previousVerdict(
+  deps: ScheduledDeps,
+  target: Target,
+  readStored: () => Promise<Evaluation | null>,
+): Promise<Verdict | null | undefined> {
   if (deps.events === undefined) return undefined;
   try {
-    const stored = await withTimeout(deps.store.read(target.name), STORE_TIMEOUT_MS, `reading ${target.name}'s last evaluation`);
+    const stored = await withTimeout(readStored(), STORE_TIMEOUT_MS, `reading ${target.name}'s last evaluation`);
     return stored?.verdict ?? null;
   } catch {
     return undefined;
@@ -145,17 +149,20 @@ function recordTransition(
 async function evaluateOne(deps: ScheduledDeps, target: Target): Promise<ScheduledResult> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
+  // One store read serves both the learners' first sightings and the transition Event.
+  let storedRead: Promise<Evaluation | null> | undefined;
+  const readStored = () => (storedRead ??= deps.store.read(target.name));
   let evaluation: Evaluation;
   try {
     evaluation = await withTimeout(
-      deps.evaluate(target, { previous: () => deps.store.read(target.name) }),
+      deps.evaluate(target, { previous: readStored }),
       evaluationTimeoutMs(target),
       `evaluation of target ${JSON.stringify(target.name)}`,
     );
   } catch (error) {
     return failedResult(deps, target, { stage: 'evaluate', error: messageOf(error), durationMs: elapsed() });
   }
-  const previous = await previousVerdict(deps, target);
+  const previous = await previousVerdict(deps, target, readStored);
   try {
     const outcome = await withTimeout(
       deps.store.write(evaluation),
