@@ -41,9 +41,9 @@ const restrictions = {
   deadlineHome: {
     imports: [
       {
-        regex: '^(?!(\\.{1,2}/)+(functions/)?(core/)?deadline\\.js$)',
+        regex: '^(?!(\\.{1,2}/)+(functions/)?(domain/)?deadline\\.js$)',
         importNames: ['Deadline', 'DeadlineExceededError', 'withDeadline', 'withTimeout', 'monotonicNowMs'],
-        message: 'import deadline helpers from functions/core/deadline.ts, their one home.',
+        message: 'import deadline helpers from functions/domain/deadline.ts, their one home.',
       },
     ],
     dynamic: [],
@@ -106,20 +106,19 @@ export default tseslint.config(
     rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: false, skipComments: false, IIFEs: true }] },
   },
   ring(['functions/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome']),
-  // The CLI is the one binary of both deployables: it may load webhook/main.ts when asked to serve.
-  ring(['functions/cli.ts'], ['vendorClients', 'deadlineHome']),
+  // The CLI is the one binary of both deployables: it may load webhook/server/main.ts when asked to serve.
+  ring(['functions/entrypoints/cli.ts'], ['vendorClients', 'deadlineHome']),
   // Start-up: `etcd-guard --help` and `--version` must not load etcd3, the Kubernetes client or
   // express. The CLI loads what a command needs with await import(); it may import their types.
   {
-    files: ['functions/cli.ts'],
+    files: ['functions/entrypoints/cli.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
           patterns: [
             {
-              regex:
-                '(^|/)(adapters/|webhook/|evaluate-target\\.js$|evaluate-resolved\\.js$|scheduled\\.js$|targets-command\\.js$)',
+              regex: '(^|/)(adapters/|webhook/|usecases/|cli-targets\\.js$)',
               allowTypeImports: true,
               message: 'the CLI loads this lazily (await import) so that start-up stays light; see ARCHITECTURE.md.',
             },
@@ -130,8 +129,11 @@ export default tseslint.config(
   },
   ring(['functions/adapters/**/*.ts'], ['webhook', 'deadlineHome']),
   ring(['webhook/**/*.ts'], ['vendorClients', 'deadlineHome']),
-  ring(['functions/core/**/*.ts', 'functions/shared/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome', 'pure']),
-  ring(['webhook/core/**/*.ts'], ['vendorClients', 'deadlineHome', 'pure']),
+  ring(
+    ['functions/domain/**/*.ts', 'functions/ports/**/*.ts', 'functions/shared/**/*.ts'],
+    ['webhook', 'vendorClients', 'deadlineHome', 'pure'],
+  ),
+  ring(['webhook/domain/**/*.ts'], ['vendorClients', 'deadlineHome', 'pure']),
   {
     files: ['**/*.mjs', '**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },

@@ -203,7 +203,7 @@ async function waitReady(url: string, child: ChildProcess, timeoutMs: number): P
   throw new Error(`webhook at ${url} not ready within ${timeoutMs} ms (${last})`);
 }
 
-/** The bundle's chunk of webhook/main.ts: the one that exports runWebhookCommand. */
+/** The bundle's chunk of webhook/server/main.ts: the one that exports runWebhookCommand. */
 function webhookChunk(): string {
   const dir = path.join(IMAGE_DIR, 'dist/cli');
   const chunks = readdirSync(dir).filter(

@@ -5,9 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { openCapiEtcdAccess } from '../functions/adapters/capi-etcd-access.js';
-import { targetSchema, type TargetConfig } from '../functions/config.js';
-import type { Evaluation } from '../functions/core/evaluation.js';
-import { evaluateTarget, evaluateThroughAccess } from '../functions/evaluate-target.js';
+import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import type { Evaluation } from '../functions/domain/evaluation-document.js';
+import { evaluateTarget, evaluateThroughAccess } from '../functions/usecases/evaluate-target.js';
 import { peakRssMiB } from './lib.js';
 import { openSockets } from '../test/harness/sockets.js';
 

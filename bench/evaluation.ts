@@ -10,8 +10,8 @@ import path from 'node:path';
 import { noop } from 'cockatiel';
 import { Etcd3, type IOptions } from 'etcd3';
 import { readFileSync } from 'node:fs';
-import { parseGuardConfig, type TargetConfig } from '../functions/config.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
+import { parseGuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import type { EtcdTestCluster } from '../test/harness/etcd-cluster.js';
 import { freePort } from '../test/harness/free-port.js';
 import { median, percentile, REPO_DIR, type ResultRow } from './lib.js';
@@ -111,7 +111,7 @@ function cliArgs(cluster: EtcdTestCluster, timeout: string): string[] {
 }
 
 export function cliAvailable(): boolean {
-  return existsSync(path.join(REPO_DIR, 'functions/cli.ts'));
+  return existsSync(path.join(REPO_DIR, 'functions/entrypoints/cli.ts'));
 }
 
 /**
@@ -250,7 +250,7 @@ export async function runCliProcessBench(
   const firstEndpoint = cluster.endpoints[0];
   if (!firstEndpoint) throw new Error('cluster has no endpoints');
   if (!cliAvailable()) {
-    options.log('evaluation: functions/cli.ts missing, CLI figures skipped');
+    options.log('evaluation: functions/entrypoints/cli.ts missing, CLI figures skipped');
     return [];
   }
   await buildInstalledCli();

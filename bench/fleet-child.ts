@@ -2,9 +2,9 @@
 // under COUNT names) with its concurrency limit, evaluations written to a file store. Reports
 // wall time and its own peak RSS over IPC, so RSS is the fleet run's alone.
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/config.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
-import { runScheduledEvaluation } from '../functions/scheduled.js';
+import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
+import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { peakRssMiB } from './lib.js';
 
 const [countText, concurrencyText, endpointsText, caFile, certFile, keyFile, storeDir] = process.argv.slice(2);

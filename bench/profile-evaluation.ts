@@ -2,7 +2,7 @@
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { startEtcdCluster } from '../test/harness/etcd-cluster.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { percentile } from './lib.js';
 import { targetFor } from './evaluation.js';
 import { Etcd3 } from 'etcd3';
@@ -12,8 +12,8 @@ const beforeModule =
   process.env.BEFORE_DIR === undefined
     ? null
     : ((await import(
-        `${process.env.BEFORE_DIR}/functions/evaluate-target.ts`
-      )) as typeof import('../functions/evaluate-target.js'));
+        `${process.env.BEFORE_DIR}/functions/usecases/evaluate-target.ts`
+      )) as typeof import('../functions/usecases/evaluate-target.js'));
 
 const runs = Number(process.env.RUNS ?? 60);
 const cluster = await startEtcdCluster({ name: 'h20prof' });

@@ -1,6 +1,6 @@
 // Child process for the admission bench: the real `etcd-guard webhook` entrypoint (config file,
 // file store, HTTPS), so the RSS the parent reads is the webhook's own. Reports its URL over IPC.
-import { runWebhookCommand } from '../webhook/main.js';
+import { runWebhookCommand } from '../webhook/server/main.js';
 
 const [configFile, tlsCertFile, tlsKeyFile] = process.argv.slice(2);
 if (!configFile || !tlsCertFile || !tlsKeyFile) {

@@ -3,8 +3,8 @@
 // - the bundle (dist/cli/etcd-guard.mjs, built by `npm run build`, which `npm ci` runs as the
 //   `prepare` step): plain node, lazily loaded chunks, the fast start. In a source checkout it is
 //   used only while it is newer than every source file, so an edit is never hidden by it.
-// - otherwise, in a source checkout (functions/cli.ts next to bin/): the TypeScript through tsx.
-// - the image and other layouts without sources: the bundle, or tsc's dist/functions/cli.js.
+// - otherwise, in a source checkout (functions/entrypoints/cli.ts next to bin/): the TypeScript through tsx.
+// - the image and other layouts without sources: the bundle, or tsc's dist/functions/entrypoints/cli.js.
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import module from 'node:module';
 import { URL, fileURLToPath } from 'node:url';
@@ -17,10 +17,10 @@ import { URL, fileURLToPath } from 'node:url';
 module.enableCompileCache?.();
 
 const root = new URL('../', import.meta.url);
-const sourceEntry = new URL('functions/cli.ts', root);
+const sourceEntry = new URL('functions/entrypoints/cli.ts', root);
 const bundleEntry = new URL('dist/cli/etcd-guard.mjs', root);
 const bundleStamp = new URL('dist/cli/BUILD', root);
-const compiledEntry = new URL('dist/functions/cli.js', root);
+const compiledEntry = new URL('dist/functions/entrypoints/cli.js', root);
 // What the bundle is built from: a newer file here makes it stale.
 const BUNDLED_SOURCES = ['functions', 'webhook', 'package-lock.json'];
 

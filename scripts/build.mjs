@@ -28,7 +28,7 @@ rmSync(OUT_DIR, { recursive: true, force: true });
 const started = Date.now();
 const result = await build({
   absWorkingDir: ROOT,
-  entryPoints: { 'etcd-guard': 'functions/cli.ts' },
+  entryPoints: { 'etcd-guard': 'functions/entrypoints/cli.ts' },
   outdir: OUT_DIR,
   outExtension: { '.js': '.mjs' },
   bundle: true,

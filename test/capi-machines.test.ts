@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMachineReader } from '../functions/adapters/capi-machines.js';
 import { loadKubeConfig } from '../functions/adapters/kube.js';
-import { Deadline } from '../functions/core/deadline.js';
+import { Deadline } from '../functions/domain/deadline.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
 
 let fake: FakeKubeApiServer;

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReloadingHttpsServer, loadTlsPair, TlsFilesError, type ReloadingHttpsServer } from '../webhook/tls.js';
+import { createReloadingHttpsServer, loadTlsPair, TlsFilesError, type ReloadingHttpsServer } from '../webhook/server/tls.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 
 let workDir: string;

@@ -6,8 +6,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../functions/cli.js';
-import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluation.js';
+import { main } from '../functions/entrypoints/cli.js';
+import { evaluationSchema, parseEvaluationJson } from '../functions/domain/evaluation-document.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { waitFor } from './harness/wait.js';
 

@@ -10,7 +10,7 @@ import {
 } from '../functions/adapters/configmap-store.js';
 import { KubeApiError } from '../functions/adapters/kube.js';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseEvaluationJson, type Evaluation } from '../functions/core/evaluation.js';
+import { parseEvaluationJson, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { makeEvaluation, makeEvaluationAt, makeMember } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 import { captureStoreError } from './harness/store-error.js';

@@ -7,8 +7,8 @@ import {
   STATEFUL_SET,
   discoverySourceOf,
   isKind,
-} from '../functions/core/controller-kinds.js';
-import { findGuardRule } from '../webhook/core/rules.js';
+} from '../functions/domain/controller-kinds.js';
+import { findGuardRule } from '../webhook/domain/rules.js';
 
 const GROUP = 'controlplane.cluster.x-k8s.io';
 

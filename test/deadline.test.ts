@@ -1,7 +1,7 @@
 // The one deadline primitive: an instant on the monotonic clock, what is left of it, and the race
 // that settles work by it.
 import { describe, expect, it } from 'vitest';
-import { Deadline, DeadlineExceededError, monotonicNowMs, withDeadline, withTimeout } from '../functions/core/deadline.js';
+import { Deadline, DeadlineExceededError, monotonicNowMs, withDeadline, withTimeout } from '../functions/domain/deadline.js';
 
 const never = () => new Promise<never>(() => undefined);
 

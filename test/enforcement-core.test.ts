@@ -1,9 +1,9 @@
 // The pure enforcement step: how each mode answers each conclusion, the audit annotations every
 // decision carries (bounded, whatever the untrusted evaluation held), and which Event it asks for.
 import { describe, expect, it } from 'vitest';
-import type { AdmissionRequest, Decision, GuardedObjectRef } from '../webhook/core/contract.js';
-import { enforce, warningChunks, MAX_AUDIT_VALUE_LENGTH } from '../webhook/core/enforcement.js';
-import { allowDecision, denyDecision, MAX_WARNING_LENGTH, MAX_WARNINGS } from '../webhook/core/respond.js';
+import type { AdmissionRequest, Decision, GuardedObjectRef } from '../webhook/domain/contract.js';
+import { enforce, warningChunks, MAX_AUDIT_VALUE_LENGTH } from '../webhook/domain/enforcement.js';
+import { allowDecision, denyDecision, MAX_WARNING_LENGTH, MAX_WARNINGS } from '../webhook/domain/respond.js';
 
 const request: AdmissionRequest = {
   uid: 'u-1',

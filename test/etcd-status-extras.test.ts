@@ -7,8 +7,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdProbeSession } from '../functions/adapters/etcd-member-probe.js';
 import { statusExtras } from '../functions/adapters/etcd-status-extras.js';
-import { Deadline } from '../functions/core/deadline.js';
-import { evaluateCluster, type EndpointProbe } from '../functions/core/evaluate.js';
+import { Deadline } from '../functions/domain/deadline.js';
+import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
+import { type EndpointProbe } from '../functions/ports/etcd-probe.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const requireFromLoader = createRequire(path.join(ROOT, 'node_modules/@grpc/proto-loader/package.json'));

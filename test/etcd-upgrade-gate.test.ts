@@ -1,16 +1,16 @@
-// The etcd 3.5 → 3.6 upgrade gate (webhook/core/etcd-upgrade.ts) over real AdmissionReview
+// The etcd 3.5 → 3.6 upgrade gate (webhook/domain/etcd-upgrade.ts) over real AdmissionReview
 // fixtures: a KubeadmControlPlane change whose etcd crosses into 3.6 is denied while a member runs
 // an etcd below the minimum etcd's upgrade guide names, and left to the other rules otherwise.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { guardConfigSchema } from '../functions/config.js';
-import type { Evaluation } from '../functions/core/evaluation.js';
-import { classifyRequest } from '../webhook/core/classify.js';
-import type { AdmissionRequest } from '../webhook/core/contract.js';
-import { decide } from '../webhook/core/decide.js';
-import { KUBEADM_DEFAULT_ETCD, MIN_ETCD_FOR_3_6, kubeadmDefaultEtcd, parseEtcdVersion } from '../webhook/core/etcd-upgrade.js';
-import { parseAdmissionReview } from '../webhook/core/review.js';
+import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import type { Evaluation } from '../functions/domain/evaluation-document.js';
+import { classifyRequest } from '../webhook/domain/classify.js';
+import type { AdmissionRequest } from '../webhook/domain/contract.js';
+import { decide } from '../webhook/domain/decide.js';
+import { KUBEADM_DEFAULT_ETCD, MIN_ETCD_FOR_3_6, kubeadmDefaultEtcd, parseEtcdVersion } from '../webhook/domain/etcd-upgrade.js';
+import { parseAdmissionReview } from '../webhook/domain/review.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 
 const FIXTURES = path.join(import.meta.dirname, 'fixtures', 'admission');

@@ -4,9 +4,9 @@
 // as before. With quorum gone a 3.5 member cannot serve the committed list and the evaluation
 // falls back to the local one, still naming the members.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseGuardConfig, type TargetConfig } from '../functions/config.js';
-import type { Evaluation } from '../functions/core/evaluation.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
+import { parseGuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import type { Evaluation } from '../functions/domain/evaluation-document.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { etcdVersion, startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 
 let cluster: EtcdTestCluster;

@@ -2,9 +2,9 @@
 // passes on every member and leaves no key behind, and a hung (SIGSTOPped) member is named
 // within timeout + 250 ms because its watch stream is bounded and cancelled.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema, type TargetConfig } from '../functions/config.js';
-import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
+import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { openSockets } from './harness/sockets.js';
 import { waitFor } from './harness/wait.js';

@@ -1,18 +1,18 @@
 // The pure judgement, table-driven: each row builds what the probes saw and states the verdict,
 // the failing or warning check, and the member the reason must name.
 import { describe, expect, it } from 'vitest';
+import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
 import {
-  evaluateCluster,
   type ControlPlaneInventory,
   type DiscoveredMember,
   type EndpointProbe,
-  type EvaluationInput,
   type MemberStatus,
   type Outcome,
   type WatchOutcome,
-} from '../functions/core/evaluate.js';
-import type { ProbeFailureKind } from '../functions/core/probe-failure.js';
-import { evaluationSchema, type Evaluation, type Verdict } from '../functions/core/evaluation.js';
+} from '../functions/ports/etcd-probe.js';
+import { type EvaluationInput } from '../functions/domain/judgement/input.js';
+import type { ProbeFailureKind } from '../functions/domain/probe-failure.js';
+import { evaluationSchema, type Evaluation, type Verdict } from '../functions/domain/evaluation-document.js';
 
 const MIB = 1024 * 1024;
 const QUOTA = 100 * MIB;

@@ -1,10 +1,10 @@
 // A stored document from a newer etcd-guard (one more check, fields this version never heard of,
 // a higher format revision) as today's reader and writer meet it during a rolling upgrade.
 import { describe, expect, it } from 'vitest';
-import { evaluateCluster } from '../functions/core/evaluate.js';
-import { FORMAT_REVISION, type Evaluation } from '../functions/core/evaluation.js';
+import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
+import { FORMAT_REVISION, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { probedThree } from './harness/probe-input.js';
-import { NEWER_FORMAT_HOLD_MS, StoreError, parseStoredEvaluation, writeDecision } from '../functions/core/store.js';
+import { NEWER_FORMAT_HOLD_MS, StoreError, parseStoredEvaluation, writeDecision } from '../functions/domain/store.js';
 
 const NOW = Date.parse('2026-01-02T03:04:05.000Z');
 

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseEvaluationJson } from '../functions/core/evaluation.js';
+import { parseEvaluationJson } from '../functions/domain/evaluation-document.js';
 import { makeEvaluation, makeEvaluationAt, makeMembers } from './harness/evaluation-fixture.js';
 import { captureStoreError } from './harness/store-error.js';
 

@@ -2,8 +2,8 @@
 // member IDs are hex as etcdctl prints them, fault tolerance is never negative, and no reason is
 // ever cut; `wide` shows every column and check.
 import { describe, expect, it } from 'vitest';
-import type { Evaluation } from '../functions/core/evaluation.js';
-import { formatEvaluationTable, formatEvaluationWide, memberIdHex, TABLE_WIDTH } from '../functions/format-table.js';
+import type { Evaluation } from '../functions/domain/evaluation-document.js';
+import { formatEvaluationTable, formatEvaluationWide, memberIdHex, TABLE_WIDTH } from '../functions/entrypoints/format-table.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 
 const longError = `https://etcd-member-2.control-plane.prod.example.internal:2379: ${'TLS rejected: '.repeat(12)}`;

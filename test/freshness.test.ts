@@ -1,6 +1,6 @@
 // The core's freshness rule and the inline-refresh choice the server acts on, as a table.
 import { describe, expect, it } from 'vitest';
-import { chooseEvaluation, judgeFreshness, type EvaluationChoiceInput } from '../webhook/core/freshness.js';
+import { chooseEvaluation, judgeFreshness, type EvaluationChoiceInput } from '../webhook/domain/freshness.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 
 const NOW = new Date('2026-11-30T02:00:00.000Z');

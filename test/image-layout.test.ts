@@ -67,7 +67,7 @@ describe('bin/etcd-guard.mjs picks what to run from the layout on disk', () => {
     const dir = layout('checkout-stale');
     copySources(dir);
     writeMarkerBundle(dir, new Date(Date.now() - 60_000));
-    const edited = path.join(dir, 'webhook/core/rules.ts');
+    const edited = path.join(dir, 'webhook/domain/rules.ts');
     utimesSync(edited, new Date(), new Date());
     const result = await run([path.join(dir, 'bin/etcd-guard.mjs'), '--help']);
     expect(result.stdout).not.toContain(BUNDLE_MARKER);

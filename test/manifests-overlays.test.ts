@@ -7,7 +7,7 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { parseGuardConfigText, type GuardConfig } from '../functions/config.js';
+import { parseGuardConfigText, type GuardConfig } from '../functions/entrypoints/config.js';
 import {
   at,
   commandExists,

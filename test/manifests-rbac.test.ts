@@ -1,7 +1,7 @@
 // RBAC: no wildcards, configmaps by name only, no secrets, and every workload able to read and
 // write the ConfigMap of every configured target.
 import { describe, expect, it } from 'vitest';
-import { GUARD_RULES } from '../webhook/core/rules.js';
+import { GUARD_RULES } from '../webhook/domain/rules.js';
 import {
   at,
   guardConfig,

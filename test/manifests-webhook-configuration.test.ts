@@ -1,7 +1,7 @@
 // The ValidatingWebhookConfiguration: fail closed, call /validate, guard every resource the
 // webhook's rules know together with its /scale twin, never its own namespace.
 import { describe, expect, it } from 'vitest';
-import { GUARD_RULES } from '../webhook/core/rules.js';
+import { GUARD_RULES } from '../webhook/domain/rules.js';
 import { at, guardNamespace, name, objs, service, strings, webhookConfiguration } from './harness/manifests.js';
 
 describe('ValidatingWebhookConfiguration', () => {

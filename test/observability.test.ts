@@ -12,14 +12,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/config.js';
-import { CHECK_NAMES, type Evaluation } from '../functions/core/evaluation.js';
-import type { EvaluationStore } from '../functions/core/store.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
-import { runScheduledEvaluation } from '../functions/scheduled.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { CHECK_NAMES, type Evaluation } from '../functions/domain/evaluation-document.js';
+import type { EvaluationStore } from '../functions/domain/store.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
+import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
-import { createWebhookMetrics } from '../webhook/metrics.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
+import { createWebhookMetrics } from '../webhook/server/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
@@ -306,7 +306,7 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
   }, 60_000);
 });
 
-/** Label names of the counters whose series appear only once their event happened (webhook/metrics.ts). */
+/** Label names of the counters whose series appear only once their event happened (webhook/server/metrics.ts). */
 function eventCounterLabels(name: string): string[] {
   const labels: Record<string, string[]> = {
     etcd_guard_cache_feed_errors_total: ['target'],

@@ -2,12 +2,17 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/config.js';
-import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.js';
-import { StoreError, type EvaluationStore, type StoreErrorKind } from '../functions/core/store.js';
+import { ConfigError, parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
+import { StoreError, type EvaluationStore, type StoreErrorKind } from '../functions/domain/store.js';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
-import { OnDemandEvaluations, UnknownTargetError, resolveBearerToken, type OnDemandOptions } from '../functions/on-demand.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
+import {
+  OnDemandEvaluations,
+  UnknownTargetError,
+  resolveBearerToken,
+  type OnDemandOptions,
+} from '../functions/usecases/on-demand-service.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 

@@ -9,8 +9,9 @@ import {
   GRPCUnavailableError,
 } from 'etcd3';
 import { probeFailure } from '../functions/adapters/etcd-member-probe.js';
-import { evaluateCluster, type EvaluationInput } from '../functions/core/evaluate.js';
-import type { ProbeFailureKind } from '../functions/core/probe-failure.js';
+import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
+import { type EvaluationInput } from '../functions/domain/judgement/input.js';
+import type { ProbeFailureKind } from '../functions/domain/probe-failure.js';
 import { probedEndpoint, probedThree } from './harness/probe-input.js';
 
 const ENDPOINT = 'https://10.0.0.1:2379';

@@ -1,9 +1,9 @@
 // Exhaustive check of the membership projection against an independent step-by-step simulator:
 // every voting size 1–7 × healthy 0..voting × learners 0–1 × leader × alarm × verdict × change.
 import { describe, expect, it } from 'vitest';
-import type { Verdict } from '../functions/core/evaluation.js';
-import type { MembershipChange } from '../webhook/core/contract.js';
-import { projectChange, type MembershipState } from '../webhook/core/projection.js';
+import type { Verdict } from '../functions/domain/evaluation-document.js';
+import type { MembershipChange } from '../webhook/domain/contract.js';
+import { projectChange, type MembershipState } from '../webhook/domain/projection.js';
 
 // The simulator's own majority rule, written independently of quorumOf.
 const hasQuorum = (healthy: number, voting: number): boolean => voting >= 1 && healthy * 2 > voting;

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parseAdmissionReview, parseAdmissionReviewWithZod } from '../webhook/core/review.js';
+import { parseAdmissionReview, parseAdmissionReviewWithZod } from '../webhook/domain/review.js';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/admission');
 const fixtures = readdirSync(FIXTURES)

@@ -2,7 +2,7 @@
 // refreshes always find room; excess HTTP callers are shed at once; a wait has a deadline; and a
 // waiting HTTP run that an admission request joins is moved up.
 import { describe, expect, it } from 'vitest';
-import { OverloadError, RunSlots } from '../functions/run-slots.js';
+import { OverloadError, RunSlots } from '../functions/usecases/run-slots.js';
 
 const LIMITS = { total: 3, http: 1, httpQueue: 1, queueWaitMs: 200 };
 

@@ -6,12 +6,12 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { staticTarget } from '../functions/core/targets.js';
+import { staticTarget } from '../functions/domain/targets.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../functions/cli.js';
-import { loadGuardConfigFile } from '../functions/config.js';
-import { evaluationSchema } from '../functions/core/evaluation.js';
-import { buildScheduledDeps, runScheduledEvaluation } from '../functions/scheduled.js';
+import { main } from '../functions/entrypoints/cli.js';
+import { loadGuardConfigFile } from '../functions/entrypoints/config.js';
+import { evaluationSchema } from '../functions/domain/evaluation-document.js';
+import { buildScheduledDeps, runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 
 const TARGET_NAMES = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf'];

@@ -2,9 +2,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, it, expect } from 'vitest';
-import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/config.js';
-import { parseEvaluationJson, type Evaluation } from '../functions/core/evaluation.js';
-import { StoreError, type EvaluationStore, type WriteOutcome } from '../functions/core/store.js';
+import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { parseEvaluationJson, type Evaluation } from '../functions/domain/evaluation-document.js';
+import { StoreError, type EvaluationStore, type WriteOutcome } from '../functions/domain/store.js';
 import {
   buildScheduledDeps,
   mapWithConcurrency,
@@ -12,7 +12,7 @@ import {
   runScheduledLoop,
   type ScheduledLogger,
   type ScheduledResult,
-} from '../functions/scheduled.js';
+} from '../functions/usecases/scheduled-run.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation, makeMember, makeMembers } from './harness/evaluation-fixture.js';
 import { freePort } from './harness/free-port.js';

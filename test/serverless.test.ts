@@ -8,10 +8,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { ConfigError, parseGuardConfig, type GuardConfig } from '../functions/config.js';
-import { evaluationSchema, parseEvaluationJson } from '../functions/core/evaluation.js';
-import { createEvaluateHandler, createEvaluateHttpHandler, type HandlerFactoryOptions } from '../functions/handlers.js';
-import type { ScheduledDeps } from '../functions/scheduled.js';
+import { ConfigError, parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { evaluationSchema, parseEvaluationJson } from '../functions/domain/evaluation-document.js';
+import {
+  createEvaluateHandler,
+  createEvaluateHttpHandler,
+  type HandlerFactoryOptions,
+} from '../functions/entrypoints/handlers.js';
+import type { ScheduledDeps } from '../functions/usecases/scheduled-run.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { freePorts } from './harness/free-port.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
@@ -91,12 +95,12 @@ describe('serverless.yml', () => {
     expect(printed.provider.runtime).toBe('nodejs20.x');
     expect(printed.custom.esbuild).toMatchObject({ format: 'esm', platform: 'node', target: 'node20' });
     expect(printed.functions.evaluate).toMatchObject({
-      handler: 'functions/handlers.evaluate',
+      handler: 'functions/entrypoints/handlers.evaluate',
       events: [{ schedule: 'rate(1 minute)' }],
     });
     expect(printed.functions.evaluate?.timeout).toBeLessThanOrEqual(55);
     expect(printed.functions.evaluateHttp).toMatchObject({
-      handler: 'functions/handlers.evaluateHttp',
+      handler: 'functions/entrypoints/handlers.evaluateHttp',
       events: [
         { httpApi: { method: 'GET', path: '/evaluations/{target}' } },
         { httpApi: { method: 'POST', path: '/evaluations/{target}' } },
@@ -209,7 +213,7 @@ describe('serverless.yml', () => {
       expect(unzip.code, unzip.stderr).toBe(0);
       // Outside the repo nothing can be resolved from node_modules: the bundle must be complete.
       const script =
-        "const m = await import('./functions/handlers.js'); process.stdout.write(JSON.stringify(await m.evaluate({})));";
+        "const m = await import('./functions/entrypoints/handlers.js'); process.stdout.write(JSON.stringify(await m.evaluate({})));";
       const invoked = await runProcess(process.execPath, ['--input-type=module', '-e', script], {
         cwd: unpacked,
         timeoutMs: SERVERLESS_DEADLINE_MS,

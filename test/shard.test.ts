@@ -1,7 +1,7 @@
-// Sharding the scheduled run (functions/core/shard.ts): every target lands in exactly one shard,
+// Sharding the scheduled run (functions/domain/shard.ts): every target lands in exactly one shard,
 // shards are roughly even, and growing the shard count moves only the targets the new shard takes.
 import { describe, expect, it } from 'vitest';
-import { MAX_SHARD_COUNT, parseShardSpec, selectShard, shardOf } from '../functions/core/shard.js';
+import { MAX_SHARD_COUNT, parseShardSpec, selectShard, shardOf } from '../functions/domain/shard.js';
 
 // Names shaped like the fleet's targets: static names and discovered capi/druid names.
 const TARGETS = Array.from({ length: 600 }, (_, index) => {

@@ -18,9 +18,9 @@ import {
   dataFrame,
 } from '../functions/adapters/spdy.js';
 import { proxyFor } from '../functions/adapters/workload-tunnel.js';
-import { Deadline } from '../functions/core/deadline.js';
-import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.js';
-import { evaluateThroughAccess } from '../functions/evaluate-target.js';
+import { Deadline } from '../functions/domain/deadline.js';
+import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
+import { evaluateThroughAccess } from '../functions/usecases/evaluate-target.js';
 import { startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 import { BOUND_SLACK_MS } from './harness/timing.js';

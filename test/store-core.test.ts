@@ -1,7 +1,13 @@
 // The rules both stores (file, ConfigMap) share, as pure functions: newest wins, what a stored
 // document must be to be used, and what an evaluation must be to be written.
 import { describe, expect, it } from 'vitest';
-import { invalidEvaluationError, parseSequence, parseStoredEvaluation, StoreError, supersedes } from '../functions/core/store.js';
+import {
+  invalidEvaluationError,
+  parseSequence,
+  parseStoredEvaluation,
+  StoreError,
+  supersedes,
+} from '../functions/domain/store.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 
 describe('supersedes (newest wins, never a future stamp)', () => {

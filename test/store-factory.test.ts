@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { StoreError } from '../functions/core/store.js';
+import { StoreError } from '../functions/domain/store.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let dir: string;
@@ -45,7 +45,7 @@ function runWithHook(script: string): Promise<{ stdout: string; stderr: string }
 
 describe('createStore loads the Kubernetes client only when needed', () => {
   const factory = JSON.stringify(path.join(REPO, 'functions/adapters/store-factory.ts'));
-  const storeModule = JSON.stringify(path.join(REPO, 'functions/core/store.ts'));
+  const storeModule = JSON.stringify(path.join(REPO, 'functions/domain/store.ts'));
 
   it('a file store (and building a ConfigMap store) does not load @kubernetes/client-node', async () => {
     const { stderr, stdout } = await runWithHook(

@@ -12,8 +12,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { evaluationSchema, type Evaluation } from '../functions/core/evaluation.js';
-import { discoveredTargetName } from '../functions/core/targets.js';
+import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
+import { discoveredTargetName } from '../functions/domain/targets.js';
 import {
   putCapiSecrets,
   putControlPlaneObjects,
@@ -29,8 +29,8 @@ import { runProcess, type ProcessRun } from './harness/process.js';
 import { generateTestCerts } from './harness/certs.js';
 import { httpsRequest } from './harness/https-client.js';
 import { waitFor } from './harness/wait.js';
-import { parseGuardConfig } from '../functions/config.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
+import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 
 const BIN = path.resolve(import.meta.dirname, '../bin/etcd-guard.mjs');
 const TENANT = 'team-x';

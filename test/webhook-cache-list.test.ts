@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CONFIGMAP_DATA_KEY, ConfigMapStore } from '../functions/adapters/configmap-store.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { EvaluationCache } from '../webhook/cache.js';
+import { EvaluationCache } from '../webhook/server/cache.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 

@@ -1,10 +1,10 @@
 // The webhook's evaluation cache and metrics: the feed is polled with deadlines, never rolls the
 // cache back, and the age gauge keeps growing when the feed goes quiet.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Evaluation } from '../functions/core/evaluation.js';
-import { StoreError } from '../functions/core/store.js';
-import { EvaluationCache } from '../webhook/cache.js';
-import { createWebhookMetrics } from '../webhook/metrics.js';
+import type { Evaluation } from '../functions/domain/evaluation-document.js';
+import { StoreError } from '../functions/domain/store.js';
+import { EvaluationCache } from '../webhook/server/cache.js';
+import { createWebhookMetrics } from '../webhook/server/metrics.js';
 import { makeEvaluationAt } from './harness/evaluation-fixture.js';
 
 /** An in-memory store whose reads can be made to fail or hang, per target. */

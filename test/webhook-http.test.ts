@@ -11,16 +11,16 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/config.js';
-import type { Evaluation } from '../functions/core/evaluation.js';
-import type { EvaluationStore } from '../functions/core/store.js';
-import { OnDemandEvaluations } from '../functions/on-demand.js';
-import { apiserverTimeoutMs, createWebhookApp } from '../webhook/app.js';
+import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import type { Evaluation } from '../functions/domain/evaluation-document.js';
+import type { EvaluationStore } from '../functions/domain/store.js';
+import { OnDemandEvaluations } from '../functions/usecases/on-demand-service.js';
+import { apiserverTimeoutMs, createWebhookApp } from '../webhook/server/app.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
-import { EvaluationCache } from '../webhook/cache.js';
+import { EvaluationCache } from '../webhook/server/cache.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
-import { createWebhookMetrics } from '../webhook/metrics.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
+import { createWebhookMetrics } from '../webhook/server/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { httpRequest, httpsRequest, type HttpsAnswer } from './harness/https-client.js';
@@ -321,7 +321,7 @@ const STATES: FixtureState[] = ['healthy', 'degraded', 'unhealthy', 'stale', 'mi
 const ALWAYS = { healthy: true, degraded: true, unhealthy: true, stale: true, missing: true };
 const NEEDS_PASSING = { healthy: true, degraded: true, unhealthy: false, stale: false, missing: false };
 const NEVER = { healthy: false, degraded: false, unhealthy: false, stale: false, missing: false };
-/** Expected `allowed` per fixture and state: the webhook's decision rules (webhook/core/decide.ts) as a table. */
+/** Expected `allowed` per fixture and state: the webhook's decision rules (webhook/domain/decide.ts) as a table. */
 const FIXTURE_EXPECTATIONS: Record<string, Record<FixtureState, boolean>> = {
   'kcp-create.json': ALWAYS,
   'kcp-delete.json': ALWAYS,

@@ -10,10 +10,10 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/config.js';
-import { evaluateTarget } from '../functions/evaluate-target.js';
+import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/main.js';
+import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 

@@ -27,8 +27,8 @@ import {
   X509CertificateGenerator,
 } from '@peculiar/x509';
 import type { CoreV1Api } from '@kubernetes/client-node';
-import type { Deadline } from '../core/deadline.js';
-import { EtcdAccessError } from '../etcd-access.js';
+import type { Deadline } from '../domain/deadline.js';
+import { EtcdAccessError } from '../usecases/etcd-access.js';
 import type { ProbeCredentials } from './etcd-member-probe.js';
 import { callKube } from './kube.js';
 import { boundedSecretValue, parseWorkloadKubeconfig, type WorkloadEndpoint } from './workload-kubeconfig.js';

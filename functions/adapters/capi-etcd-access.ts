@@ -9,8 +9,8 @@
 // so a forward that lands on another member or another cluster's etcd is refused. KCP skips the
 // host name check and verifies only the chain; we can do better because we know the node.
 import type { CoreV1Api } from '@kubernetes/client-node';
-import type { Deadline } from '../core/deadline.js';
-import { EtcdAccessError, type EtcdAccess } from '../etcd-access.js';
+import type { Deadline } from '../domain/deadline.js';
+import { EtcdAccessError, type EtcdAccess } from '../usecases/etcd-access.js';
 import { ClientCertificateMinter, readCapiCredentials, type CapiCluster } from './capi-credentials.js';
 import { listWorkloadControlPlaneNodes } from './workload-nodes.js';
 import { listenForPodPort, type PortForwardListener } from './pod-port-forward.js';

@@ -2,10 +2,10 @@
 // (paged, bounded, v1beta2 else v1beta1): the webhook, to tell which etcd member KCP will remove,
 // and the evaluation of a discovered capi target, whose inventory they are.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { KUBEADM_CONTROL_PLANE } from '../core/controller-kinds.js';
-import type { Deadline } from '../core/deadline.js';
-import type { ControlPlaneNode } from '../core/evaluate.js';
-import { machineFromObject, type ControlPlaneMachine } from '../core/machines.js';
+import { KUBEADM_CONTROL_PLANE } from '../domain/controller-kinds.js';
+import type { Deadline } from '../domain/deadline.js';
+import type { ControlPlaneNode } from '../ports/etcd-probe.js';
+import { machineFromObject, type ControlPlaneMachine } from '../domain/machines.js';
 import { loadKubeConfig } from './kube.js';
 import { listCustomObjects, MACHINES } from './kube-discovery.js';
 import { inventoryAddresses } from './kube-nodes.js';

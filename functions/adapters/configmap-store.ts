@@ -5,9 +5,9 @@
 // same resourceVersion precondition, so two writers can never both claim one number and readers
 // order documents by write, not by a writer's wall clock.
 import type { CoreV1Api, V1ConfigMap } from '@kubernetes/client-node';
-import { Deadline } from '../core/deadline.js';
+import { Deadline } from '../domain/deadline.js';
 import { isDnsLabel } from '../shared/names.js';
-import type { Evaluation } from '../core/evaluation.js';
+import type { Evaluation } from '../domain/evaluation-document.js';
 import {
   invalidEvaluationError,
   parseSequence,
@@ -19,7 +19,7 @@ import {
   type SequencedEvaluation,
   type StoredEvaluations,
   type WriteOutcome,
-} from '../core/store.js';
+} from '../domain/store.js';
 import { callKube, createCoreV1Api, KubeApiError, type KubeOperation } from './kube.js';
 
 export const CONFIGMAP_DATA_KEY = 'evaluation.json';

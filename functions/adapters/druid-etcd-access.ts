@@ -2,11 +2,11 @@
 // the CA (and client certificate) read from the Secrets the Etcd's spec.etcd.clientUrlTls names.
 // The PEM bytes stay in memory; errors name the Secret and key, never their content.
 import type { CoreV1Api } from '@kubernetes/client-node';
-import type { Deadline } from '../core/deadline.js';
+import type { Deadline } from '../domain/deadline.js';
 import { probeCredentialsProblem, type ProbeCredentials } from './etcd-member-probe.js';
 import { boundedSecretValue } from './workload-kubeconfig.js';
-import { directEtcdAccess, EtcdAccessError, type EtcdAccess } from '../etcd-access.js';
-import type { DruidTlsSecrets } from '../core/targets.js';
+import { directEtcdAccess, EtcdAccessError, type EtcdAccess } from '../usecases/etcd-access.js';
+import type { DruidTlsSecrets } from '../domain/targets.js';
 import { callKube } from './kube.js';
 
 /** A Secret's data (base64 values), or an EtcdAccessError naming the Secret and what failed. */

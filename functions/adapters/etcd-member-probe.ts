@@ -19,11 +19,11 @@ import {
   type IWatchRequest,
   type IWatchResponse,
 } from 'etcd3';
-import { Deadline, withDeadline } from '../core/deadline.js';
+import { Deadline, withDeadline } from '../domain/deadline.js';
 import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
-import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../core/evaluate.js';
-import type { MemberListAnswer } from '../core/member-view.js';
-import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../core/probe-failure.js';
+import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../ports/etcd-probe.js';
+import type { MemberListAnswer } from '../domain/member-view.js';
+import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../domain/probe-failure.js';
 
 export interface ProbeCredentials {
   /** PEM bytes; without a CA the system roots verify https endpoints. */

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import type { Evaluation } from '../core/evaluation.js';
+import type { Evaluation } from '../domain/evaluation-document.js';
 import { isDnsLabel } from '../shared/names.js';
 import {
   invalidEvaluationError,
@@ -29,7 +29,7 @@ import {
   type SequencedEvaluation,
   type StoreErrorKind,
   type WriteOutcome,
-} from '../core/store.js';
+} from '../domain/store.js';
 
 function errnoCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;

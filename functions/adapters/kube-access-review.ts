@@ -2,7 +2,7 @@
 // is granted like any other permission: RBAC verb `override` on `targets` in `etcd-guard.io`. The
 // webhook's own ServiceAccount needs `create` on subjectaccessreviews. Every call has a deadline.
 import { AuthorizationV1Api, type KubeConfig, type V1SubjectAccessReview } from '@kubernetes/client-node';
-import type { Deadline } from '../core/deadline.js';
+import type { Deadline } from '../domain/deadline.js';
 import { callKube } from './kube.js';
 
 /** Who asks (from the AdmissionRequest's userInfo) and what for. */

@@ -2,9 +2,9 @@
 // KubeadmControlPlanes and Machines, etcd-druid Etcds. Every listing (all pages, every namespace,
 // the version fallback) finishes before the caller's Deadline or fails with a KubeApiError.
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import type { DiscoveryScope } from '../config.js';
-import type { Deadline } from '../core/deadline.js';
-import { ETCD_GROUP, KCP_GROUP } from '../core/discovery.js';
+import type { DiscoveryScope } from '../entrypoints/config.js';
+import type { Deadline } from '../domain/deadline.js';
+import { ETCD_GROUP, KCP_GROUP } from '../domain/discovery-mapping.js';
 import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
 
 // Callers outside the adapters name the client by this re-export, never by importing client-node.

@@ -1,8 +1,8 @@
-// Writes events.k8s.io/v1 Events for the recorder (functions/event-recorder.ts): create, and a
+// Writes events.k8s.io/v1 Events for the recorder (functions/usecases/event-recorder.ts): create, and a
 // JSON patch of `series` for a repeat. Each call has the recorder's deadline (callKube).
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { Deadline } from '../core/deadline.js';
-import type { EventObject, EventSeries, EventSink } from '../event-recorder.js';
+import { Deadline } from '../domain/deadline.js';
+import type { EventObject, EventSeries, EventSink } from '../usecases/event-recorder.js';
 import { callKube, KubeApiError } from './kube.js';
 
 const GROUP = 'events.k8s.io';

@@ -14,8 +14,8 @@ import {
   type ConfigurationOptions,
   type ObservableMiddleware,
 } from '@kubernetes/client-node';
-import { withDeadline, type Deadline } from '../core/deadline.js';
-import { StoreError, type StoreErrorKind } from '../core/store.js';
+import { withDeadline, type Deadline } from '../domain/deadline.js';
+import { StoreError, type StoreErrorKind } from '../domain/store.js';
 
 // Callers outside the adapters name the client by this re-export, never by importing client-node.
 export type { CoreV1Api };

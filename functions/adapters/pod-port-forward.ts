@@ -12,7 +12,7 @@
 import net, { isIP, type AddressInfo } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
 import WebSocket from 'ws';
-import type { Deadline } from '../core/deadline.js';
+import type { Deadline } from '../domain/deadline.js';
 import { SpdyPortForward } from './spdy-port-forward.js';
 import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
 import { connectWorkload, proxyFor } from './workload-tunnel.js';

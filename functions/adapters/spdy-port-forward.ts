@@ -4,7 +4,7 @@
 // servers (or proxies in front of them) that refuse the WebSocket upgrade. One SPDY connection per
 // forwarded TCP connection, as one WebSocket per connection on the other path.
 import type tls from 'node:tls';
-import type { Deadline } from '../core/deadline.js';
+import type { Deadline } from '../domain/deadline.js';
 import {
   FLAG_FIN,
   FrameReader,

@@ -1,13 +1,13 @@
 // Picks the EvaluationStore a StoreConfig describes. Entrypoints import only this.
-import type { StoreConfig } from '../config.js';
-import type { Evaluation } from '../core/evaluation.js';
+import type { StoreConfig } from '../entrypoints/config.js';
+import type { Evaluation } from '../domain/evaluation-document.js';
 import {
   StoreError,
   type EvaluationStore,
   type SequencedEvaluation,
   type StoredEvaluations,
   type WriteOutcome,
-} from '../core/store.js';
+} from '../domain/store.js';
 import type { ConfigMapStore, ConfigMapStoreOptions } from './configmap-store.js';
 import { FileStore } from './file-store.js';
 import { isDnsLabel } from '../shared/names.js';

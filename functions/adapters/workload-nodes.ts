@@ -8,7 +8,7 @@
 import { request, type RequestOptions } from 'node:https';
 import type { ConnectionOptions } from 'node:tls';
 import { isIP } from 'node:net';
-import type { ControlPlaneNode } from '../core/evaluate.js';
+import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 /** kubeadm labels every control-plane Node with it. */

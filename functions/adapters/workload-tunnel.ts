@@ -4,7 +4,7 @@
 // (workload-kubeconfig.ts): a tenant must not re-route the guard's connections.
 import net, { BlockList, isIP } from 'node:net';
 import tls from 'node:tls';
-import type { Deadline } from '../core/deadline.js';
+import type { Deadline } from '../domain/deadline.js';
 import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 /** The most of a proxy's CONNECT answer read before its blank line: a status line and a few headers. */

@@ -7,11 +7,11 @@ import {
   type Check,
   type Evaluation,
   type MemberReport,
-} from '../../functions/core/evaluation.js';
+} from '../../functions/domain/evaluation-document.js';
 
 /**
  * A healthy voting member; `index` makes ids, names and ports distinct. It runs the etcd 3.5 patch
- * the 3.6 upgrade gate requires (webhook/core/etcd-upgrade.ts), so a rollout to a Kubernetes
+ * the 3.6 upgrade gate requires (webhook/domain/etcd-upgrade.ts), so a rollout to a Kubernetes
  * whose etcd is 3.6 is judged on health alone unless a test says otherwise.
  */
 export function makeMember(index: number, overrides: Partial<MemberReport> = {}): MemberReport {

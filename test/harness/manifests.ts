@@ -7,8 +7,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { COMMAND_OPTIONS } from '../../functions/cli.js';
-import { parseGuardConfigText, type GuardConfig } from '../../functions/config.js';
+import { COMMAND_OPTIONS } from '../../functions/entrypoints/cli.js';
+import { parseGuardConfigText, type GuardConfig } from '../../functions/entrypoints/config.js';
 import { runProcess, type ProcessRun } from './process.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -193,7 +193,7 @@ export function containerOf(podSpec: Obj): Obj {
   return containers[0] as Obj;
 }
 
-/** The CLI's own flag table (functions/cli.ts) as `--flag` → takes a value; undefined: no such command. */
+/** The CLI's own flag table (functions/entrypoints/cli.ts) as `--flag` → takes a value; undefined: no such command. */
 function cliFlags(command: string): Map<string, boolean> | undefined {
   if (command !== 'evaluate' && command !== 'webhook') return undefined;
   const options: Record<string, { type: 'string' | 'boolean' }> = COMMAND_OPTIONS[command];

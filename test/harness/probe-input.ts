@@ -1,7 +1,8 @@
 // What the probes of a three-member cluster saw, for tests of the pure judgement: every member
 // answers unless `failed` says how its Status and linearizable read failed.
-import type { EndpointProbe, EvaluationInput } from '../../functions/core/evaluate.js';
-import type { Failed } from '../../functions/core/probe-failure.js';
+import type { EndpointProbe } from '../../functions/ports/etcd-probe.js';
+import type { EvaluationInput } from '../../functions/domain/judgement/input.js';
+import type { Failed } from '../../functions/domain/probe-failure.js';
 
 export const PROBED_IDS = ['1', '2', '3'] as const;
 

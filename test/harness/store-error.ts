@@ -1,5 +1,5 @@
 // Store and adapter calls promise to fail with our StoreError, never a library's error shape.
-import { StoreError } from '../../functions/core/store.js';
+import { StoreError } from '../../functions/domain/store.js';
 
 /** The StoreError `promise` rejects with; fails the test if it succeeds or rejects with anything else. */
 export async function captureStoreError(promise: Promise<unknown>): Promise<StoreError> {

@@ -1,0 +1,84 @@
+// Checks about headroom: database size against the quota, raft index lag, versions, latency.
+import { type CheckFunction, type Finding, concluded, fail, warn } from '../check.js';
+import { statusOf } from '../cluster-view.js';
+import { formatBytes, label } from '../wording.js';
+
+// Against the quota the member reports (etcd 3.6+), else the configured one (quotaBackendBytes).
+export const dbSizeCheck: CheckFunction = ({ members, input, thresholds }) => {
+  const result = concluded([], 'no DB size known');
+  const quotas = new Set<string>();
+  for (const member of members) {
+    const status = statusOf(member);
+    if (!status) continue;
+    const reported = status.dbSizeQuotaBytes;
+    const quotaBytes = reported ?? input.quotaBackendBytes;
+    const quota = `${formatBytes(quotaBytes)}${reported === undefined ? '' : ' (reported by the member)'}`;
+    quotas.add(quota);
+    result.passMessage = `every DB below ${Math.round(thresholds.dbWarnRatio * 100)}% of quota ${[...quotas].join(', ')}`;
+    const ratio = status.dbSizeBytes / quotaBytes;
+    const text = `member ${label(member)} DB ${formatBytes(status.dbSizeBytes)} is ${Math.round(ratio * 100)}% of quota ${quota}`;
+    if (ratio >= thresholds.dbFailRatio) result.findings.push(fail(text));
+    else if (ratio >= thresholds.dbWarnRatio) result.findings.push(warn(text));
+  }
+  return result;
+};
+
+// Measured against the leader when known, else against the most advanced member.
+export const raftIndexCheck: CheckFunction = ({ members, leader, thresholds }) => {
+  const indexes = members.flatMap((member) => {
+    const status = statusOf(member);
+    return status ? [{ member, status }] : [];
+  });
+  const leaderStatus = leader.id === null ? undefined : indexes.find((entry) => entry.member.id === leader.id)?.status;
+  const referenceIndex = leaderStatus?.raftIndex ?? Math.max(0, ...indexes.map((entry) => entry.status.raftIndex));
+  const findings = indexes
+    .filter(({ status }) => referenceIndex - status.raftIndex > thresholds.raftLagWarnEntries)
+    .map(({ member, status }) =>
+      warn(
+        `member ${label(member)} lags ${referenceIndex - status.raftIndex} raft entries behind (${status.raftIndex} vs ${referenceIndex})`,
+      ),
+    );
+  return concluded(findings, `no member more than ${thresholds.raftLagWarnEntries} entries behind`);
+};
+
+export const versionCheck: CheckFunction = ({ members }) => {
+  const versions = new Map<string, string[]>();
+  for (const member of members) {
+    const status = statusOf(member);
+    if (status) versions.set(status.version, [...(versions.get(status.version) ?? []), member.name || member.id]);
+  }
+  if (versions.size > 1) {
+    const runs = [...versions.entries()].map(([version, names]) => `${names.join(', ')} run ${version}`);
+    const findings = [warn(`version skew: ${runs.join('; ')}`)];
+    const minors = [...versions.keys()].flatMap((version) => {
+      const match = /^(\d+)\.(\d+)\./.exec(version);
+      return match ? [{ version, rank: Number(match[1]) * 1000 + Number(match[2]) }] : [];
+    });
+    const oldest = minors.reduce<(typeof minors)[number] | undefined>((a, b) => (a && a.rank <= b.rank ? a : b), undefined);
+    const newest = minors.reduce<(typeof minors)[number] | undefined>((a, b) => (a && a.rank >= b.rank ? a : b), undefined);
+    // etcd upgrades one minor at a time; members further apart are a skipped step (or a member
+    // of another cluster), which etcd's upgrade policy does not support.
+    if (oldest && newest && newest.rank - oldest.rank > 1) {
+      findings.push(
+        warn(
+          `version skew across more than one minor (${oldest.version} to ${newest.version}): etcd supports upgrading one minor at a time`,
+        ),
+      );
+    }
+    return concluded(findings);
+  }
+  return concluded([], versions.size === 1 ? `all members run ${[...versions.keys()].join('')}` : 'no version known');
+};
+
+export const latencyCheck: CheckFunction = ({ members, thresholds }) => {
+  const findings: Finding[] = [];
+  for (const member of members) {
+    const latency = member.probe?.latencyMs;
+    if (latency !== null && latency !== undefined && latency > thresholds.slowMemberMs) {
+      findings.push(
+        warn(`member ${label(member)} slow: status took ${Math.round(latency)} ms (limit ${thresholds.slowMemberMs} ms)`),
+      );
+    }
+  }
+  return concluded(findings, `every member answered within ${thresholds.slowMemberMs} ms`);
+};

@@ -1,0 +1,44 @@
+// Every check by name, in the order of CHECK_NAMES: the one place a new check is registered.
+import type { CheckName } from '../../evaluation-document.js';
+import type { CheckFunction } from '../check.js';
+import { dbSizeCheck, latencyCheck, raftIndexCheck, versionCheck } from './capacity.js';
+import {
+  alarmsCheck,
+  leaderCheck,
+  linearizableReadCheck,
+  quorumCheck,
+  reachableCheck,
+  tlsIdentityCheck,
+  watchCheck,
+} from './health.js';
+import {
+  clusterIdCheck,
+  inventoryCheck,
+  learnersCheck,
+  memberCountCheck,
+  memberListAgreementCheck,
+  memberListCheck,
+  nodeMembersCheck,
+} from './membership.js';
+
+/** Every check, keyed by its name; the evaluation lists them in CHECK_NAMES order. */
+export const CHECKS: Record<CheckName, CheckFunction> = {
+  'member-list': memberListCheck,
+  'member-list-agreement': memberListAgreementCheck,
+  'cluster-id': clusterIdCheck,
+  reachable: reachableCheck,
+  'tls-identity': tlsIdentityCheck,
+  'linearizable-read': linearizableReadCheck,
+  watch: watchCheck,
+  leader: leaderCheck,
+  quorum: quorumCheck,
+  alarms: alarmsCheck,
+  learners: learnersCheck,
+  'db-size': dbSizeCheck,
+  'raft-index': raftIndexCheck,
+  version: versionCheck,
+  latency: latencyCheck,
+  'member-count': memberCountCheck,
+  inventory: inventoryCheck,
+  'node-members': nodeMembersCheck,
+};

@@ -1,0 +1,95 @@
+// The judgement: turns what the probes saw (member list, per-member status, alarms, a
+// linearizable read, and optionally the control-plane Node inventory) into an Evaluation.
+// Pure: no I/O, no clock; the adapters hand in plain data, so every rule is table-testable.
+import {
+  CHECK_NAMES,
+  type Check,
+  type CheckName,
+  type CheckStatus,
+  type Evaluation,
+  FORMAT_REVISION,
+  type MemberReport,
+  SCHEMA_VERSION,
+  verdictFromChecks,
+} from '../evaluation-document.js';
+import type { CheckResult } from './check.js';
+import { CHECKS } from './checks/registry.js';
+import { type ClusterView, type JudgedMember, clusterView, firstError, isHealthy, statusOf } from './cluster-view.js';
+import type { EvaluationInput } from './input.js';
+
+/** When a stored evaluation saw each learner first (member id → RFC 3339), to carry into the next. */
+export function learnerSightings(previous: Pick<Evaluation, 'members'> | null): Record<string, string> {
+  const sightings: Record<string, string> = {};
+  for (const member of previous?.members ?? []) {
+    if (member.learner && member.learnerSince !== undefined) sightings[member.id] = member.learnerSince;
+  }
+  return sightings;
+}
+
+export function checkFrom(name: CheckName, result: CheckResult): Check {
+  if (result.findings.length > 0) {
+    const status: CheckStatus = result.findings.some((finding) => finding.status === 'fail') ? 'fail' : 'warn';
+    return { name, status, message: result.findings.map((finding) => finding.message).join('; ') };
+  }
+  return { name, status: 'pass', message: result.passMessage };
+}
+
+export function memberReport(member: JudgedMember, view: ClusterView): MemberReport {
+  const status = statusOf(member);
+  const error = firstError(member);
+  const report: MemberReport = {
+    id: member.id,
+    name: member.name,
+    endpoint: member.endpoint,
+    healthy: isHealthy(member),
+    leader: view.leader.id !== null && member.id === view.leader.id,
+    learner: member.learner,
+    version: status?.version ?? null,
+    dbSizeBytes: status?.dbSizeBytes ?? null,
+    dbSizeInUseBytes: status?.dbSizeInUseBytes ?? null,
+    raftIndex: status?.raftIndex ?? null,
+    raftTerm: status?.raftTerm ?? null,
+    latencyMs: member.probe?.latencyMs ?? null,
+    alarms: [...(view.alarmsByMember.get(member.id) ?? [])],
+  };
+  const join = view.joins.get(member.id);
+  if (join !== undefined) report.learnerSince = join.since;
+  if (error !== undefined) report.error = error;
+  return report;
+}
+
+export function evaluateCluster(input: EvaluationInput): Evaluation {
+  const view = clusterView(input);
+  const results = CHECK_NAMES.flatMap((name) => {
+    const result = CHECKS[name](view);
+    return result === null ? [] : [{ name, result }];
+  });
+  const checks = results.map(({ name, result }) => checkFrom(name, result));
+  const verdict = verdictFromChecks(checks);
+  const findings = results.flatMap(({ result }) => result.findings);
+  const reasons = [
+    ...findings.filter((finding) => finding.status === 'fail'),
+    ...findings.filter((finding) => finding.status === 'warn'),
+  ].map((finding) => finding.message);
+  return {
+    schemaVersion: SCHEMA_VERSION,
+    formatRevision: FORMAT_REVISION,
+    target: input.target,
+    evaluatedAt: input.evaluatedAt,
+    durationMs: input.durationMs,
+    verdict,
+    passed: verdict !== 'Unhealthy',
+    reasons,
+    cluster: {
+      leaderId: view.leader.id,
+      votingMembers: view.voting.length,
+      learners: view.learners.length,
+      healthyVoting: view.healthyVoting.length,
+      quorum: view.quorum,
+      // Never negative: 0 once quorum is lost, which the quorum check reports as such.
+      faultTolerance: Math.max(0, view.healthyVoting.length - view.quorum),
+    },
+    members: view.members.map((member) => memberReport(member, view)),
+    checks,
+  };
+}

@@ -1,0 +1,56 @@
+// Everything the judgement reads: the probes' results, the thresholds and what earlier runs saw.
+import type { EndpointMemberList, MemberListAnswer } from '../member-view.js';
+import type { ControlPlaneInventory, DiscoveredMember, EndpointProbe, Outcome } from '../../ports/etcd-probe.js';
+
+export interface EvaluationThresholds {
+  /** DB size as a fraction of the backend quota that warns / fails. */
+  dbWarnRatio: number;
+  dbFailRatio: number;
+  /** Raft entries a member may trail the leader's index before it counts as lagging. */
+  raftLagWarnEntries: number;
+  /** A Status round trip slower than this marks a slow member. */
+  slowMemberMs: number;
+  /** How long a new control-plane node may run no etcd member before that fails (KCP allows 2 min). */
+  nodeMemberGraceMs: number;
+  /** How long a learner may stay unpromoted (a join in progress) before that fails. */
+  learnerGraceMs: number;
+}
+
+export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
+  dbWarnRatio: 0.8,
+  dbFailRatio: 0.95,
+  raftLagWarnEntries: 1000,
+  slowMemberMs: 500,
+  nodeMemberGraceMs: 120_000,
+  learnerGraceMs: 300_000,
+};
+
+export interface EvaluationInput {
+  target: string;
+  /** The endpoints the caller was configured with (used when no member list was obtained). */
+  endpoints: string[];
+  /** The member list from the first endpoint that answered, or why none did. */
+  memberList: Outcome<DiscoveredMember[]>;
+  /**
+   * Every endpoint's own member list with the cluster and member that answered. When given, the
+   * cluster's view (member-view.ts) replaces `memberList` and the lists are compared.
+   */
+  memberLists?: EndpointMemberList[];
+  /**
+   * A member list etcd 3.5+ served linearizably (the committed membership), when one answered:
+   * it is the cluster's view. Never from a 3.4 member, which answers the same request locally.
+   */
+  linearizableMemberList?: MemberListAnswer & { endpoint: string };
+  /** One probe per endpoint that was probed (member client URLs, or the given endpoints). */
+  probes: EndpointProbe[];
+  quotaBackendBytes: number;
+  controlPlaneNodes?: ControlPlaneInventory;
+  evaluatedAt: string;
+  durationMs: number;
+  thresholds?: Partial<EvaluationThresholds>;
+  /**
+   * When an earlier evaluation first saw each learner (member id → RFC 3339), from the stored
+   * evaluation: the age of a learner no inventory entry dates.
+   */
+  learnersFirstSeen?: Readonly<Record<string, string>>;
+}

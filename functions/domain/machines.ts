@@ -1,0 +1,85 @@
+// Cluster API control-plane Machines, reduced to what etcd-guard reads: which Node (and so which
+// stacked etcd member: kubeadm names the member after the Node) a Machine stands for, whether the
+// user asked KCP to remove it first, and when it was made. Pure; shared by the webhook's
+// projection and the evaluation's inventory.
+
+import type { ControlPlaneNode } from '../ports/etcd-probe.js';
+
+export const DELETE_MACHINE_ANNOTATION = 'cluster.x-k8s.io/delete-machine';
+
+export interface ControlPlaneMachine {
+  name: string;
+  /** `status.nodeRef.name`; null until the Machine has a Node. */
+  nodeName: string | null;
+  /** Carries the delete-machine annotation. */
+  deleteRequested: boolean;
+  /** Has a deletionTimestamp: already leaving, not a candidate. */
+  deleting: boolean;
+  /** RFC 3339 creation time, null when absent. */
+  createdAt: string | null;
+  /** `spec.failureDomain`; null when absent. */
+  failureDomain: string | null;
+  /**
+   * The Machine's `UpToDate` condition as KCP last set it (v1beta2 `status.conditions`, v1beta1
+   * `status.v1beta2.conditions`): true or false, null when the Machine does not report it.
+   */
+  upToDate: boolean | null;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function recordAt(value: unknown, key: string): Record<string, unknown> {
+  const child = isRecord(value) ? value[key] : undefined;
+  return isRecord(child) ? child : {};
+}
+
+/** The status of condition `type` in a Kubernetes conditions list: true, false, or null (absent/Unknown). */
+function conditionStatus(conditions: unknown, type: string): boolean | null {
+  if (!Array.isArray(conditions)) return null;
+  const found: unknown = conditions.find((condition) => isRecord(condition) && condition.type === type);
+  if (!isRecord(found)) return null;
+  return found.status === 'True' ? true : found.status === 'False' ? false : null;
+}
+
+/** A Machine as the apiserver returns it (either API version); null when it has no name. */
+export function machineFromObject(object: unknown): ControlPlaneMachine | null {
+  const metadata = recordAt(object, 'metadata');
+  const name = typeof metadata.name === 'string' && metadata.name !== '' ? metadata.name : null;
+  if (name === null) return null;
+  const status = recordAt(object, 'status');
+  const nodeName = recordAt(status, 'nodeRef').name;
+  const annotations = recordAt(object, 'metadata').annotations;
+  const failureDomain = recordAt(object, 'spec').failureDomain;
+  const upToDate =
+    conditionStatus(status.conditions, 'UpToDate') ?? conditionStatus(recordAt(status, 'v1beta2').conditions, 'UpToDate');
+  return {
+    name,
+    nodeName: typeof nodeName === 'string' && nodeName !== '' ? nodeName : null,
+    deleteRequested: isRecord(annotations) && typeof annotations[DELETE_MACHINE_ANNOTATION] === 'string',
+    deleting: typeof metadata.deletionTimestamp === 'string',
+    createdAt: typeof metadata.creationTimestamp === 'string' ? metadata.creationTimestamp : null,
+    failureDomain: typeof failureDomain === 'string' && failureDomain !== '' ? failureDomain : null,
+    upToDate,
+  };
+}
+
+/**
+ * Machine inventory entries dated by their Nodes: a Node's grace to run an etcd member (and a
+ * learner's age) counts from the Node's creation, as KCP counts it; a Machine is made before its
+ * Node, so its own creation (kept when the Node is not listed) only shortens the grace. Without
+ * `nodes` the entries stay as they are.
+ */
+export function datedByNodes(
+  entries: readonly ControlPlaneNode[],
+  nodes: readonly ControlPlaneNode[] | null,
+): ControlPlaneNode[] {
+  const createdByName = new Map(
+    (nodes ?? []).flatMap((node) => (node.createdAt === undefined ? [] : [[node.name, node.createdAt]])),
+  );
+  return entries.map((entry) => {
+    const created = entry.provisioning === true ? undefined : createdByName.get(entry.name);
+    return created === undefined ? entry : { ...entry, createdAt: created };
+  });
+}

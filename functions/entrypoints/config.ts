@@ -1,0 +1,349 @@
+// The guard's configuration file (YAML or JSON): one zod schema, parsed once at start by every
+// deployable (webhook, scheduled function, HTTP function). Errors name the field and the value.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { parseDurationMs } from '../shared/duration.js';
+import { isDnsLabel } from '../shared/names.js';
+import { MAX_TARGET_NAME } from '../domain/targets.js';
+import { hasUrlUserinfo } from '../shared/redact.js';
+import { formatZodIssues } from '../shared/zod-issues.js';
+
+export const durationSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  // A bare number is read as seconds, the way Kubernetes users write timeouts.
+  const ms = typeof value === 'number' ? Math.round(value * 1000) : parseDurationMs(value);
+  if (ms === null || !(ms > 0) || ms > 600_000) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: `invalid duration ${JSON.stringify(value)} (use e.g. "2s", "500ms"; at most 10m)`,
+    });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+/** Below this not even a TLS connection and one etcd round trip fit, on loopback. */
+export const MIN_ETCD_TIMEOUT_MS = 100;
+
+/** A target's budget for talking to etcd, counted from the first etcd call. */
+const etcdTimeoutSchema = durationSchema.refine(
+  (ms) => ms >= MIN_ETCD_TIMEOUT_MS,
+  (ms) => ({
+    message: `timeout ${ms}ms is too short for a TLS connection and an etcd round trip; use at least ${MIN_ETCD_TIMEOUT_MS}ms (default 2s)`,
+  }),
+);
+
+/** The largest maxAgeSeconds accepted (documented in docs/configuration.md). */
+export const MAX_AGE_SECONDS_LIMIT = 3600;
+
+const endpointSchema = z.string().superRefine((value, context) => {
+  if (hasUrlUserinfo(value)) {
+    // The message must not echo the value: it holds a password.
+    context.addIssue({
+      code: z.ZodIssueCode.custom,
+      message:
+        'credentials in an endpoint URL are not allowed (user:password@ removed from this message); ' +
+        'reach etcd with client certificates (tls)',
+    });
+    return;
+  }
+  let valid = false;
+  try {
+    const url = new URL(value);
+    valid = (url.protocol === 'https:' || url.protocol === 'http:') && url.hostname !== '' && url.port !== '';
+  } catch {
+    valid = false;
+  }
+  if (!valid) {
+    context.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: `invalid endpoint ${JSON.stringify(value)} (want http(s)://HOST:PORT)`,
+    });
+  }
+});
+
+export const tlsFilesSchema = z
+  .object({
+    caFile: z.string().min(1).optional(),
+    certFile: z.string().min(1).optional(),
+    keyFile: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((tls) => Boolean(tls.certFile) === Boolean(tls.keyFile), {
+    message: 'certFile and keyFile must be given together',
+  });
+export type TlsFiles = z.infer<typeof tlsFilesSchema>;
+
+/**
+ * How a would-be denial is applied: `enforce` denies, `warn` allows with the denial as an admission
+ * warning, `audit` allows silently. All three count, audit and record the would-be denial.
+ */
+export const ENFORCEMENT_MODES = ['enforce', 'warn', 'audit'] as const;
+export const enforcementSchema = z.enum(ENFORCEMENT_MODES);
+export type EnforcementMode = z.infer<typeof enforcementSchema>;
+export const tlsVerifySchema = z.enum(['full', 'chain-only']);
+
+/** Which guarded objects belong to a target. {} matches every object. */
+export const matchSchema = z
+  .object({
+    namespaces: z.array(z.string().min(1)).optional(),
+    names: z.array(z.string().min(1)).optional(),
+    /** Equality-based selector, e.g. { "cluster.x-k8s.io/cluster-name": "prod" }. */
+    labelSelector: z.record(z.string()).optional(),
+    /** Shorthand for the cluster.x-k8s.io/cluster-name label. */
+    clusterName: z.string().min(1).optional(),
+  })
+  .strict();
+export type TargetMatch = z.infer<typeof matchSchema>;
+
+export const inventorySchema = z
+  .object({
+    /** Kubeconfig of the cluster whose Nodes are listed; in-cluster or KUBECONFIG when absent. */
+    kubeconfigFile: z.string().min(1).optional(),
+    nodeLabel: z.string().min(1).default('node-role.kubernetes.io/control-plane'),
+  })
+  .strict();
+export type InventoryConfig = z.infer<typeof inventorySchema>;
+
+export const targetSchema = z
+  .object({
+    name: z
+      .string()
+      .refine(
+        (name) => isDnsLabel(name, MAX_TARGET_NAME),
+        `must be a DNS label of at most ${MAX_TARGET_NAME} characters (it becomes part of a ConfigMap name)`,
+      ),
+    endpoints: z.array(endpointSchema).min(1, 'needs at least one endpoint'),
+    tls: tlsFilesSchema.optional(),
+    timeout: etcdTimeoutSchema.default('2s'),
+    /** Backend quota the members run with (--quota-backend-bytes); etcd's default is 2 GiB. */
+    quotaBackendBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(2 * 1024 * 1024 * 1024),
+    match: matchSchema.default({}),
+    inventory: inventorySchema.optional(),
+    /**
+     * Opt-in watch round trip (off by default: it writes to etcd). Per member, a watch on a key
+     * under /etcd-guard/watch-probe/<target>/ must deliver a write made through another member
+     * within the timeout. With etcd auth the client needs readwrite on that prefix.
+     */
+    watchProbe: z.boolean().optional(),
+    /** This target's enforcement; the config's `enforcement` when absent. */
+    enforcement: enforcementSchema.optional(),
+    /**
+     * How members' serving certificates are checked. 'full' (default): the certificate must chain
+     * to the CA and name the member's address (or node name, through a port-forward). 'chain-only':
+     * the chain alone, for clusters whose etcd serving certificates lack that name (Cluster API's
+     * KCP itself verifies nothing). Risk: any certificate the CA issued, e.g. another member's or
+     * another cluster's under a shared CA, is then taken for this member.
+     */
+    tlsVerify: tlsVerifySchema.optional(),
+    /**
+     * How long a learner may stay unpromoted before the evaluation fails it (a join in progress
+     * is Degraded until then); 5 minutes when absent.
+     */
+    learnerGrace: durationSchema.optional(),
+  })
+  .strict();
+export type TargetConfig = z.infer<typeof targetSchema>;
+
+/** Where one provider looks: every namespace unless listed, every object unless the labels are given. */
+const discoveryScopeSchema = z
+  .object({
+    namespaces: z
+      .array(z.string().refine((namespace) => isDnsLabel(namespace), 'must be a namespace name (a DNS label)'))
+      .min(1, 'omit namespaces to look in every namespace')
+      .optional(),
+    /** Equality-based selector, e.g. { "etcd-guard.io/guard": "true" }. */
+    labelSelector: z.record(z.string()).optional(),
+    /** Enforcement of every target this provider discovers; the config's `enforcement` when absent. */
+    enforcement: enforcementSchema.optional(),
+  })
+  .strict();
+export type DiscoveryScope = z.infer<typeof discoveryScopeSchema>;
+
+export const discoverySchema = z
+  .object({
+    /** A target per KubeadmControlPlane with stacked etcd. */
+    capi: discoveryScopeSchema.optional(),
+    /** A target per etcd-druid Etcd. */
+    druid: discoveryScopeSchema.optional(),
+    refreshSeconds: z.number().int().min(10).max(3600).default(60),
+    /** Deadline of one evaluation of a discovered target (opening its access included). */
+    timeout: durationSchema.default('5s'),
+    /** Kubeconfig of the management cluster; in-cluster or KUBECONFIG when absent. */
+    kubeconfigFile: z.string().min(1).optional(),
+    /** The opt-in watch round trip (targets[].watchProbe) for every discovered target. */
+    watchProbe: z.boolean().optional(),
+    /** targets[].tlsVerify for every discovered target (e.g. chain-only for KCP certificates without the node name). */
+    tlsVerify: tlsVerifySchema.optional(),
+    /** targets[].learnerGrace for every discovered target. */
+    learnerGrace: durationSchema.optional(),
+  })
+  .strict()
+  .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {
+    message: 'names no provider: add capi: {} or druid: {}',
+  });
+export type DiscoveryConfig = z.infer<typeof discoverySchema>;
+
+export const storeConfigSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('file'), dir: z.string().min(1) }).strict(),
+  z.object({ kind: z.literal('configmap'), namespace: z.string().min(1).default('etcd-guard') }).strict(),
+]);
+export type StoreConfig = z.infer<typeof storeConfigSchema>;
+
+export const guardConfigSchema = z
+  .object({
+    store: storeConfigSchema.default({ kind: 'file', dir: './.etcd-guard' }),
+    /** At most an hour: an older evaluation says nothing about etcd now, and the bound keeps timers in range. */
+    maxAgeSeconds: z.number().int().positive().max(MAX_AGE_SECONDS_LIMIT).default(120),
+    inlineRefresh: z.boolean().default(true),
+    /** The enforcement of every target that names none (and of denials no target owns). */
+    enforcement: enforcementSchema.default('enforce'),
+    /** Kubernetes Events (events.k8s.io/v1) for denials, overrides and verdict transitions. */
+    events: z.boolean().default(true),
+    /** How many targets the scheduled function evaluates at once. */
+    concurrency: z.number().int().min(1).max(256).default(16),
+    /**
+     * Overall time budget of one scheduled run: targets not finished by then are reported as such.
+     * 45 s fits inside the Lambda's 55 s timeout and the CronJob's 50 s activeDeadlineSeconds.
+     */
+    runBudget: durationSchema.default('45s'),
+    targets: z
+      .array(targetSchema)
+      .default([])
+      .superRefine((targets, ctx) => {
+        const seen = new Set<string>();
+        targets.forEach((target, index) => {
+          if (seen.has(target.name)) {
+            ctx.addIssue({
+              code: z.ZodIssueCode.custom,
+              path: [index, 'name'],
+              message: `duplicate target name ${JSON.stringify(target.name)}`,
+            });
+          }
+          seen.add(target.name);
+        });
+      }),
+    override: z
+      .object({
+        annotation: z.string().min(1).default('etcd-guard.io/override'),
+        // kubeadm's admin.conf is in kubeadm:cluster-admins since Kubernetes 1.29, system:masters before.
+        groups: z.array(z.string().min(1)).default(['system:masters', 'kubeadm:cluster-admins']),
+        /** Ask the API server (SubjectAccessReview) whether the user may `override` targets.etcd-guard.io. */
+        subjectAccessReview: z.boolean().default(true),
+        reviewTimeout: durationSchema.default('1s'),
+      })
+      .strict()
+      .default({}),
+    auth: z
+      .object({ tokenFile: z.string().min(1).optional() })
+      .strict()
+      .default({}),
+    discovery: discoverySchema.optional(),
+  })
+  .strict()
+  .refine((config) => config.targets.length > 0 || config.discovery !== undefined, {
+    path: ['targets'],
+    message: 'needs at least one target (or discovery to find them)',
+  });
+export type GuardConfig = z.infer<typeof guardConfigSchema>;
+
+/** The enforcement that applies to a target (or, with none, to a request no target owns). */
+export function enforcementOf(
+  config: Pick<GuardConfig, 'enforcement'>,
+  target?: Pick<TargetConfig, 'enforcement'>,
+): EnforcementMode {
+  return target?.enforcement ?? config.enforcement;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly source: string,
+    readonly issues: string[],
+  ) {
+    super(`invalid configuration in ${source}: ${issues.join('; ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Validates an already-parsed config object. Relative file paths (TLS files, store dir, token
+ * file) resolve against `baseDir`, the directory of the config file.
+ */
+export function parseGuardConfig(raw: unknown, source: string, baseDir = process.cwd()): GuardConfig {
+  const result = guardConfigSchema.safeParse(raw);
+  if (!result.success) throw new ConfigError(source, formatZodIssues(result.error, { input: raw }));
+  return resolvePaths(result.data, baseDir);
+}
+
+function resolvePaths(config: GuardConfig, baseDir: string): GuardConfig {
+  const resolve = (file: string | undefined) => (file === undefined ? undefined : path.resolve(baseDir, file));
+  return {
+    ...config,
+    store: config.store.kind === 'file' ? { ...config.store, dir: path.resolve(baseDir, config.store.dir) } : config.store,
+    targets: config.targets.map((target) => ({
+      ...target,
+      tls: target.tls && {
+        caFile: resolve(target.tls.caFile),
+        certFile: resolve(target.tls.certFile),
+        keyFile: resolve(target.tls.keyFile),
+      },
+      inventory: target.inventory && { ...target.inventory, kubeconfigFile: resolve(target.inventory.kubeconfigFile) },
+    })),
+    auth: { tokenFile: resolve(config.auth.tokenFile) },
+    ...(config.discovery && {
+      discovery: { ...config.discovery, kubeconfigFile: resolve(config.discovery.kubeconfigFile) },
+    }),
+  };
+}
+
+/**
+ * Where and what kind of YAML error, never the text around it: the file may not be what it
+ * claims (a link to a secret), so its content is described, not quoted.
+ */
+function describeYamlError(error: unknown): string {
+  const { code, linePos } = error as { code?: unknown; linePos?: Array<{ line: number; col: number }> };
+  const where = linePos?.[0] ? ` at line ${linePos[0].line}, column ${linePos[0].col}` : '';
+  return `${typeof code === 'string' ? code : 'syntax error'}${where}`;
+}
+
+/** Parses config text as YAML (a superset of JSON). */
+export function parseGuardConfigText(text: string, source: string, baseDir?: string): GuardConfig {
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(source, [`not valid YAML or JSON (${describeYamlError(error)})`]);
+  }
+  return parseGuardConfig(raw, source, baseDir);
+}
+
+export function loadGuardConfigFile(file: string): GuardConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError(file, [`cannot read the file: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
+  }
+  return parseGuardConfigText(text, file, path.dirname(path.resolve(file)));
+}
+
+/**
+ * Loads the config for a deployable that is configured through its environment (serverless
+ * functions, CronJob): ETCD_GUARD_CONFIG names a file, ETCD_GUARD_CONFIG_JSON holds the document.
+ */
+export function loadGuardConfigFromEnv(env: Readonly<Record<string, string | undefined>>): GuardConfig {
+  const inline = env.ETCD_GUARD_CONFIG_JSON;
+  if (inline !== undefined && inline.trim() !== '') {
+    return parseGuardConfigText(inline, 'ETCD_GUARD_CONFIG_JSON');
+  }
+  const file = env.ETCD_GUARD_CONFIG;
+  if (file === undefined || file.trim() === '') {
+    throw new ConfigError('environment', ['set ETCD_GUARD_CONFIG (a file) or ETCD_GUARD_CONFIG_JSON (the document)']);
+  }
+  return loadGuardConfigFile(file);
+}

@@ -1,0 +1,145 @@
+// Serverless entrypoints (AWS Lambda through the Serverless Framework). Thin: they load the config
+// once per container, wire the real adapters and hand over to runScheduledEvaluation and
+// OnDemandEvaluations. Only a configuration error makes an invocation fail; a sick etcd target is
+// a result, not an exception.
+import { createLogger } from '../shared/logger.js';
+import { ConfigError, loadGuardConfigFromEnv, type GuardConfig } from './config.js';
+import { OnDemandEvaluations, resolveBearerToken } from '../usecases/on-demand-service.js';
+import {
+  buildScheduledDeps,
+  runScheduledEvaluation,
+  type ScheduledDeps,
+  type ScheduledResult,
+} from '../usecases/scheduled-run.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** The fields of an EventBridge schedule event we look at (none are needed to run). */
+export interface ScheduleEvent {
+  source?: string;
+  time?: string;
+  'detail-type'?: string;
+}
+
+/** API Gateway HTTP API (payload format 2.0) request, the fields the handler reads. */
+export interface HttpApiEvent {
+  requestContext?: { http?: { method?: string; path?: string } };
+  pathParameters?: Record<string, string | undefined> | null;
+  headers?: Record<string, string | undefined> | null;
+}
+
+export interface HttpApiResult {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface ScheduledSummary {
+  targets: number;
+  /** Evaluated and stored, verdict Healthy or Degraded. */
+  passed: number;
+  /** Evaluated and stored, verdict Unhealthy. */
+  notPassed: number;
+  /** No evaluation, or one that could not be stored. */
+  failed: number;
+  results: ScheduledResult[];
+}
+
+export interface HandlerFactoryOptions {
+  /** Called once per container (on the first invocation); throws ConfigError on bad config. */
+  loadConfig: () => GuardConfig;
+  env: Env;
+  /** Wires evaluate/store/logger for a config; the real adapters unless a test injects others. */
+  buildDeps?: (config: GuardConfig, env: Env) => ScheduledDeps;
+}
+
+/**
+ * Runs `load` on first use and keeps its value; a failure is logged (naming the config issues)
+ * and not kept, so a fixed env can recover on the next invocation.
+ */
+function once<T>(env: Env, load: () => T): () => T {
+  let loaded: { value: T } | null = null;
+  return () => {
+    try {
+      if (loaded === null) loaded = { value: load() };
+    } catch (error) {
+      logConfigError(env, error);
+      throw error;
+    }
+    return loaded.value;
+  };
+}
+
+export function summarize(results: ScheduledResult[]): ScheduledSummary {
+  return {
+    targets: results.length,
+    passed: results.filter((result) => result.ok && result.passed).length,
+    notPassed: results.filter((result) => result.ok && !result.passed).length,
+    failed: results.filter((result) => !result.ok).length,
+    results,
+  };
+}
+
+function logConfigError(env: Env, error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  const issues = error instanceof ConfigError ? error.issues : [];
+  createLogger({ env, name: 'etcd-guard-functions' }).error({ issues }, message);
+}
+
+export function createEvaluateHandler(options: HandlerFactoryOptions): (event?: ScheduleEvent) => Promise<ScheduledSummary> {
+  const build = options.buildDeps ?? buildScheduledDeps;
+  const deps = once(options.env, () => build(options.loadConfig(), options.env));
+  return async () => summarize(await runScheduledEvaluation(deps()));
+}
+
+function headerValue(headers: HttpApiEvent['headers'], name: string): string | undefined {
+  if (headers === null || headers === undefined) return undefined;
+  // HTTP API lowercases header names; serverless-offline and hand-made events may not.
+  const key = Object.keys(headers).find((candidate) => candidate.toLowerCase() === name);
+  return key === undefined ? undefined : headers[key];
+}
+
+function jsonResult(status: number, body: unknown, headers: Record<string, string> = {}): HttpApiResult {
+  return {
+    statusCode: status,
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  };
+}
+
+export function createEvaluateHttpHandler(options: HandlerFactoryOptions): (event: HttpApiEvent) => Promise<HttpApiResult> {
+  const build = options.buildDeps ?? buildScheduledDeps;
+  const onDemand = once(options.env, () => {
+    const config = options.loadConfig();
+    const { store, evaluate } = build(config, options.env);
+    return new OnDemandEvaluations({ config, store, evaluate, token: resolveBearerToken(config, options.env) });
+  });
+  return async (event) => {
+    const evaluations = onDemand();
+    const method = event?.requestContext?.http?.method;
+    const target = event?.pathParameters?.target;
+    if (typeof method !== 'string' || method === '') {
+      return jsonResult(400, { error: 'malformed event: requestContext.http.method is missing' });
+    }
+    if (typeof target !== 'string' || target === '') {
+      return jsonResult(400, { error: 'malformed event: pathParameters.target is missing' });
+    }
+    const response = await evaluations.handle({
+      method,
+      target,
+      authorization: headerValue(event.headers, 'authorization'),
+    });
+    return jsonResult(response.status, response.body, response.headers);
+  };
+}
+
+const processOptions: HandlerFactoryOptions = {
+  loadConfig: () => loadGuardConfigFromEnv(process.env),
+  env: process.env,
+};
+
+/** `schedule: rate(1 minute)` entrypoint. */
+export const evaluate = createEvaluateHandler(processOptions);
+
+/** `httpApi` GET/POST /evaluations/{target} entrypoint. */
+export const evaluateHttp = createEvaluateHttpHandler(processOptions);

@@ -1,0 +1,97 @@
+// How an evaluation reaches one etcd cluster: which endpoints to ask for the member list, the
+// credentials to dial them with, how to reach each listed member and what to call an endpoint in
+// an evaluation. A static target dials its configured URLs with TLS files; a discovered one may
+// dial loopback listeners that relay elsewhere (Cluster API: pod port-forward) with credentials
+// that only exist in memory.
+import { readFile } from 'node:fs/promises';
+import { ConfigError, type TargetConfig } from '../entrypoints/config.js';
+import { probeCredentialsProblem, type ProbeCredentials } from '../adapters/etcd-member-probe.js';
+import type { Deadline } from '../domain/deadline.js';
+import type { ControlPlaneNode, DiscoveredMember } from '../ports/etcd-probe.js';
+
+export interface EtcdAccess {
+  /** Asked for the member list and probed first (as given in the config, or one per known member). */
+  readonly seedEndpoints: readonly string[];
+  /** PEM bytes held in memory; never logged, stored or put into an error. */
+  readonly credentials: ProbeCredentials;
+  /** The endpoint that reaches a listed member, or undefined when this access has no way to it. */
+  endpointFor(member: DiscoveredMember): string | undefined;
+  /** Stable human text for an endpoint in reasons and member rows (never a random loopback port). */
+  describe(endpoint: string): string;
+  /** The TLS server name to verify for an endpoint when it is not the endpoint's host (a relay). */
+  serverNameFor?(endpoint: string): string | undefined;
+  /** Why the way to an endpoint failed, when the relay knows more than the etcd client saw. */
+  failureDetail?(endpoint: string): string | undefined;
+  /**
+   * A reason that replaces the etcd client's error for an endpoint entirely: the relay never got
+   * through, and how it failed must not be reported (it would answer a port scan).
+   */
+  unreachable?(endpoint: string): string | undefined;
+  /**
+   * The workload cluster's control-plane Nodes, when this access reaches its API server (Cluster
+   * API): they date the Machine inventory. Bounded by `timeoutMs`; rejects on any failure.
+   */
+  listControlPlaneNodes?(timeoutMs: number): Promise<ControlPlaneNode[]>;
+  /** Releases listeners, relays and connections; the evaluation calls it once, always. */
+  close(): Promise<void>;
+}
+
+/** Opens an access before `deadline`. */
+export type EtcdAccessFactory = (deadline: Deadline) => Promise<EtcdAccess>;
+
+/**
+ * An access that could not be opened for a reason about the cluster, not the config (a missing
+ * Secret, an unreachable workload API server): the evaluation reports it as Unhealthy. The
+ * message names what failed and never quotes secret content.
+ */
+export class EtcdAccessError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EtcdAccessError';
+  }
+}
+
+async function readTlsFile(targetName: string, field: string, file: string | undefined): Promise<Buffer | undefined> {
+  if (file === undefined) return undefined;
+  try {
+    return await readFile(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ConfigError(`target ${targetName}`, [`${field}: cannot read ${JSON.stringify(file)} (${code})`]);
+  }
+}
+
+/** Reads the target's TLS files; a missing or unreadable one is a ConfigError naming the field. */
+export async function readTargetCredentials(target: Pick<TargetConfig, 'name' | 'tls'>): Promise<ProbeCredentials> {
+  const [ca, cert, key] = await Promise.all([
+    readTlsFile(target.name, 'tls.caFile', target.tls?.caFile),
+    readTlsFile(target.name, 'tls.certFile', target.tls?.certFile),
+    readTlsFile(target.name, 'tls.keyFile', target.tls?.keyFile),
+  ]);
+  const credentials: ProbeCredentials = {};
+  if (ca) credentials.ca = ca;
+  if (cert) credentials.cert = cert;
+  if (key) credentials.key = key;
+  const problem = probeCredentialsProblem(credentials);
+  if (problem !== null) throw new ConfigError(`target ${target.name}`, [`tls: ${problem}`]);
+  return credentials;
+}
+
+/**
+ * Endpoints that reach etcd as they are: the configured ones, and each listed member at its first
+ * advertised client URL. Endpoints describe themselves.
+ */
+export function directEtcdAccess(endpoints: readonly string[], credentials: ProbeCredentials): EtcdAccess {
+  return {
+    seedEndpoints: endpoints,
+    credentials,
+    endpointFor: (member) => member.clientUrls[0],
+    describe: (endpoint) => endpoint,
+    close: () => Promise.resolve(),
+  };
+}
+
+/** A static target's access: its configured endpoints and TLS files (ConfigError when unreadable). */
+export async function openStaticEtcdAccess(target: Pick<TargetConfig, 'name' | 'endpoints' | 'tls'>): Promise<EtcdAccess> {
+  return directEtcdAccess(target.endpoints, await readTargetCredentials(target));
+}

@@ -1,0 +1,361 @@
+// Evaluates one etcd target: opens its access (static: reads its TLS files), discovers the
+// members, probes every member under ONE deadline (target.timeout, counted from the moment the
+// evaluation starts reaching etcd, never from process start) and lets the pure core judge.
+import type { InventoryConfig, TargetConfig } from '../entrypoints/config.js';
+import { EtcdProbeSession } from '../adapters/etcd-member-probe.js';
+import { EtcdAccessError, openStaticEtcdAccess, type EtcdAccess, type EtcdAccessFactory } from './etcd-access.js';
+import { evaluateCluster, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
+import {
+  type ControlPlaneInventory,
+  type ControlPlaneNode,
+  type DiscoveredMember,
+  type EndpointProbe,
+  type Outcome,
+  type WatchOutcome,
+} from '../ports/etcd-probe.js';
+import { Deadline, withDeadline } from '../domain/deadline.js';
+import type { EndpointMemberList, MemberListAnswer } from '../domain/member-view.js';
+import type { ProbeFailureKind } from '../domain/probe-failure.js';
+import type { Evaluation } from '../domain/evaluation-document.js';
+
+export { readTargetCredentials } from './etcd-access.js';
+
+/** What an evaluation needs of a target once an access says how to reach its etcd. */
+export type EvaluatedTarget = Pick<
+  TargetConfig,
+  'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe' | 'tlsVerify' | 'learnerGrace'
+>;
+
+/** Where the watch probe writes: one key per member, deleted after each round trip. */
+export function watchProbeKey(target: string, memberId: string): string {
+  return `/etcd-guard/watch-probe/${target}/${memberId}`;
+}
+
+export interface EvaluateTargetOptions {
+  now?: () => Date;
+  /** Lists the control-plane Nodes when target.inventory is set; the Kubernetes adapter by default. */
+  listControlPlaneNodes?: (inventory: InventoryConfig, timeoutMs: number) => Promise<ControlPlaneNode[]>;
+  /** Another inventory than target.inventory's Nodes (a Cluster's control-plane Machines); wins when given. */
+  controlPlaneInventory?: (timeoutMs: number) => Promise<ControlPlaneNode[]>;
+  /**
+   * The target's stored evaluation, read alongside the probes: when it saw each learner first, so
+   * a learner no inventory dates keeps its age across runs. A failure or a miss counts as none.
+   */
+  previous?: () => Promise<Evaluation | null>;
+}
+
+/** What the caller of an evaluation knows beside the target: its stored evaluation. */
+export type EvaluationContext = Pick<EvaluateTargetOptions, 'previous'>;
+
+/** The first member list any of `lists` returns; all errors joined when none does. */
+function firstMemberList(lists: readonly Promise<Outcome<MemberListAnswer>>[]): Promise<Outcome<DiscoveredMember[]>> {
+  if (lists.length === 0) return Promise.resolve({ ok: false, kind: 'not-probed', error: 'no endpoint to ask' });
+  return new Promise((resolve) => {
+    const errors: string[] = [];
+    let kind: ProbeFailureKind | undefined;
+    let pending = lists.length;
+    for (const list of lists) {
+      void list.then((outcome) => {
+        pending -= 1;
+        if (outcome.ok) resolve({ ok: true, value: outcome.value.members });
+        else {
+          errors.push(outcome.error);
+          kind ??= outcome.kind;
+        }
+        if (pending === 0) resolve({ ok: false, kind: kind ?? 'other', error: errors.join('; ') });
+      });
+    }
+  });
+}
+
+async function listInventory(
+  deadline: Deadline,
+  list: (timeoutMs: number) => Promise<ControlPlaneNode[]>,
+): Promise<ControlPlaneInventory> {
+  const budgetMs = Math.max(1, Math.round(deadline.remainingMs()));
+  return withDeadline(
+    list(budgetMs),
+    deadline,
+    () => new Error(`listing control-plane nodes timed out after ${budgetMs} ms`),
+  ).catch((error: unknown): ControlPlaneInventory => ({ error: error instanceof Error ? error.message : String(error) }));
+}
+
+/** The stored evaluation, or null when there is none, it cannot be read, or not before `deadline`. */
+function readPrevious(read: (() => Promise<Evaluation | null>) | undefined, deadline: Deadline): Promise<Evaluation | null> {
+  if (read === undefined) return Promise.resolve(null);
+  return withDeadline(Promise.resolve().then(read), deadline, () => new Error('reading the stored evaluation timed out')).catch(
+    () => null,
+  );
+}
+
+/** Opens the access before `deadline`; an access that opens too late is closed when it does. */
+async function openBefore(openAccess: EtcdAccessFactory, deadline: Deadline): Promise<EtcdAccess | { error: string }> {
+  const budgetMs = Math.max(1, Math.round(deadline.remainingMs()));
+  let timedOut = false;
+  const opening = openAccess(deadline).then((access) => {
+    if (timedOut) void access.close();
+    return access;
+  });
+  try {
+    return await withDeadline(opening, deadline, () => {
+      timedOut = true;
+      return new EtcdAccessError(`opening access to etcd timed out after ${budgetMs} ms`);
+    });
+  } catch (error) {
+    if (error instanceof EtcdAccessError) return { error: error.message };
+    throw error;
+  }
+}
+
+/** Replaces every mention of a dialled endpoint with the access's description of it. */
+function relabel(text: string, access: EtcdAccess, endpoints: Iterable<string>): string {
+  let result = text;
+  for (const endpoint of endpoints) {
+    const described = access.describe(endpoint);
+    if (described !== endpoint) result = result.split(endpoint).join(described);
+  }
+  return result;
+}
+
+function relabelOutcome<T>(outcome: Outcome<T>, access: EtcdAccess, endpoints: Iterable<string>): Outcome<T> {
+  if (outcome.ok) return outcome;
+  for (const endpoint of endpoints) {
+    const unreachable = access.unreachable?.(endpoint);
+    if (unreachable !== undefined) return { ok: false, kind: 'access', error: `${access.describe(endpoint)}: ${unreachable}` };
+  }
+  const details = [...endpoints].map((endpoint) => access.failureDetail?.(endpoint)).filter((detail) => detail !== undefined);
+  const error = relabel(outcome.error, access, endpoints);
+  return { ...outcome, error: details.length > 0 ? `${error} (${details.join('; ')})` : error };
+}
+
+/** A probe as the core sees it: described endpoint, errors relabelled, tagged with the member it was dialled for. */
+function presentProbe(probe: EndpointProbe, access: EtcdAccess, memberIdByEndpoint: Map<string, string>): EndpointProbe {
+  const dialled = [probe.endpoint];
+  const presented: EndpointProbe = {
+    ...probe,
+    endpoint: access.describe(probe.endpoint),
+    status: relabelOutcome(probe.status, access, dialled),
+    alarms: relabelOutcome(probe.alarms, access, dialled),
+    linearizableRead: relabelOutcome(probe.linearizableRead, access, dialled),
+  };
+  if (probe.watch !== undefined) {
+    const watch = relabelOutcome(probe.watch, access, dialled);
+    presented.watch = !watch.ok && !probe.watch.ok && probe.watch.writeFailed === true ? { ...watch, writeFailed: true } : watch;
+  }
+  const memberId = memberIdByEndpoint.get(probe.endpoint);
+  if (memberId !== undefined) presented.forMemberId = memberId;
+  return presented;
+}
+
+/** A second look must leave time to answer; below this the first answers stand. */
+const RE_PROBE_MIN_MS = 100;
+
+/**
+ * Leadership in motion: the members that answered Status name different leaders, or all name
+ * none (between a transfer's step-down and the new leader's first heartbeat).
+ */
+function leadershipUnsettled(probes: readonly EndpointProbe[]): boolean {
+  const named = new Set(probes.flatMap((probe) => (probe.status.ok ? [probe.status.value.leaderId] : [])));
+  return named.size > 1 || named.has('0');
+}
+
+interface Reached {
+  memberList: Outcome<DiscoveredMember[]>;
+  memberLists: EndpointMemberList[];
+  linearizableMemberList?: MemberListAnswer & { endpoint: string };
+  probes: EndpointProbe[];
+}
+
+/** The first of `endpoints` whose probe's Status answers, or null when none does. */
+function firstAnswering(endpoints: readonly string[], probes: Map<string, Promise<EndpointProbe>>): Promise<string | null> {
+  return new Promise((resolve) => {
+    let pending = endpoints.length;
+    if (pending === 0) resolve(null);
+    for (const endpoint of endpoints) {
+      void probes.get(endpoint)?.then((probe) => {
+        pending -= 1;
+        if (probe.status.ok) resolve(endpoint);
+        else if (pending === 0) resolve(null);
+      });
+    }
+  });
+}
+
+/**
+ * The watch round trip of every member, alongside its probe: a watch on the member, a write
+ * through the first other member whose Status answers. Keyed by the probed endpoint.
+ */
+function watchRoundTrips(
+  session: EtcdProbeSession,
+  target: string,
+  memberIdByEndpoint: Map<string, string>,
+  probes: Map<string, Promise<EndpointProbe>>,
+  deadline: Deadline,
+): Map<string, Promise<WatchOutcome>> {
+  const watched = [...memberIdByEndpoint].filter(([endpoint]) => probes.has(endpoint));
+  return new Map(
+    watched.map(([endpoint, memberId]) => {
+      const others = watched.map(([other]) => other).filter((other) => other !== endpoint);
+      const key = watchProbeKey(target, memberId);
+      return [endpoint, session.watchRoundTrip(endpoint, firstAnswering(others, probes), key, deadline)];
+    }),
+  );
+}
+
+/**
+ * The first committed member list, from a member whose own Status says it runs etcd 3.5 or later
+ * (3.4 ignores `linearizable` and would pass off its local list) and is the member that answered.
+ */
+async function linearizableList(
+  committed: ReadonlyArray<{ endpoint: string; list: Promise<Outcome<MemberListAnswer>> }>,
+  probes: readonly EndpointProbe[],
+): Promise<(MemberListAnswer & { endpoint: string }) | undefined> {
+  for (const { endpoint, list } of committed) {
+    const answer = await list;
+    const status = probes.find((probe) => probe.endpoint === endpoint)?.status;
+    if (!answer.ok || !status?.ok || status.value.memberId !== answer.value.memberId) continue;
+    const [major, minor] = status.value.version.split('.').map(Number);
+    if (major !== undefined && minor !== undefined && (major > 3 || (major === 3 && minor >= 5))) {
+      return { ...answer.value, endpoint };
+    }
+  }
+  return undefined;
+}
+
+/** Probes the seeds while the member list is fetched (saving a round trip), then every listed member not yet probed. */
+async function probeThroughAccess(
+  access: EtcdAccess,
+  deadline: Deadline,
+  options: { watchTarget?: string; tlsVerify?: 'full' | 'chain-only' } = {},
+): Promise<Reached> {
+  const { watchTarget } = options;
+  const session = new EtcdProbeSession(access.credentials, {
+    serverNameFor: (endpoint) => access.serverNameFor?.(endpoint),
+    ...(options.tlsVerify === undefined ? {} : { tlsVerify: options.tlsVerify }),
+  });
+  try {
+    const probes = new Map<string, Promise<EndpointProbe>>();
+    // Every probed endpoint's own list too: the core compares them (member-view.ts).
+    // Each relabelled as it settles: what the relay knew then is what explains the failure.
+    const lists = new Map<string, Promise<Outcome<MemberListAnswer>>>();
+    const reach = (endpoint: string) => {
+      probes.set(endpoint, session.probe(endpoint, deadline));
+      lists.set(
+        endpoint,
+        session.listMembers(endpoint, deadline).then((list) => relabelOutcome(list, access, [endpoint])),
+      );
+    };
+    for (const endpoint of access.seedEndpoints) reach(endpoint);
+    // Beside each seed's local list: the committed one (etcd 3.5+), awaited only at the end.
+    const committed = access.seedEndpoints.map((endpoint) => ({
+      endpoint,
+      list: session.listMembers(endpoint, deadline, true),
+    }));
+    const memberList = await firstMemberList([...lists.values()]);
+    const memberIdByEndpoint = new Map<string, string>();
+    if (memberList.ok) {
+      for (const member of memberList.value) {
+        const endpoint = access.endpointFor(member);
+        if (endpoint === undefined) continue;
+        const probed = probes.has(endpoint) ? endpoint : member.clientUrls.find((url) => probes.has(url));
+        if (probed === undefined) reach(endpoint);
+        memberIdByEndpoint.set(probed ?? endpoint, member.id);
+      }
+    }
+    const watches =
+      watchTarget === undefined ? new Map() : watchRoundTrips(session, watchTarget, memberIdByEndpoint, probes, deadline);
+    let results = await Promise.all(probes.values());
+    // While leadership moves, members asked a few milliseconds apart name different leaders (or
+    // none). Ask once more inside the same deadline; a disagreement that persists is reported.
+    if (leadershipUnsettled(results) && deadline.remainingMs() > RE_PROBE_MIN_MS) {
+      const again = await Promise.all([...probes.keys()].map((endpoint) => session.probe(endpoint, deadline)));
+      if (
+        !leadershipUnsettled(again) ||
+        again.filter((probe) => probe.status.ok).length >= results.filter((probe) => probe.status.ok).length
+      ) {
+        results = again;
+      }
+    }
+    for (const probe of results) {
+      const watch = watches.get(probe.endpoint);
+      if (watch !== undefined) probe.watch = await watch;
+    }
+    const answers = await Promise.all(
+      [...lists.entries()].map(async ([endpoint, list]) => ({ endpoint: access.describe(endpoint), answer: await list })),
+    );
+    const linearizable = await linearizableList(committed, results);
+    return {
+      memberList,
+      memberLists: answers,
+      ...(linearizable === undefined
+        ? {}
+        : { linearizableMemberList: { ...linearizable, endpoint: access.describe(linearizable.endpoint) } }),
+      probes: results.map((probe) => presentProbe(probe, access, memberIdByEndpoint)),
+    };
+  } finally {
+    session.close();
+  }
+}
+
+/** Evaluates a static target: its configured endpoints and TLS files (a ConfigError when one is unreadable). */
+export function evaluateTarget(target: TargetConfig, options: EvaluateTargetOptions = {}): Promise<Evaluation> {
+  return evaluateThroughAccess(target, () => openStaticEtcdAccess(target), options);
+}
+
+/**
+ * Evaluates a target reached through `openAccess`. Opening the access counts against the
+ * target's timeout; an access that cannot be opened (EtcdAccessError, or the deadline) is an
+ * Unhealthy evaluation saying why, and the access is always closed.
+ */
+export async function evaluateThroughAccess(
+  target: EvaluatedTarget,
+  openAccess: EtcdAccessFactory,
+  options: EvaluateTargetOptions = {},
+): Promise<Evaluation> {
+  const now = options.now ?? (() => new Date());
+  const evaluatedAt = now();
+  const started = performance.now();
+  // One deadline for everything, opening the access (reading TLS files, minting) included. It
+  // starts here, not at process start: start-up never eats the budget for talking to etcd.
+  const deadline = Deadline.after(target.timeout);
+  let inventoryRun: Promise<ControlPlaneInventory> | undefined;
+  const inventory = target.inventory;
+  if (options.controlPlaneInventory !== undefined) {
+    inventoryRun = listInventory(deadline, options.controlPlaneInventory);
+  } else if (inventory !== undefined) {
+    const lister = options.listControlPlaneNodes ?? (await import('../adapters/kube-nodes.js')).listControlPlaneNodes;
+    inventoryRun = listInventory(deadline, (timeoutMs) => lister(inventory, timeoutMs));
+  }
+  const previous = readPrevious(options.previous, deadline);
+  const access = await openBefore(openAccess, deadline);
+  let reached: Reached;
+  if ('error' in access) {
+    reached = { memberList: { ok: false, kind: 'access', error: access.error }, memberLists: [], probes: [] };
+  } else {
+    try {
+      reached = await probeThroughAccess(access, deadline, {
+        ...(target.watchProbe === true ? { watchTarget: target.name } : {}),
+        ...(target.tlsVerify === undefined ? {} : { tlsVerify: target.tlsVerify }),
+      });
+    } finally {
+      await access.close();
+    }
+  }
+  const input: Parameters<typeof evaluateCluster>[0] = {
+    target: target.name,
+    endpoints: 'error' in access ? [] : access.seedEndpoints.map((endpoint) => access.describe(endpoint)),
+    memberList: reached.memberList,
+    memberLists: reached.memberLists,
+    ...(reached.linearizableMemberList === undefined ? {} : { linearizableMemberList: reached.linearizableMemberList }),
+    probes: reached.probes,
+    quotaBackendBytes: target.quotaBackendBytes,
+    evaluatedAt: evaluatedAt.toISOString(),
+    durationMs: 0,
+    learnersFirstSeen: learnerSightings(await previous),
+  };
+  if (target.learnerGrace !== undefined) input.thresholds = { learnerGraceMs: target.learnerGrace };
+  const controlPlaneNodes = await inventoryRun;
+  if (controlPlaneNodes !== undefined) input.controlPlaneNodes = controlPlaneNodes;
+  input.durationMs = Math.round(performance.now() - started);
+  return evaluateCluster(input);
+}

@@ -1,0 +1,322 @@
+// Writes Events (events.k8s.io/v1) the way client-go's events recorder does, so a burst of
+// denials becomes one Event with a growing series count instead of a flood:
+// - Events with the same regarding object, reason, action, type and reporting controller are
+//   one series. The first is created; the second turns it into a series (count 2, written at
+//   once); later ones only count. A series is written again every `refreshMs` while it goes on,
+//   and a last time once nothing was added for `finishMs` (then it is forgotten). A single Event
+//   is forgotten after `finishMs`.
+// - Per regarding object a token bucket (client-go's spam filter: burst 25, one more every 5
+//   minutes) caps the writes, and the queue of pending writes is bounded; what does not fit is
+//   dropped and counted, never waited for.
+// - record() only queues: it returns at once and never throws. One write at a time, each with
+//   its own deadline; a failed or timed-out write is counted and logged, and changes nothing else.
+import { monotonicNowMs } from '../domain/deadline.js';
+import type { EventIntent } from '../domain/events.js';
+
+/** What the recorder writes through (functions/adapters/kube-events.ts). */
+export interface EventSink {
+  create(event: EventObject, timeoutMs: number): Promise<void>;
+  /** Updates the series of a created Event; rejects with `notFound: true` when it is gone. */
+  patchSeries(namespace: string, name: string, series: EventSeries, timeoutMs: number): Promise<void>;
+}
+
+export interface EventSeries {
+  count: number;
+  lastObservedTime: string;
+}
+
+/** An events.k8s.io/v1 Event as written. */
+export interface EventObject extends Omit<EventIntent, 'regarding'> {
+  apiVersion: 'events.k8s.io/v1';
+  kind: 'Event';
+  metadata: { name: string; namespace: string };
+  eventTime: string;
+  reportingController: string;
+  reportingInstance: string;
+  regarding: EventIntent['regarding'];
+  series?: EventSeries;
+}
+
+export type EventWriteResult = 'created' | 'patched' | 'failed' | 'dropped';
+
+export interface EventRecorderOptions {
+  sink: EventSink;
+  /** e.g. etcd-guard.io/webhook */
+  reportingController: string;
+  /** The pod (or host) name; cut to 128 characters. */
+  reportingInstance: string;
+  now?: () => Date;
+  /** Monotonic milliseconds for the series and bucket timing; tests drive it. */
+  clockMs?: () => number;
+  /** Deadline of one write. */
+  writeTimeoutMs?: number;
+  finishMs?: number;
+  refreshMs?: number;
+  /** Pending writes beyond this are dropped. */
+  maxQueued?: number;
+  /** Series tracked at once; a new one beyond this is dropped. */
+  maxSeries?: number;
+  spamBurst?: number;
+  spamRefillMs?: number;
+  onWrite?: (result: EventWriteResult, event: Pick<EventIntent, 'reason'>) => void;
+  onError?: (message: string, event: Pick<EventIntent, 'reason' | 'regarding'>) => void;
+}
+
+/** client-go tools/events: a series is finished after 6 minutes without a new occurrence, refreshed every 30. */
+export const EVENT_FINISH_MS = 6 * 60_000;
+export const EVENT_REFRESH_MS = 30 * 60_000;
+/** client-go tools/record's spam filter: 25 at once per object, then one per 5 minutes. */
+export const EVENT_SPAM_BURST = 25;
+export const EVENT_SPAM_REFILL_MS = 5 * 60_000;
+export const EVENT_WRITE_TIMEOUT_MS = 2_000;
+export const EVENT_MAX_QUEUED = 1_000;
+export const EVENT_MAX_SERIES = 4_096;
+const MAX_REPORTING_INSTANCE = 128;
+
+interface Entry {
+  event: EventObject;
+  /** Monotonic ms of the last occurrence and of the last write. */
+  lastSeenMs: number;
+  lastWrittenMs: number;
+  /** Occurrences not yet written. */
+  dirty: boolean;
+}
+
+type Write = { kind: 'create'; entry: Entry; body: EventObject } | { kind: 'patch'; entry: Entry; series: EventSeries };
+
+/** MicroTime: RFC 3339 with microseconds, as the API server wants eventTime and lastObservedTime. */
+export function microTime(date: Date): string {
+  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+function seriesKey(controller: string, event: EventIntent): string {
+  const r = event.regarding;
+  return JSON.stringify([
+    controller,
+    r.apiVersion,
+    r.kind,
+    r.namespace,
+    r.name,
+    r.uid ?? '',
+    event.reason,
+    event.action,
+    event.type,
+  ]);
+}
+
+function objectKey(event: EventIntent): string {
+  const r = event.regarding;
+  return JSON.stringify([r.apiVersion, r.kind, r.namespace, r.name]);
+}
+
+export class EventRecorder {
+  private readonly series = new Map<string, Entry>();
+  private readonly buckets = new Map<string, { tokens: number; refilledMs: number }>();
+  private readonly queue: Write[] = [];
+  private draining: Promise<void> | null = null;
+  private nameCounter = 0;
+  private readonly o: Required<Omit<EventRecorderOptions, 'onWrite' | 'onError'>> &
+    Pick<EventRecorderOptions, 'onWrite' | 'onError'>;
+
+  constructor(options: EventRecorderOptions) {
+    this.o = {
+      now: () => new Date(),
+      clockMs: monotonicNowMs,
+      writeTimeoutMs: EVENT_WRITE_TIMEOUT_MS,
+      finishMs: EVENT_FINISH_MS,
+      refreshMs: EVENT_REFRESH_MS,
+      maxQueued: EVENT_MAX_QUEUED,
+      maxSeries: EVENT_MAX_SERIES,
+      spamBurst: EVENT_SPAM_BURST,
+      spamRefillMs: EVENT_SPAM_REFILL_MS,
+      ...options,
+      reportingInstance: options.reportingInstance.slice(0, MAX_REPORTING_INSTANCE),
+    };
+  }
+
+  /** Queues what `event` calls for and returns at once; never throws. */
+  record(event: EventIntent): void {
+    try {
+      this.recordNow(event);
+    } catch (error) {
+      this.o.onError?.(`recording failed: ${error instanceof Error ? error.message : String(error)}`, event);
+    }
+  }
+
+  private recordNow(event: EventIntent): void {
+    const nowMs = this.o.clockMs();
+    const key = seriesKey(this.o.reportingController, event);
+    const entry = this.series.get(key);
+    if (entry !== undefined) {
+      entry.lastSeenMs = nowMs;
+      const lastObservedTime = microTime(this.o.now());
+      if (entry.event.series !== undefined) {
+        entry.event.series = { count: entry.event.series.count + 1, lastObservedTime };
+        entry.dirty = true;
+        return;
+      }
+      entry.event.series = { count: 2, lastObservedTime };
+      this.enqueue({ kind: 'patch', entry, series: { ...entry.event.series } }, event);
+      return;
+    }
+    if (this.series.size >= this.o.maxSeries) {
+      this.dropped(event);
+      return;
+    }
+    const created: Entry = { event: this.eventObject(event), lastSeenMs: nowMs, lastWrittenMs: nowMs, dirty: false };
+    this.series.set(key, created);
+    this.enqueue({ kind: 'create', entry: created, body: structuredClone(created.event) }, event);
+  }
+
+  /**
+   * Writes series that ended (nothing new for finishMs) or are due a refresh, and forgets ended
+   * ones. Runs on a timer (start()); tests call it with their own clock.
+   */
+  tick(): void {
+    const nowMs = this.o.clockMs();
+    for (const [key, entry] of this.series) {
+      const finished = nowMs - entry.lastSeenMs >= this.o.finishMs;
+      const refreshDue = nowMs - entry.lastWrittenMs >= this.o.refreshMs;
+      if (entry.event.series !== undefined && entry.dirty && (finished || refreshDue)) {
+        entry.dirty = false;
+        this.enqueue({ kind: 'patch', entry, series: { ...entry.event.series } }, entry.event);
+      }
+      if (finished) this.series.delete(key);
+    }
+    // A full bucket is the same as none: forget it, so the map holds only recently busy objects.
+    for (const [key, bucket] of this.buckets) {
+      this.refill(bucket, nowMs);
+      if (bucket.tokens >= this.o.spamBurst) this.buckets.delete(key);
+    }
+  }
+
+  /** Runs tick() every `intervalMs` (unref'd) until the returned stop is called. */
+  start(intervalMs = Math.min(this.o.finishMs, 60_000)): () => void {
+    const timer = setInterval(() => this.tick(), intervalMs);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** Resolves when every queued write has been attempted (tests, and a short-lived run before exit). */
+  async flush(): Promise<void> {
+    while (this.draining !== null) await this.draining;
+  }
+
+  /** Series being tracked (for tests and the bench). */
+  get tracked(): number {
+    return this.series.size;
+  }
+
+  private eventObject(event: EventIntent): EventObject {
+    const now = this.o.now();
+    // Like client-go: the object's name and the time, unique per recorder.
+    const suffix = `${now.getTime().toString(16)}${(this.nameCounter++ % 4096).toString(16).padStart(3, '0')}`;
+    const base = event.regarding.name.slice(0, 253 - suffix.length - 1);
+    return {
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      metadata: { name: `${base}.${suffix}`, namespace: event.regarding.namespace },
+      eventTime: microTime(now),
+      reportingController: this.o.reportingController,
+      reportingInstance: this.o.reportingInstance,
+      regarding: { ...event.regarding },
+      type: event.type,
+      reason: event.reason,
+      action: event.action,
+      note: event.note,
+    };
+  }
+
+  private refill(bucket: { tokens: number; refilledMs: number }, nowMs: number): void {
+    const refills = Math.floor((nowMs - bucket.refilledMs) / this.o.spamRefillMs);
+    if (refills <= 0) return;
+    bucket.tokens = Math.min(this.o.spamBurst, bucket.tokens + refills);
+    bucket.refilledMs += refills * this.o.spamRefillMs;
+  }
+
+  private takeToken(event: EventIntent): boolean {
+    const key = objectKey(event);
+    const nowMs = this.o.clockMs();
+    let bucket = this.buckets.get(key);
+    if (bucket === undefined) {
+      bucket = { tokens: this.o.spamBurst, refilledMs: nowMs };
+      this.buckets.set(key, bucket);
+    }
+    this.refill(bucket, nowMs);
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
+  }
+
+  private enqueue(write: Write, event: Pick<EventIntent, 'reason' | 'regarding'> & Partial<EventIntent>): void {
+    const intent = write.entry.event;
+    if (this.queue.length >= this.o.maxQueued || !this.takeToken(intent)) {
+      // The occurrence stays counted in its series; a later tick writes it if a token is back.
+      if (write.kind === 'patch') write.entry.dirty = true;
+      else this.series.delete(seriesKey(this.o.reportingController, intent));
+      this.dropped(event);
+      return;
+    }
+    this.queue.push(write);
+    this.draining ??= this.drain().finally(() => {
+      this.draining = null;
+    });
+  }
+
+  private dropped(event: Pick<EventIntent, 'reason'>): void {
+    this.o.onWrite?.('dropped', event);
+  }
+
+  private async drain(): Promise<void> {
+    // Let the caller (an admission answer) go first: writes start on a later turn of the loop.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    for (let write = this.queue.shift(); write !== undefined; write = this.queue.shift()) {
+      await this.write(write);
+    }
+  }
+
+  private async write(write: Write): Promise<void> {
+    const { event } = write.entry;
+    try {
+      if (write.kind === 'create') {
+        await this.o.sink.create(write.body, this.o.writeTimeoutMs);
+      } else {
+        try {
+          await this.o.sink.patchSeries(event.metadata.namespace, event.metadata.name, write.series, this.o.writeTimeoutMs);
+        } catch (error) {
+          // Like client-go: a series whose Event is gone (expired, deleted) is created again.
+          if ((error as { notFound?: unknown }).notFound !== true) throw error;
+          await this.o.sink.create({ ...structuredClone(event), series: write.series }, this.o.writeTimeoutMs);
+        }
+      }
+      write.entry.lastWrittenMs = this.o.clockMs();
+      this.o.onWrite?.(write.kind === 'create' ? 'created' : 'patched', event);
+    } catch (error) {
+      this.o.onWrite?.('failed', event);
+      this.o.onError?.(error instanceof Error ? error.message : String(error), event);
+    }
+  }
+}
+
+/** Writes through the kubeconfig (else KUBECONFIG, in-cluster, ~/.kube/config), loaded on first write; a failed load is retried. */
+export function lazyKubeEventSink(kubeconfigFile: string | undefined): EventSink {
+  let sink: Promise<EventSink> | undefined;
+  const load = () => {
+    const loading = (sink ??= Promise.all([import('../adapters/kube-events.js'), import('../adapters/kube.js')]).then(
+      ([events, kube]) => events.createEventSink(kube.loadKubeConfig(kubeconfigFile)),
+    ));
+    loading.catch(() => {
+      if (sink === loading) sink = undefined;
+    });
+    return loading;
+  };
+  return {
+    create: async (event, timeoutMs) => (await load()).create(event, timeoutMs),
+    patchSeries: async (namespace, name, series, timeoutMs) => (await load()).patchSeries(namespace, name, series, timeoutMs),
+  };
+}
+
+/** The name Events give as reportingInstance: the pod's (POD_NAME from the downward API), else the host's. */
+export function reportingInstance(env: Readonly<Record<string, string | undefined>>, hostname: string): string {
+  return env.POD_NAME?.trim() || hostname;
+}

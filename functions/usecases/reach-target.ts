@@ -1,0 +1,90 @@
+// Evaluates any resolved target by how it is reached: a static target through its endpoints and
+// TLS files, a druid Etcd through its advertised client URLs with TLS from its Secrets, a Cluster
+// API cluster the way KCP reaches it. A Cluster API target's control-plane Machines are listed
+// once per evaluation: their nodes say which etcd pods to reach, and they are the inventory that
+// every member must match.
+import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
+import type { CoreV1Api } from '../adapters/kube.js';
+import type { TargetConfig } from '../entrypoints/config.js';
+import { Deadline } from '../domain/deadline.js';
+import type { ControlPlaneNode } from '../ports/etcd-probe.js';
+import { datedByNodes } from '../domain/machines.js';
+import type { Evaluation } from '../domain/evaluation-document.js';
+import type { Target } from '../domain/targets.js';
+import { EtcdAccessError, type EtcdAccess } from './etcd-access.js';
+import { evaluateTarget, evaluateThroughAccess, type EvaluateTargetOptions } from './evaluate-target.js';
+
+type CapiReach = Extract<Target['reach'], { kind: 'capi' }>;
+
+/** Opens the access to a Cluster API cluster's etcd through its control-plane nodes. */
+export type CapiAccessOpener = (reach: CapiReach, nodeNames: readonly string[], deadline: Deadline) => Promise<EtcdAccess>;
+
+export interface EvaluateResolvedOptions extends EvaluateTargetOptions {
+  /** Management cluster clients; built from the target's kubeconfig (else in-cluster) by default. */
+  coreApi?: CoreV1Api;
+  customObjectsApi?: CustomObjectsApi;
+  openCapiAccess?: CapiAccessOpener;
+}
+
+/** KCP's way in: the Cluster's Secrets on the management cluster, each member through pod port-forward. */
+async function openCapiAccessDefault(api: CoreV1Api, reach: CapiReach, nodeNames: readonly string[], deadline: Deadline) {
+  const { openCapiEtcdAccess } = await import('../adapters/capi-etcd-access.js');
+  return openCapiEtcdAccess(api, reach, nodeNames, deadline);
+}
+
+export async function evaluateResolvedTarget(
+  target: Target | TargetConfig,
+  options: EvaluateResolvedOptions = {},
+): Promise<Evaluation> {
+  const reach = 'reach' in target ? target.reach : ({ kind: 'static' } as const);
+  if (reach.kind === 'static') return evaluateTarget(target, options);
+  const kube = await import('../adapters/kube.js');
+  if (reach.kind === 'druid') {
+    const { openDruidEtcdAccess } = await import('../adapters/druid-etcd-access.js');
+    const api = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
+    return evaluateThroughAccess(
+      target,
+      (deadline) => openDruidEtcdAccess(api, { endpoints: target.endpoints, reach }, deadline),
+      options,
+    );
+  }
+  const discovery = await import('../adapters/kube-discovery.js');
+  const api = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
+  const { listControlPlaneMachines } = await import('../adapters/capi-machines.js');
+  const machines: Promise<ControlPlaneNode[]> = listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
+  machines.catch(() => undefined);
+  const coreApi = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
+  const openCapiAccess: CapiAccessOpener =
+    options.openCapiAccess ?? ((capi, nodeNames, deadline) => openCapiAccessDefault(coreApi, capi, nodeNames, deadline));
+  // The workload's Nodes date the Machines; they are listed through the access once it is open.
+  let settleNodes: (nodes: Promise<ControlPlaneNode[] | null>) => void = () => undefined;
+  const workloadNodes = new Promise<ControlPlaneNode[] | null>((resolve) => {
+    settleNodes = (nodes) => resolve(nodes.catch(() => null));
+  });
+  return evaluateThroughAccess(
+    target,
+    async (deadline) => {
+      try {
+        const nodes = await machines.catch((error: unknown) => {
+          throw new EtcdAccessError(`cannot list the control-plane Machines: ${(error as Error).message}`);
+        });
+        // A provisioning Machine has no Node, so no etcd pod to forward to.
+        const withNode = nodes.filter((node) => node.provisioning !== true).map((node) => node.name);
+        const access = await openCapiAccess(reach, withNode, deadline);
+        settleNodes(access.listControlPlaneNodes?.(nodeListBudgetMs(deadline)) ?? Promise.resolve(null));
+        return access;
+      } finally {
+        settleNodes(Promise.resolve(null));
+      }
+    },
+    { ...options, controlPlaneInventory: async () => datedByNodes(await machines, await workloadNodes) },
+  );
+}
+
+/**
+ * The Node listing must end before the evaluation's deadline, so that a slow workload API server
+ * costs only the Node dates (the Machines' own are kept), never the whole inventory.
+ */
+function nodeListBudgetMs(deadline: Deadline): number {
+  return Math.max(1, Math.round(deadline.remainingMs() * 0.8));
+}

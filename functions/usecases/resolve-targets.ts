@@ -1,0 +1,108 @@
+// Resolves the config's targets: the static ones as written, plus what each configured discovery
+// provider finds in the management cluster now. One listing per provider, all under one deadline;
+// a provider that cannot list is reported and leaves the others' targets intact.
+import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
+import type { EnforcementMode, GuardConfig } from '../entrypoints/config.js';
+import type { DiscoverySource } from '../domain/controller-kinds.js';
+import { Deadline } from '../domain/deadline.js';
+import { capiTargets, druidTargets, type DiscoveryDefaults, type ProviderResult } from '../domain/discovery-mapping.js';
+import { mergeTargets, staticTarget, type DiscoveryProblem, type Target } from '../domain/targets.js';
+
+/** How long one discovery round (every provider, every page) may take. */
+export const DISCOVERY_TIMEOUT_MS = 10_000;
+
+export interface ResolvedTargets {
+  targets: Target[];
+  problems: DiscoveryProblem[];
+  /** Providers that could not list this round (their targets are unknown, not gone). */
+  failures: DiscoveryFailure[];
+}
+
+export interface DiscoveryFailure {
+  source: DiscoverySource | 'discovery';
+  /** e.g. `forbidden: cannot list kubeadmcontrolplanes...`; names the operation, never secret content. */
+  message: string;
+}
+
+export interface ResolveOptions {
+  /** The management cluster's custom objects client (built from discovery.kubeconfigFile by default). */
+  api?: CustomObjectsApi;
+  timeoutMs?: number;
+}
+
+/** The static targets alone, for deployables that must not wait for the apiserver. */
+export function staticTargets(config: GuardConfig): Target[] {
+  return config.targets.map(staticTarget);
+}
+
+/** A provider's defaults with its scope's enforcement, when the scope names one. */
+function withEnforcement(defaults: DiscoveryDefaults, enforcement: EnforcementMode | undefined): DiscoveryDefaults {
+  return enforcement === undefined ? defaults : { ...defaults, enforcement };
+}
+
+export async function resolveTargets(config: GuardConfig, options: ResolveOptions = {}): Promise<ResolvedTargets> {
+  const discovery = config.discovery;
+  if (discovery === undefined) return { targets: staticTargets(config), problems: [], failures: [] };
+  const adapter = await import('../adapters/kube-discovery.js');
+  const deadline = Deadline.after(options.timeoutMs ?? DISCOVERY_TIMEOUT_MS);
+  const failures: DiscoveryFailure[] = [];
+  let api: CustomObjectsApi;
+  try {
+    api = options.api ?? adapter.createCustomObjectsApi(discovery.kubeconfigFile);
+  } catch (error) {
+    return {
+      targets: staticTargets(config),
+      problems: [],
+      failures: [{ source: 'discovery', message: (error as Error).message }],
+    };
+  }
+  const defaults = {
+    timeout: discovery.timeout,
+    ...(discovery.watchProbe === true && { watchProbe: true }),
+    ...(discovery.tlsVerify === undefined ? {} : { tlsVerify: discovery.tlsVerify }),
+    ...(discovery.learnerGrace !== undefined && { learnerGrace: discovery.learnerGrace }),
+    ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
+  };
+  const run = async <Listed>(
+    source: DiscoverySource,
+    list: () => Promise<Listed>,
+    toTargets: (listed: Listed) => ProviderResult,
+  ) => {
+    try {
+      return toTargets(await list());
+    } catch (error) {
+      failures.push({ source, message: (error as Error).message });
+      return { targets: [], problems: [] };
+    }
+  };
+  const { capi, druid } = discovery;
+  const results = await Promise.all([
+    capi
+      ? run(
+          'capi',
+          async () => {
+            const [kcps, clusters] = await Promise.all([
+              adapter.listKubeadmControlPlanes(api, capi, deadline),
+              adapter.listClusters(api, capi, deadline),
+            ]);
+            return { kcps, clusters };
+          },
+          ({ kcps, clusters }) => capiTargets(kcps, clusters, withEnforcement(defaults, capi.enforcement)),
+        )
+      : null,
+    druid
+      ? run(
+          'druid',
+          () => adapter.listEtcds(api, druid, deadline),
+          (items) => druidTargets(items, withEnforcement(defaults, druid.enforcement)),
+        )
+      : null,
+  ]);
+  const found = results.flatMap((result) => result?.targets ?? []);
+  const merged = mergeTargets(config.targets, found);
+  return {
+    targets: merged.targets,
+    problems: [...results.flatMap((result) => result?.problems ?? []), ...merged.problems],
+    failures,
+  };
+}

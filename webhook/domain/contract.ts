@@ -1,0 +1,134 @@
+// The seam between the webhook's pure core (webhook/domain/*) and its express server (webhook/*).
+// The server parses the HTTP body, asks the core what the request is, fetches an evaluation when
+// the core says one is needed, and asks the core for the decision. No I/O happens in the core.
+import type { Evaluation } from '../../functions/domain/evaluation-document.js';
+import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
+import type { MachinesRead } from './removal.js';
+
+/** admission.k8s.io/v1 AdmissionRequest, the fields the guard reads. */
+export interface AdmissionRequest {
+  uid: string;
+  kind: { group: string; version: string; kind: string };
+  resource: { group: string; version: string; resource: string };
+  subResource?: string;
+  requestKind?: { group: string; version: string; kind: string };
+  requestResource?: { group: string; version: string; resource: string };
+  requestSubResource?: string;
+  name?: string;
+  namespace?: string;
+  operation: 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+  userInfo: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+  object?: unknown;
+  oldObject?: unknown;
+  dryRun?: boolean;
+  options?: unknown;
+}
+
+export interface AdmissionReviewRequest {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  request: AdmissionRequest;
+}
+
+export interface AdmissionResponse {
+  uid: string;
+  allowed: boolean;
+  status?: { code: number; reason?: string; message: string; metadata?: Record<string, never> };
+  warnings?: string[];
+  auditAnnotations?: Record<string, string>;
+}
+
+export interface AdmissionReviewResponse {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  response: AdmissionResponse;
+}
+
+/** How a guarded change moves the etcd membership, as Cluster API's KCP would carry it out. */
+export type MembershipChange =
+  | { kind: 'scale-up'; from: number; to: number }
+  | { kind: 'scale-down'; from: number; to: number }
+  /** Template/version/strategy change: one new member joins before an old one leaves. */
+  | {
+      kind: 'rollout';
+      replicas: number;
+      changedPaths: string[];
+      /**
+       * Set when the same request also changes the replica count (from previousReplicas to
+       * replicas): the projection then applies BOTH the rollout and the scale rules (stricter).
+       */
+      previousReplicas?: number;
+    };
+
+/**
+ * A label edit (no guarded field changed) that moves a guarded object away from the target it
+ * belonged to, to another target or to none. Later changes would be judged against another etcd
+ * cluster's evaluation, so the move itself is judged against the target it leaves: it must not be
+ * Unhealthy.
+ */
+export interface TargetMove {
+  kind: 'retarget';
+  /** The target the object moves to, or null when no target matches it any more. */
+  to: string | null;
+}
+
+/**
+ * The labels of the object a /scale request scales, read from the API server by the webhook (an
+ * autoscaling/v1 Scale carries none), or why they could not be read.
+ */
+export type ParentLabels = { ok: true; labels: Readonly<Record<string, string>> } | { ok: false; message: string };
+
+/** Where the object a /scale request scales lives: GET /apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}. */
+export interface ParentObjectRef {
+  group: string;
+  version: string;
+  resource: string;
+  namespace: string;
+  name: string;
+}
+
+/** What the core makes of a request before any evaluation is read. */
+export type Classification =
+  /** Allow at once, without reading the cache. */
+  | { kind: 'allow'; reason: string }
+  /**
+   * Deny at once (e.g. guarded, but no target matches). `object`: the guarded object, when the
+   * request is about one (its Event goes there); `target`: the target whose enforcement applies.
+   */
+  | { kind: 'deny'; reason: string; message: string; object?: GuardedObjectRef; target?: TargetConfig }
+  /** An evaluation of `target` is needed to decide. */
+  | { kind: 'needs-evaluation'; target: TargetConfig; change: MembershipChange | TargetMove; object: GuardedObjectRef };
+
+export interface GuardedObjectRef {
+  group: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  viaScale: boolean;
+}
+
+export interface DecisionInput {
+  request: AdmissionRequest;
+  config: GuardConfig;
+  classification: Extract<Classification, { kind: 'needs-evaluation' }>;
+  /** Latest evaluation known for the target (cached or freshly made), or null. */
+  evaluation: Evaluation | null;
+  now: Date;
+  /** The guarded KCP's control-plane Machines, read when they decide which member leaves. */
+  machines?: MachinesRead;
+  /** Why no fresh evaluation could be had, when that is so (e.g. "inline refresh skipped: budget 0.8s"). */
+  refreshNote?: string;
+  /**
+   * The API server's SubjectAccessReview said the requesting user may override (verb `override` on
+   * `targets.etcd-guard.io`); absent or false: only `config.override.groups` let a user override.
+   */
+  overrideByRbac?: boolean;
+}
+
+export interface Decision {
+  response: AdmissionResponse;
+  /** Metric label: allowed | denied | overridden. */
+  result: 'allowed' | 'denied' | 'overridden';
+  /** Metric label, a short stable word: e.g. not-guarded, healthy, degraded, unhealthy, stale, missing, no-target, override, forbidden-override, quorum, etcd-upgrade. */
+  reason: string;
+}

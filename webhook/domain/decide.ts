@@ -1,0 +1,235 @@
+// The admission decision for a guarded change, given the evaluation the server found. Pure: the
+// same input always gives the same decision, so dryRun requests need no special case.
+//
+// Order: a forbidden override attempt → deny; missing or stale evaluation → deny; projection of
+// the change onto the membership (projection.ts) → allow (with warnings) or deny. A valid override
+// (annotation newly set or changed in THIS request by a member of config.override.groups) turns
+// any of those denials into an allow with a warning and audit annotations.
+//
+// Audit annotation keys are unprefixed ("override-user", "override-reason"): the API server
+// prefixes each key with the webhook's name and rejects keys that already contain a "/".
+import type { Evaluation } from '../../functions/domain/evaluation-document.js';
+import { annotationsOf, describeObject } from './classify.js';
+import type { Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
+import { judgeEtcdUpgrade } from './etcd-upgrade.js';
+import { judgeFreshness } from './freshness.js';
+import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
+import { allowDecision, clip, denyDecision, oneLine } from './respond.js';
+import { effectiveChange, hibernationOf, projectionOptionsFor } from './removal.js';
+
+const MAX_REASONS_IN_MESSAGE = 3;
+/** The permission that lets a user override, granted like any other: `verbs: [override]` on `targets` in `etcd-guard.io`. */
+export const OVERRIDE_GROUP = 'etcd-guard.io';
+export const OVERRIDE_RESOURCE = 'targets';
+export const OVERRIDE_VERB = 'override';
+/** Stored evaluations are untrusted input: each reason is cut here (respond.ts bounds the whole). */
+const MAX_REASON_LENGTH = 200;
+const MAX_OVERRIDE_REASON_LENGTH = 200;
+
+export const AUDIT_OVERRIDE_USER = 'override-user';
+export const AUDIT_OVERRIDE_REASON = 'override-reason';
+export const AUDIT_OVERRIDDEN_DENIAL = 'overridden-denial';
+export const AUDIT_HIBERNATION_USER = 'hibernation-user';
+export const AUDIT_HIBERNATION = 'hibernation';
+
+export function describeChange(change: MembershipChange | TargetMove): string {
+  switch (change.kind) {
+    case 'retarget':
+      return `a change of what decides its target (moves it ${change.to === null ? 'out of this target' : `to target ${change.to}`})`;
+    case 'scale-up':
+    case 'scale-down':
+      return `${change.kind === 'scale-up' ? 'scale up' : 'scale down'} from ${change.from} to ${change.to} replicas`;
+    case 'rollout': {
+      const paths = change.changedPaths.map((path) => path.slice(1).replace(/\//g, '.')).join(', ');
+      const scale =
+        change.previousReplicas !== undefined ? ` with replicas ${change.previousReplicas} to ${change.replicas}` : '';
+      return `rollout (${paths} changed)${scale}`;
+    }
+  }
+}
+
+export type OverrideAttempt =
+  { kind: 'none' } | { kind: 'permitted'; user: string; reason: string } | { kind: 'forbidden'; user: string; reason: string };
+
+/**
+ * A /scale request carries an autoscaling/v1 Scale, which has no annotations: an override has to
+ * go through the parent object (e.g. `kubectl patch` of replicas and the annotation together).
+ *
+ * An override counts only when the annotation is newly set or changed by this request: a leftover
+ * annotation from an earlier change must not silently wave through every later one.
+ */
+export function readOverride(input: Pick<DecisionInput, 'request' | 'config' | 'overrideByRbac'>): OverrideAttempt {
+  const key = input.config.override.annotation;
+  const value = annotationsOf(input.request.object)[key];
+  const previous = annotationsOf(input.request.oldObject)[key];
+  if (value === undefined || value.trim() === '' || value === previous) return { kind: 'none' };
+  const user = input.request.userInfo.username ?? '(unknown user)';
+  const reason = oneLine(value).slice(0, MAX_OVERRIDE_REASON_LENGTH);
+  const groups = input.request.userInfo.groups ?? [];
+  const permitted = input.overrideByRbac === true || groups.some((group) => input.config.override.groups.includes(group));
+  return permitted ? { kind: 'permitted', user, reason } : { kind: 'forbidden', user, reason };
+}
+
+/** Whether the request sets an override annotation at all (then the server asks RBAC who may). */
+export function attemptsOverride(input: Pick<DecisionInput, 'request' | 'config'>): boolean {
+  return readOverride(input).kind !== 'none';
+}
+
+function formatAge(ms: number): string {
+  return `${Math.round(ms / 1000)}s`;
+}
+
+/** Who may override: RBAC (verb override on targets.etcd-guard.io) or the configured groups. */
+function whoMayOverride(input: DecisionInput): string {
+  const groups = input.config.override.groups;
+  const rbac = `RBAC verb ${OVERRIDE_VERB} on ${OVERRIDE_RESOURCE}.${OVERRIDE_GROUP} ${input.classification.target.name}`;
+  return groups.length > 0 ? `${rbac}, or membership in ${groups.join(' or ')}` : rbac;
+}
+
+function overrideHint(input: DecisionInput): string {
+  return `to override, annotate with ${input.config.override.annotation}=<reason> (needs ${whoMayOverride(input)})`;
+}
+
+function deny(input: DecisionInput, reason: string, message: string): Decision {
+  return denyDecision(input.request.uid, reason, message);
+}
+
+function allow(input: DecisionInput, reason: string, warnings: readonly string[]): Decision {
+  return allowDecision(input.request.uid, reason, warnings, whereToSeeAll(input.classification.target?.name));
+}
+
+/** Where a reader of a shortened list finds every reason: nothing is cut without saying so. */
+function whereToSeeAll(target: string | undefined): string {
+  const name = target ?? '<target>';
+  return `all in the evaluation, GET /evaluations/${name} or ConfigMap etcd-guard-${name}`;
+}
+
+function topReasons(reasons: readonly string[], target: string): string {
+  const unique = [
+    ...new Set(reasons.map((reason) => clip(oneLine(reason), MAX_REASON_LENGTH)).filter((reason) => reason !== '')),
+  ];
+  const shown = unique.slice(0, MAX_REASONS_IN_MESSAGE).join('; ');
+  const more = unique.length - MAX_REASONS_IN_MESSAGE;
+  return more > 0 ? `${shown} (+${more} more: ${whereToSeeAll(target)})` : shown;
+}
+
+type Judgement = { allowed: true; reason: string; warnings: string[] } | { allowed: false; reason: string; message: string };
+
+/** The evaluation and its age when it is fresh enough to judge by, or the denial saying why not. */
+function freshEvaluation(
+  input: DecisionInput,
+): { evaluation: Evaluation; ageMs: number } | Extract<Judgement, { allowed: false }> {
+  const freshness = judgeFreshness(input.evaluation, input.now, input.config.maxAgeSeconds);
+  if (freshness.fresh) return freshness;
+  const note = input.refreshNote ? `; ${input.refreshNote}` : '';
+  return {
+    allowed: false,
+    reason: freshness.reason,
+    message: `no fresh etcd evaluation for ${input.classification.target.name} (${freshness.why})${note}`,
+  };
+}
+
+function deniedMessage(input: DecisionInput, evaluation: Evaluation, ageMs: number, reasons: readonly string[]): string {
+  const { classification } = input;
+  return (
+    `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+    `target ${classification.target.name} verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago: ${topReasons(reasons, classification.target.name)}`
+  );
+}
+
+function judge(original: DecisionInput): Judgement {
+  const change = effectiveChange(original.classification, original.request);
+  // e.g. only KCP's rollout strategy changed: no member moves, nothing to judge.
+  if (change === null) return { allowed: true, reason: 'no-membership-change', warnings: [] };
+  const input: DecisionInput = { ...original, classification: { ...original.classification, change } };
+  const fresh = freshEvaluation(input);
+  if (!('evaluation' in fresh)) return fresh;
+  const { evaluation, ageMs } = fresh;
+  const target = input.classification.target.name;
+  const degradedWarnings = () =>
+    evaluation.verdict === 'Degraded' ? evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`) : [];
+  if (change.kind === 'retarget') {
+    // Leaving a target must not dodge its verdict: the target left has to be fit for changes.
+    if (evaluation.verdict !== 'Unhealthy')
+      return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: degradedWarnings() };
+    return { allowed: false, reason: 'unhealthy', message: deniedMessage(input, evaluation, ageMs, evaluation.reasons) };
+  }
+  const options = projectionOptionsFor({
+    classification: input.classification,
+    request: input.request,
+    evaluation,
+    ...(input.machines === undefined ? {} : { machines: input.machines }),
+  });
+  const projection = projectOntoEvaluation(evaluation, change, options);
+  if (!projection.allowed) {
+    // The evaluation's own reasons name the sick member, so they lead when etcd itself is Unhealthy;
+    // otherwise (a healthy cluster asked to shrink too far) the projection's reasons say why.
+    const failing =
+      evaluation.verdict === 'Unhealthy'
+        ? [...evaluation.reasons, ...projection.reasons]
+        : [...projection.reasons, ...evaluation.reasons];
+    const joining = projection.reasons.includes(JOINING_REASON);
+    return {
+      allowed: false,
+      reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : joining ? 'member-joining' : 'quorum',
+      message: deniedMessage(input, evaluation, ageMs, failing) + (projection.hint === undefined ? '' : `; ${projection.hint}`),
+    };
+  }
+  const upgradeBlocked = judgeEtcdUpgrade(input, evaluation);
+  if (upgradeBlocked !== null) {
+    const { classification } = input;
+    const message =
+      `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+      `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${upgradeBlocked}`;
+    return { allowed: false, reason: 'etcd-upgrade', message };
+  }
+  return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: [...projection.warnings, ...degradedWarnings()] };
+}
+
+/**
+ * etcd-druid hibernation: Gardener scales an Etcd to 0 and back, which druid's CRD allows. At 0 no
+ * member runs, so no evaluation can pass; waking up from 0 starts every member afresh. Allowed
+ * whatever the verdict (or without one), said in a warning and the audit log with the user.
+ */
+function allowHibernation(input: DecisionInput, hibernation: { from: number; to: number }): Decision {
+  const user = input.request.userInfo.username ?? '(unknown user)';
+  const what = hibernation.to === 0 ? 'hibernation' : 'wake-up';
+  const decision = allow(input, what, [
+    `etcd-guard: ${what} ${hibernation.from} to ${hibernation.to} replicas allowed whatever the etcd verdict (by ${user})`,
+  ]);
+  decision.response.auditAnnotations = {
+    [AUDIT_HIBERNATION_USER]: user,
+    [AUDIT_HIBERNATION]: `${what}: ${hibernation.from} to ${hibernation.to} replicas`,
+  };
+  return decision;
+}
+
+export function decide(input: DecisionInput): Decision {
+  const override = readOverride(input);
+  if (override.kind === 'forbidden') {
+    return deny(
+      input,
+      'forbidden-override',
+      `etcd-guard: user ${override.user} is not allowed to override (annotation ${input.config.override.annotation} ` +
+        `needs ${whoMayOverride(input)}); remove the annotation`,
+    );
+  }
+  const hibernation = hibernationOf(input.classification);
+  if (hibernation !== null) return allowHibernation(input, hibernation);
+  const judgement = judge(input);
+  if (judgement.allowed) return allow(input, judgement.reason, judgement.warnings);
+  if (override.kind === 'permitted') {
+    const decision = allow(input, 'override', [
+      `etcd-guard override by ${override.user}: ${override.reason}`,
+      `overridden: ${judgement.message}`,
+    ]);
+    decision.result = 'overridden';
+    decision.response.auditAnnotations = {
+      [AUDIT_OVERRIDE_USER]: override.user,
+      [AUDIT_OVERRIDE_REASON]: override.reason,
+      [AUDIT_OVERRIDDEN_DENIAL]: oneLine(judgement.message).slice(0, 500),
+    };
+    return decision;
+  }
+  return deny(input, judgement.reason, `${judgement.message}; ${overrideHint(input)}`);
+}

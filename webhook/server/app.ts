@@ -1,0 +1,547 @@
+// The webhook's express app: HTTP in, the pure core (webhook/domain/*) for every decision, metrics
+// and one log line out. Fails closed: anything that goes wrong on a request whose uid is known
+// becomes a denial, never an allow and never a crash.
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { performance } from 'node:perf_hooks';
+import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
+import { evaluationAgeMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
+import { Deadline, withTimeout } from '../../functions/domain/deadline.js';
+import type { MachineReader } from '../../functions/adapters/capi-machines.js';
+import type { AccessReviewer } from '../../functions/adapters/kube-access-review.js';
+import type { OnDemandRequest, OnDemandResponse } from '../../functions/usecases/on-demand-service.js';
+import { parseGoDurationMs } from '../../functions/shared/duration.js';
+import { staticTarget, targetOverview, type FleetView, type Target } from '../../functions/domain/targets.js';
+import type { EvaluationCache } from './cache.js';
+import { classifyRequest, LABELS_UNKNOWN, parentObjectOf } from '../domain/classify.js';
+import type {
+  AdmissionRequest,
+  AdmissionResponse,
+  AdmissionReviewRequest,
+  AdmissionReviewResponse,
+  Classification,
+  Decision,
+  DecisionInput,
+  ParentLabels,
+  ParentObjectRef,
+} from '../domain/contract.js';
+import { attemptsOverride, decide, OVERRIDE_GROUP, OVERRIDE_RESOURCE, OVERRIDE_VERB } from '../domain/decide.js';
+import { enforce, type EnforcedDecision, type EnforcementInput } from '../domain/enforcement.js';
+import type { EventIntent } from '../../functions/domain/events.js';
+import { chooseEvaluation } from '../domain/freshness.js';
+import { classificationDecision, failClosedResponse } from '../domain/respond.js';
+import { clusterNameOf, needsMachines, type MachinesRead } from '../domain/removal.js';
+import { buildAdmissionReviewResponse, parseAdmissionReview } from '../domain/review.js';
+import { flatLineLogger, type Logger } from '../../functions/shared/logger.js';
+import type { WebhookMetrics } from './metrics.js';
+
+/** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */
+export const DEFAULT_APISERVER_TIMEOUT_MS = 10_000;
+/** The longest timeout kube-apiserver allows a webhook (timeoutSeconds ≤ 30); a larger ?timeout= is clamped. */
+export const MAX_APISERVER_TIMEOUT_MS = 30_000;
+export const BODY_LIMIT_BYTES = 3 * 1024 * 1024;
+/** The Machines read gets at most this long, and must leave the margin below to the apiserver. */
+export const MACHINES_READ_TIMEOUT_MS = 2_000;
+const MACHINES_READ_MARGIN_MS = 500;
+
+/** The core functions the app calls; injectable so tests can make one of them throw. */
+export interface WebhookCore {
+  parseAdmissionReview(body: unknown): { ok: true; review: AdmissionReviewRequest } | { ok: false; message: string };
+  classifyRequest(
+    request: AdmissionRequest,
+    config: GuardConfig,
+    parent?: ParentLabels,
+    targets?: readonly Target[],
+    fleet?: FleetView,
+  ): Classification;
+  decide(input: DecisionInput): Decision;
+  enforce(input: EnforcementInput): EnforcedDecision;
+  buildAdmissionReviewResponse(response: AdmissionResponse): AdmissionReviewResponse;
+}
+
+export interface OnDemandService {
+  authorize(authorizationHeader?: string): boolean;
+  refresh(targetName: string): Promise<Evaluation>;
+  evaluateForAdmission(targetName: string, options: { persist: boolean }): Promise<Evaluation>;
+  handle(request: OnDemandRequest): Promise<OnDemandResponse>;
+}
+
+export type CacheView = Pick<EvaluationCache, 'get' | 'put' | 'ready' | 'targets' | 'evaluatedAt'>;
+
+export interface WebhookAppDeps {
+  config: GuardConfig;
+  cache: CacheView;
+  onDemand: OnDemandService;
+  metrics: WebhookMetrics;
+  logger: Logger;
+  now?: () => Date;
+  core?: Partial<WebhookCore>;
+  /**
+   * Reads the labels of the object a /scale request scales (bounded by its own deadline, never
+   * throws). Without it such a request is denied when a target matches by labels.
+   */
+  parentLabels?: (ref: ParentObjectRef) => Promise<ParentLabels>;
+  /** Reads a KCP's Machines (which member KCP removes); absent: the projection assumes the worst case. */
+  readMachines?: MachineReader;
+  /** The targets as of now (static and discovered); the config's static targets by default. */
+  targets?: () => readonly Target[];
+  /**
+   * Takes the Event a decision asks for, after the answer is sent. Must return at once and never
+   * throw: the recorder queues, deduplicates and writes on its own time (webhook/events.ts).
+   */
+  recordEvent?: (event: EventIntent) => void;
+  /** What discovery listed and could not resolve (with discovery configured; see classifyRequest). */
+  fleet?: () => FleetView;
+  /** Asks the API server (SubjectAccessReview) whether a user may override; absent: only override.groups count. */
+  reviewAccess?: AccessReviewer;
+}
+
+/** The apiserver's total budget for this call, from ?timeout= or the Kubernetes default. */
+export function apiserverTimeoutMs(query: unknown): number {
+  const raw = typeof query === 'string' ? query : Array.isArray(query) && typeof query[0] === 'string' ? query[0] : undefined;
+  if (raw === undefined) return DEFAULT_APISERVER_TIMEOUT_MS;
+  const parsed = parseGoDurationMs(raw);
+  if (parsed === null || parsed <= 0) return DEFAULT_APISERVER_TIMEOUT_MS;
+  // "720h" would overflow setTimeout (2^31 ms) and fire at once; no apiserver waits that long anyway.
+  return Math.min(parsed, MAX_APISERVER_TIMEOUT_MS);
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function shorten(text: string, max = 200): string {
+  return text.length > max ? `${text.slice(0, max)}...` : text;
+}
+
+/** The uid of a body the core could not handle, when it plainly has one, so the error can deny it. */
+function uidOf(body: unknown): string | null {
+  if (body === null || typeof body !== 'object') return null;
+  const request = (body as { request?: unknown }).request;
+  if (request === null || typeof request !== 'object') return null;
+  const uid = (request as { uid?: unknown }).uid;
+  return typeof uid === 'string' && uid.length > 0 && uid.length <= 256 ? uid : null;
+}
+
+/** The deps with their defaults filled in: what every handler below is built from. */
+interface AppContext {
+  readonly config: GuardConfig;
+  readonly cache: CacheView;
+  readonly onDemand: OnDemandService;
+  readonly metrics: WebhookMetrics;
+  readonly logger: Logger;
+  /** For the one decision line per request: its fields are written out in logDecision, all flat. */
+  readonly decisionLogger: Logger;
+  readonly now: () => Date;
+  readonly core: WebhookCore;
+  readonly targets: () => readonly Target[];
+  readonly fleet: WebhookAppDeps['fleet'];
+  readonly parentLabels: WebhookAppDeps['parentLabels'];
+  readonly readMachines: WebhookAppDeps['readMachines'];
+  readonly recordEvent: WebhookAppDeps['recordEvent'];
+  readonly reviewAccess: WebhookAppDeps['reviewAccess'];
+}
+
+function appContext(deps: WebhookAppDeps): AppContext {
+  const core: WebhookCore = {
+    parseAdmissionReview,
+    classifyRequest,
+    decide,
+    enforce,
+    buildAdmissionReviewResponse,
+    ...deps.core,
+  };
+  const staticOnly = deps.config.targets.map(staticTarget);
+  return {
+    config: deps.config,
+    cache: deps.cache,
+    onDemand: deps.onDemand,
+    metrics: deps.metrics,
+    logger: deps.logger,
+    decisionLogger: flatLineLogger(deps.logger),
+    now: deps.now ?? (() => new Date()),
+    core,
+    targets: deps.targets ?? (() => staticOnly),
+    fleet: deps.fleet,
+    parentLabels: deps.parentLabels,
+    readMachines: deps.readMachines,
+    recordEvent: deps.recordEvent,
+    reviewAccess: deps.reviewAccess,
+  };
+}
+
+/** The I/O side of the core's chooseEvaluation: the inline refresh it asks for, and its metrics. */
+async function evaluationFor(
+  ctx: AppContext,
+  target: TargetConfig,
+  startedAt: number,
+  budgetMs: number,
+  dryRun: boolean,
+): Promise<{ evaluation: Evaluation | null; refreshNote?: string }> {
+  const { cache, config, metrics } = ctx;
+  const cached = cache.get(target.name);
+  const choice = chooseEvaluation({
+    cached,
+    now: ctx.now(),
+    maxAgeSeconds: config.maxAgeSeconds,
+    inlineRefresh: config.inlineRefresh,
+    remainingMs: budgetMs - (performance.now() - startedAt),
+    evaluationTimeoutMs: target.timeout,
+  });
+  if (choice.kind === 'use') {
+    if (choice.skippedRefresh) metrics.recordInlineRefresh(target.name, 'skipped');
+    return choice;
+  }
+  try {
+    // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
+    // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
+    const fresh = await withTimeout(
+      ctx.onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
+      choice.timeoutMs,
+      `inline refresh of ${target.name}`,
+    );
+    cache.put(fresh);
+    metrics.recordInlineRefresh(target.name, 'success');
+    return { evaluation: fresh };
+  } catch (error) {
+    metrics.recordInlineRefresh(target.name, 'error');
+    ctx.logger.warn({ target: target.name, err: errorMessage(error) }, 'inline refresh failed');
+    return { evaluation: cached, refreshNote: `inline refresh failed: ${shorten(errorMessage(error))}` };
+  }
+}
+
+/** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
+async function classify(ctx: AppContext, request: AdmissionRequest): Promise<Classification> {
+  const targets = ctx.targets();
+  const fleet = ctx.fleet?.();
+  const first = ctx.core.classifyRequest(request, ctx.config, undefined, targets, fleet);
+  if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || ctx.parentLabels === undefined) return first;
+  return ctx.core.classifyRequest(request, ctx.config, await ctx.parentLabels(parentObjectOf(request)), targets, fleet);
+}
+
+/** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */
+async function readMachinesFor(
+  ctx: AppContext,
+  classification: Extract<Classification, { kind: 'needs-evaluation' }>,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Promise<MachinesRead | undefined> {
+  if (ctx.readMachines === undefined || !needsMachines(classification)) return undefined;
+  const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+  if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read them' };
+  const query = {
+    namespace: classification.object.namespace,
+    controlPlaneName: classification.object.name,
+    clusterName: clusterNameOf(request.object) ?? clusterNameOf(request.oldObject),
+  };
+  try {
+    return { ok: true, machines: await ctx.readMachines(query, Deadline.after(Math.round(timeoutMs))) };
+  } catch (error) {
+    ctx.logger.warn(
+      { object: `${query.namespace}/${query.controlPlaneName}`, err: errorMessage(error) },
+      'reading Machines failed',
+    );
+    return { ok: false, error: shorten(errorMessage(error)) };
+  }
+}
+
+/**
+ * Whether RBAC lets the user override (verb override on targets.etcd-guard.io, named after the
+ * target), asked only when the request sets the override annotation and the user's groups alone do
+ * not allow it. A failed or late review counts as no answer: the groups list decides.
+ */
+async function overrideByRbac(
+  ctx: AppContext,
+  classification: Extract<Classification, { kind: 'needs-evaluation' }>,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Promise<boolean | undefined> {
+  const { override } = ctx.config;
+  const { username, uid, groups = [], extra } = request.userInfo;
+  if (ctx.reviewAccess === undefined || !override.subjectAccessReview || username === undefined) return undefined;
+  if (!attemptsOverride({ request, config: ctx.config })) return undefined;
+  if (groups.some((group) => override.groups.includes(group))) return undefined;
+  const timeoutMs = Math.min(override.reviewTimeout, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+  if (timeoutMs <= 0) return undefined;
+  const question = {
+    user: username,
+    groups,
+    ...(uid === undefined ? {} : { uid }),
+    ...(extra === undefined ? {} : { extra }),
+    verb: OVERRIDE_VERB,
+    group: OVERRIDE_GROUP,
+    resource: OVERRIDE_RESOURCE,
+    name: classification.target.name,
+    ...(classification.object.namespace === '' ? {} : { namespace: classification.object.namespace }),
+  };
+  try {
+    return await ctx.reviewAccess(question, Deadline.after(Math.round(timeoutMs)));
+  } catch (error) {
+    ctx.logger.warn(
+      { user: username, err: errorMessage(error) },
+      'SubjectAccessReview for an override failed; override.groups decide',
+    );
+    return undefined;
+  }
+}
+
+interface DecisionOutcome {
+  enforced: EnforcedDecision;
+  ageSeconds?: number;
+}
+
+/** Classifies the request and, for a guarded object, decides on its target's evaluation. */
+async function decideRequest(
+  ctx: AppContext,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Promise<DecisionOutcome> {
+  const classification = await classify(ctx, request);
+  if (classification.kind !== 'needs-evaluation') {
+    const denial = classification.kind === 'deny' ? classification : null;
+    const enforced = ctx.core.enforce({
+      decision: classificationDecision(request.uid, classification),
+      request,
+      config: ctx.config,
+      target: denial?.target ?? null,
+      object: denial?.object ?? null,
+      evaluation: null,
+    });
+    return { enforced };
+  }
+  const choice = await evaluationFor(ctx, classification.target, startedAt, budgetMs, request.dryRun === true);
+  const ageMs = choice.evaluation ? evaluationAgeMs(choice.evaluation, ctx.now()) : undefined;
+  const machines = await readMachinesFor(ctx, classification, request, startedAt, budgetMs);
+  const byRbac = await overrideByRbac(ctx, classification, request, startedAt, budgetMs);
+  const decision = ctx.core.decide({
+    request,
+    config: ctx.config,
+    classification,
+    evaluation: choice.evaluation,
+    now: ctx.now(),
+    ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
+    ...(machines === undefined ? {} : { machines }),
+    ...(byRbac === undefined ? {} : { overrideByRbac: byRbac }),
+  });
+  const enforced = ctx.core.enforce({
+    decision,
+    request,
+    config: ctx.config,
+    target: classification.target,
+    object: classification.object,
+    evaluation:
+      choice.evaluation && ageMs !== undefined ? { verdict: choice.evaluation.verdict, ageSeconds: ageMs / 1000 } : null,
+  });
+  return { enforced, ...(ageMs === undefined ? {} : { ageSeconds: Math.round(ageMs / 1000) }) };
+}
+
+function logDecision(logger: Logger, request: AdmissionRequest, outcome: DecisionOutcome, seconds: number): void {
+  logger.info(
+    {
+      uid: request.uid,
+      operation: request.operation,
+      kind: `${request.kind.group}/${request.kind.kind}`,
+      subResource: request.subResource,
+      object: `${request.namespace ?? ''}/${request.name ?? ''}`,
+      user: request.userInfo.username,
+      dryRun: request.dryRun === true,
+      result: outcome.enforced.decision,
+      mode: outcome.enforced.mode,
+      reason: outcome.enforced.reason,
+      target: outcome.enforced.target || undefined,
+      ageSeconds: outcome.ageSeconds,
+      durationMs: Math.round(seconds * 1000),
+    },
+    'admission decision',
+  );
+}
+
+async function validate(ctx: AppContext, req: Request, res: Response): Promise<void> {
+  const startedAt = performance.now();
+  const budgetMs = apiserverTimeoutMs(req.query.timeout);
+  const body: unknown = req.body;
+  let uid: string | null = null;
+  try {
+    const parsed = ctx.core.parseAdmissionReview(body);
+    if (!parsed.ok) {
+      ctx.logger.warn({ err: shorten(parsed.message) }, 'rejected a body that is not an AdmissionReview');
+      res.status(400).json({ error: parsed.message });
+      return;
+    }
+    const request = parsed.review.request;
+    uid = request.uid;
+    const outcome = await decideRequest(ctx, request, startedAt, budgetMs);
+    // The core owns the response, but the uid echo is the one thing the apiserver checks.
+    const { enforced } = outcome;
+    const response: AdmissionResponse = { ...enforced.response, uid };
+    const seconds = (performance.now() - startedAt) / 1000;
+    ctx.metrics.recordDecision(
+      { target: enforced.target, decision: enforced.decision, mode: enforced.mode, reason: enforced.reason },
+      seconds,
+    );
+    logDecision(ctx.decisionLogger, request, outcome, seconds);
+    res.status(200).json(ctx.core.buildAdmissionReviewResponse(response));
+    // After the answer: the recorder only queues, and a failing or slow write never reaches it.
+    if (enforced.event !== null) ctx.recordEvent?.(enforced.event);
+  } catch (error) {
+    failClosed(ctx, res, uid ?? uidOf(body), error, startedAt);
+  }
+}
+
+function failClosed(ctx: AppContext, res: Response, uid: string | null, error: unknown, startedAt: number): void {
+  const message = shorten(errorMessage(error));
+  ctx.metrics.recordDecision(
+    { target: '', decision: 'denied', mode: 'enforce', reason: 'internal-error' },
+    (performance.now() - startedAt) / 1000,
+  );
+  ctx.logger.error({ uid, err: message }, 'admission review failed; denying');
+  if (res.headersSent) return;
+  if (uid === null) {
+    res.status(500).json({ error: `internal error: ${message}` });
+    return;
+  }
+  const response = failClosedResponse(uid, message);
+  let review: AdmissionReviewResponse;
+  try {
+    review = ctx.core.buildAdmissionReviewResponse(response);
+  } catch {
+    review = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
+  }
+  res.status(200).json(review);
+}
+
+function validateHandler(ctx: AppContext): express.RequestHandler {
+  return (req, res, next) => {
+    validate(ctx, req, res).catch(next);
+  };
+}
+
+/** Every /evaluations route (the overview and each target, GET and POST) needs the token. */
+function requireBearerToken(onDemand: OnDemandService): express.RequestHandler {
+  return (req, res, next) => {
+    if (onDemand.authorize(req.get('authorization'))) {
+      next();
+      return;
+    }
+    res.set({ 'www-authenticate': 'Bearer realm="etcd-guard"', 'cache-control': 'no-store' });
+    res.status(401).json({ error: 'missing or wrong bearer token' });
+  };
+}
+
+/** The fleet overview: every target with the object it guards and its cached verdict. */
+function evaluationsOverviewHandler(targets: () => readonly Target[], cache: CacheView): express.RequestHandler {
+  return (_req, res) => {
+    res.status(200).json({ targets: targets().map((target) => targetOverview(target, cache.get(target.name))) });
+  };
+}
+
+function evaluationHandler(onDemand: OnDemandService): express.RequestHandler {
+  return (req, res, next) => {
+    const authorization = req.get('authorization');
+    onDemand
+      .handle({ method: req.method, target: req.params.target ?? '', ...(authorization === undefined ? {} : { authorization }) })
+      .then((answer) => {
+        if (answer.headers) res.set(answer.headers);
+        res.status(answer.status).json(answer.body);
+      })
+      .catch(next);
+  };
+}
+
+function healthzHandler(): express.RequestHandler {
+  return (_req, res) => {
+    res.status(200).json({ status: 'ok' });
+  };
+}
+
+/**
+ * Readiness for the kubelet, who needs no token: counts only. Target names are every tenant's
+ * namespaces and clusters; GET /evaluations (behind the token) and the logs name them.
+ */
+function readyzHandler(cache: CacheView): express.RequestHandler {
+  return (_req, res) => {
+    if (cache.ready) {
+      res.status(200).json({ ready: true });
+      return;
+    }
+    const targets = cache.targets();
+    res.status(503).json({
+      ready: false,
+      reason: 'the evaluation cache has not read every target from the store yet (the log names the targets it cannot read)',
+      targets: targets.length,
+      targetsWithoutEvaluation: targets.filter((target) => cache.evaluatedAt(target) === null).length,
+    });
+  };
+}
+
+function notFoundHandler(): express.RequestHandler {
+  return (req, res) => {
+    res.status(404).json({ error: `no route for ${req.method} ${shorten(req.path, 100)}` });
+  };
+}
+
+function errorHandler(logger: Logger): express.ErrorRequestHandler {
+  // express recognises an error handler by its four parameters.
+  return (error: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const status = httpStatusOf(error);
+    const message = clientMessage(error, status);
+    if (status >= 500) logger.error({ path: req.path, err: errorMessage(error) }, 'request failed');
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res.status(status).json({ error: message });
+  };
+}
+
+export function createWebhookApp(deps: WebhookAppDeps): express.Express {
+  const ctx = appContext(deps);
+  // The metrics follow the targets the webhook judges, not every document the store lists.
+  ctx.metrics.observeTargets({
+    targets: ctx.targets,
+    get: (target) => ctx.cache.get(target),
+    maxAgeSeconds: ctx.config.maxAgeSeconds,
+  });
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  // Parse every content type as JSON: the apiserver sends application/json, and anything else is
+  // still answered with a clear 400 instead of an empty body.
+  const jsonBody = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: true });
+
+  app.post('/validate', jsonBody, validateHandler(ctx));
+  app.use('/evaluations', requireBearerToken(ctx.onDemand));
+  app.get('/evaluations', evaluationsOverviewHandler(ctx.targets, ctx.cache));
+  app.all('/evaluations/:target', evaluationHandler(ctx.onDemand));
+  app.get('/healthz', healthzHandler());
+  app.get('/readyz', readyzHandler(ctx.cache));
+  app.use(notFoundHandler());
+  app.use(errorHandler(ctx.logger));
+  return app;
+}
+
+function httpStatusOf(error: unknown): number {
+  if (error !== null && typeof error === 'object') {
+    const candidate =
+      (error as { status?: unknown; statusCode?: unknown }).status ?? (error as { statusCode?: unknown }).statusCode;
+    if (typeof candidate === 'number' && candidate >= 400 && candidate <= 599) return candidate;
+  }
+  return 500;
+}
+
+/** body-parser's errors carry a `type`; turn the common ones into messages that say what to fix. */
+function clientMessage(error: unknown, status: number): string {
+  const type = error !== null && typeof error === 'object' ? (error as { type?: unknown }).type : undefined;
+  if (type === 'entity.too.large') {
+    const length = (error as { length?: unknown }).length;
+    const got = typeof length === 'number' ? ` (got ${length} bytes)` : '';
+    return `request body is larger than the ${BODY_LIMIT_BYTES} byte (3 MiB) limit${got}`;
+  }
+  if (type === 'entity.parse.failed') return `request body is not valid JSON: ${shorten(errorMessage(error))}`;
+  if (status >= 500) return `internal error: ${shorten(errorMessage(error))}`;
+  return shorten(errorMessage(error));
+}

@@ -1,0 +1,58 @@
+// The metrics port: plain HTTP serving GET /metrics and nothing else, apart from the admission
+// port, which is left to the API server. Per-target series name every target, so they are never
+// served on the admission port: the NetworkPolicy component lets only the monitoring namespace
+// reach this one (manifests/components/network-policies).
+import http from 'node:http';
+import type { Logger } from '../../functions/shared/logger.js';
+import type { WebhookMetrics } from './metrics.js';
+
+/** Scrapers send small GETs; anything slower than this is cut (Prometheus' own timeout is 10 s). */
+export const METRICS_CONNECTION_BOUNDS = {
+  headersTimeout: 10_000,
+  requestTimeout: 15_000,
+  keepAliveTimeout: 5_000,
+  connectionsCheckingInterval: 1_000,
+} as const;
+/** A few scrapers at once; the bound keeps a flood on this port from costing the admission port file descriptors. */
+export const METRICS_MAX_CONNECTIONS = 32;
+
+function metricsHandler(metrics: WebhookMetrics, logger: Logger): http.RequestListener {
+  return (req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('only GET /metrics is served on this port\n');
+      return;
+    }
+    metrics
+      .render()
+      .then((text) => {
+        res.writeHead(200, { 'content-type': metrics.contentType, 'cache-control': 'no-store' });
+        res.end(req.method === 'HEAD' ? undefined : text);
+      })
+      .catch((error: unknown) => {
+        logger.error({ err: error instanceof Error ? error.message : String(error) }, 'rendering metrics failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+        res.end('rendering metrics failed\n');
+      });
+  };
+}
+
+/** Listens on host:port (rejecting on e.g. EADDRINUSE); the caller closes the returned server. */
+export async function startMetricsServer(
+  metrics: WebhookMetrics,
+  listen: { host: string; port: number },
+  logger: Logger,
+): Promise<http.Server> {
+  const server = http.createServer(METRICS_CONNECTION_BOUNDS, metricsHandler(metrics, logger));
+  server.maxConnections = METRICS_MAX_CONNECTIONS;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (error) => logger.error({ err: error.message }, 'metrics server error'));
+  server.on('clientError', (_error, socket) => socket.destroy());
+  return server;
+}

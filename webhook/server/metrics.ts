@@ -1,0 +1,141 @@
+// Prometheus metrics for the webhook, on a registry of its own so tests (and several servers in
+// one process) never share counters through prom-client's global registry.
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { EnforcementMode } from '../../functions/entrypoints/config.js';
+import type { Evaluation } from '../../functions/domain/evaluation-document.js';
+import { TargetMetrics, type EvaluatedAtSource, type TargetHealthSource } from './target-health-metrics.js';
+
+/** What the age gauge needs from the cache: read at scrape time, so the age keeps growing while the feed is silent. */
+export type { EvaluatedAtSource };
+
+/**
+ * The labels of one admission decision. `decision` is what the guard concluded; `mode` is how it
+ * was applied: a `denied` decision under `warn` or `audit` was let through (a would-be denial).
+ * `target` is empty for requests no target owns. Every value comes from a bounded set: the
+ * targets (config and discovery), three decisions, three modes, the core's short reason words.
+ */
+export interface DecisionLabels {
+  target: string;
+  decision: 'allowed' | 'denied' | 'overridden';
+  mode: EnforcementMode;
+  reason: string;
+}
+
+export interface WebhookMetrics {
+  readonly registry: Registry;
+  recordDecision(labels: DecisionLabels, durationSeconds: number): void;
+  recordInlineRefresh(target: string, result: 'success' | 'error' | 'skipped'): void;
+  recordCacheFeedError(target: string): void;
+  /** One Event write attempt (or an Event dropped by the rate limit or the full queue). */
+  recordEventWrite(result: 'created' | 'patched' | 'failed' | 'dropped'): void;
+  /** Connects the evaluation-age gauge to its source; until then it reports nothing. */
+  observeCache(source: EvaluatedAtSource): void;
+  /**
+   * Connects the per-target health series (webhook/server/target-health-metrics.ts) to the targets the webhook
+   * judges; from then on the age gauge, too, follows that set instead of whatever the cache lists.
+   */
+  observeTargets(source: TargetHealthSource): void;
+  /** Called for every evaluation the cache takes (feed, inline refresh, on demand). */
+  noteEvaluationHeld(evaluation: Evaluation): void;
+  /** Connects the serving certificate's expiry gauge; the function returns its notAfter, or null without TLS. */
+  observeCertificate(notAfter: () => Date | null): void;
+  /** Prometheus text exposition. */
+  render(): Promise<string>;
+  readonly contentType: string;
+}
+
+export interface MetricsOptions {
+  now?: () => Date;
+}
+
+export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetrics {
+  const now = options.now ?? (() => new Date());
+  const registry = new Registry();
+  const targetMetrics = new TargetMetrics();
+  let certificateNotAfter: (() => Date | null) | null = null;
+
+  const decisions = new Counter({
+    name: 'etcd_guard_admission_decisions_total',
+    help:
+      'Admission decisions per target: decision (allowed, denied, overridden), the enforcement mode it was applied in ' +
+      '(denied with mode warn or audit was allowed: a would-be denial) and a short reason.',
+    labelNames: ['target', 'decision', 'mode', 'reason'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'etcd_guard_admission_duration_seconds',
+    help: 'Time to answer one /validate request, including any inline refresh.',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [registry],
+  });
+  registerCertificateExpiry(registry, () => certificateNotAfter?.() ?? null);
+  const inlineRefreshes = new Counter({
+    name: 'etcd_guard_inline_refresh_total',
+    help: 'Inline evaluations run from /validate because the cached one was missing or stale.',
+    labelNames: ['target', 'result'] as const,
+    registers: [registry],
+  });
+  const feedErrors = new Counter({
+    name: 'etcd_guard_cache_feed_errors_total',
+    help: 'Failed or timed-out reads of a target from the evaluation store.',
+    labelNames: ['target'] as const,
+    registers: [registry],
+  });
+
+  const eventWrites = new Counter({
+    name: 'etcd_guard_event_writes_total',
+    help: 'Kubernetes Event writes: created, patched (a series count), failed, or dropped by the rate limit.',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+
+  return {
+    registry,
+    contentType: registry.contentType,
+    recordDecision(labels, durationSeconds) {
+      decisions.inc({ target: labels.target, decision: labels.decision, mode: labels.mode, reason: labels.reason });
+      duration.observe(durationSeconds);
+    },
+    recordInlineRefresh(target, result) {
+      inlineRefreshes.inc({ target, result });
+    },
+    recordCacheFeedError(target) {
+      feedErrors.inc({ target });
+    },
+    recordEventWrite(result) {
+      eventWrites.inc({ result });
+    },
+    observeCache(source) {
+      targetMetrics.observeCache(source);
+    },
+    observeTargets(source) {
+      targetMetrics.observeTargets(source);
+    },
+    noteEvaluationHeld(evaluation) {
+      targetMetrics.noteHeld(evaluation);
+    },
+    observeCertificate(notAfter) {
+      certificateNotAfter = notAfter;
+    },
+    async render() {
+      // The per-target families are text built at scrape time (webhook/server/target-health-metrics.ts).
+      const registered = await registry.metrics();
+      const perTarget = targetMetrics.render(now());
+      return perTarget === '' ? registered : `${registered}\n${perTarget}`;
+    },
+  };
+}
+
+/** notAfter of the serving certificate, read at scrape time so a reloaded certificate shows at once. */
+function registerCertificateExpiry(registry: Registry, notAfter: () => Date | null): void {
+  new Gauge({
+    name: 'etcd_guard_webhook_certificate_expiry_timestamp_seconds',
+    help: "Unix time the admission port's serving certificate expires (its notAfter), as currently loaded.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      const at = notAfter();
+      if (at !== null) this.set(at.getTime() / 1000);
+    },
+  });
+}
