@@ -8,7 +8,7 @@ import { defineConfig } from 'vitest/config';
 const IO = [
   /harness\/(etcd-cluster|hold-etcd-cluster|fake-kube|fake-portforward|https-client|process|peer-proxy|capi-workload|free-port|sockets|manifests)/,
   /node:(child_process|net|http|https|tls|dgram)/,
-  /from 'express'|bin\/etcd-guard|webhook\/(main|app)\.js|startWebhook|\.listen\(/,
+  /from 'express'|bin\/etcd-guard|webhook\/(server\/)?(main|app)\.js|startWebhook|\.listen\(/,
   /from 'esbuild'|bindAsync|EtcdProbeSession/,
 ];
 
