@@ -10,6 +10,7 @@ import {
   type ControlPlaneNode,
   type DiscoveredMember,
   type EndpointProbe,
+  type MemberStatus,
   type Outcome,
   type WatchOutcome,
 } from '../ports/etcd-probe.js';
@@ -202,22 +203,29 @@ function watchRoundTrips(
   );
 }
 
+/** etcd 3.5 or later: answers a linearizable MemberList with the committed list (3.4 ignores the field). */
+function servesCommittedList(status: Outcome<MemberStatus> | undefined): boolean {
+  if (!status?.ok) return false;
+  const [major, minor] = status.value.version.split('.').map(Number);
+  return major !== undefined && minor !== undefined && (major > 3 || (major === 3 && minor >= 5));
+}
+
+/** A seed's committed member list, asked once its Status says it serves one; null when not asked. */
+type CommittedList = { endpoint: string; list: Promise<Outcome<MemberListAnswer> | null> };
+
 /**
  * The first committed member list, from a member whose own Status says it runs etcd 3.5 or later
  * (3.4 ignores `linearizable` and would pass off its local list) and is the member that answered.
  */
 async function linearizableList(
-  committed: ReadonlyArray<{ endpoint: string; list: Promise<Outcome<MemberListAnswer>> }>,
+  committed: readonly CommittedList[],
   probes: readonly EndpointProbe[],
 ): Promise<(MemberListAnswer & { endpoint: string }) | undefined> {
   for (const { endpoint, list } of committed) {
     const answer = await list;
     const status = probes.find((probe) => probe.endpoint === endpoint)?.status;
-    if (!answer.ok || !status?.ok || status.value.memberId !== answer.value.memberId) continue;
-    const [major, minor] = status.value.version.split('.').map(Number);
-    if (major !== undefined && minor !== undefined && (major > 3 || (major === 3 && minor >= 5))) {
-      return { ...answer.value, endpoint };
-    }
+    if (answer === null || !answer.ok || !status?.ok || status.value.memberId !== answer.value.memberId) continue;
+    if (servesCommittedList(status)) return { ...answer.value, endpoint };
   }
   return undefined;
 }
@@ -238,18 +246,21 @@ async function probeThroughAccess(
     // Every probed endpoint's own list too: the core compares them (member-view.ts).
     // Each relabelled as it settles: what the relay knew then is what explains the failure.
     const lists = new Map<string, Promise<Outcome<MemberListAnswer>>>();
-    const reach = (endpoint: string) => {
-      probes.set(endpoint, session.probe(endpoint, deadline));
+    const reach = (endpoint: string, onStatus?: (status: Outcome<MemberStatus>) => void) => {
+      probes.set(endpoint, session.probe(endpoint, deadline, onStatus));
       lists.set(
         endpoint,
         session.listMembers(endpoint, deadline).then((list) => relabelOutcome(list, access, [endpoint])),
       );
     };
-    for (const endpoint of access.seedEndpoints) reach(endpoint);
-    // Beside each seed's local list: the committed one (etcd 3.5+), awaited only at the end.
-    const committed = access.seedEndpoints.map((endpoint) => ({
+    // Beside each seed's local list: the committed one, awaited only at the end. Asked as soon as
+    // the seed's Status says it runs etcd 3.5+, where it costs a read through raft; 3.4 would
+    // answer its local list again.
+    const committed: CommittedList[] = access.seedEndpoints.map((endpoint) => ({
       endpoint,
-      list: session.listMembers(endpoint, deadline, true),
+      list: new Promise((resolve) => {
+        reach(endpoint, (status) => resolve(servesCommittedList(status) ? session.listMembers(endpoint, deadline, true) : null));
+      }),
     }));
     const memberList = await firstMemberList([...lists.values()]);
     const memberIdByEndpoint = new Map<string, string>();
