@@ -67,6 +67,9 @@ const CHANNEL_OPTIONS = {
   // close grew with every evaluation (RSS 246 → 394 MiB over 1,000). A pool per channel goes
   // with the channel. Sessions never share channels anyway (see tlsChannelCredentials).
   'grpc.use_local_subchannel_pool': 1,
+  // channelz keeps a registry entry and a trace per channel, subchannel and socket for a debug
+  // service etcd-guard never serves; a short-lived channel per member paid for it on every call.
+  'grpc.enable_channelz': 0,
 } as const;
 
 /**
@@ -529,6 +532,51 @@ export function probeCredentialsProblem(credentials: ProbeCredentials): string |
 const USABLE_CREDENTIALS = new Set<string>();
 const USABLE_CREDENTIALS_KEPT = 1024;
 
+/** The part of grpc-js 1.x's secure channel credentials that holds the OpenSSL context. */
+interface SecureCredentialsInternals {
+  secureContext?: unknown;
+  verifyOptions?: unknown;
+  constructor: { createFromSecureContext?: (context: unknown, verifyOptions: object) => unknown };
+}
+
+/**
+ * OpenSSL contexts of earlier sessions, by digest of the CA/certificate/key bytes they were built
+ * from (the CLI's scheduled loop, the webhook's refreshes and a fleet's repeat runs evaluate the
+ * same targets with the same files). A context holds no connection state: each connection makes
+ * its own TLS session with a full handshake and verification, and grpc-js resumes none. Bounded,
+ * least recently used first out; a fleet of more credential sets just builds contexts as before.
+ */
+const SECURE_CONTEXTS = new Map<string, { context: unknown; make: SecureCredentialsInternals['constructor'] }>();
+const SECURE_CONTEXTS_KEPT = 32;
+
+function rememberSecureContext(digest: string, credentials: unknown): void {
+  const internals = credentials as SecureCredentialsInternals;
+  if (typeof internals.secureContext !== 'object' || internals.secureContext === null) return;
+  if (typeof internals.constructor.createFromSecureContext !== 'function') return;
+  SECURE_CONTEXTS.delete(digest);
+  if (SECURE_CONTEXTS.size >= SECURE_CONTEXTS_KEPT) SECURE_CONTEXTS.delete(SECURE_CONTEXTS.keys().next().value ?? '');
+  SECURE_CONTEXTS.set(digest, { context: internals.secureContext, make: internals.constructor });
+}
+
+/**
+ * New grpc-js credentials (grpc-js's documented createFromSecureContext) around the context kept
+ * for `digest`, or undefined. When what comes back does not look like grpc-js 1.x's secure
+ * credentials, nothing is reused and the caller builds its own, so TLS never weakens by accident.
+ */
+function credentialsAround(digest: string): unknown {
+  const kept = SECURE_CONTEXTS.get(digest);
+  if (kept === undefined) return undefined;
+  SECURE_CONTEXTS.delete(digest);
+  SECURE_CONTEXTS.set(digest, kept);
+  const credentials = kept.make.createFromSecureContext?.(kept.context, {}) as SecureCredentialsInternals | undefined;
+  const looksRight =
+    typeof credentials === 'object' &&
+    credentials !== null &&
+    credentials.secureContext === kept.context &&
+    typeof credentials.verifyOptions === 'object';
+  return looksRight ? credentials : undefined;
+}
+
 function credentialsDigest(credentials: ProbeCredentials): string {
   const hash = createHash('sha256');
   for (const part of [credentials.ca, credentials.cert, credentials.key]) {
@@ -552,8 +600,10 @@ export class EtcdProbeSession {
   /**
    * The TLS channel credentials of the session's first https client. Building them parses the
    * CA, certificate and key into a new OpenSSL context (~1 ms of CPU each, a fifth of a fleet
-   * run's CPU), so the session's other clients reuse them. Never shared across sessions: gRPC
-   * pools connections by credentials, and a new evaluation must dial afresh.
+   * run's CPU), so the session's other clients reuse them. The credentials object is the
+   * session's own (its sockets and identity check hang on it); the OpenSSL context inside may
+   * come from an earlier session with the same bytes (SECURE_CONTEXTS). Connections are never
+   * shared: every channel has its own subchannel pool (CHANNEL_OPTIONS) and dials afresh.
    */
   private tlsChannelCredentials: unknown;
 
@@ -615,11 +665,25 @@ export class EtcdProbeSession {
     if (host?.channelCredentials !== undefined) {
       instrumentCredentials(host.channelCredentials, this.sockets);
       if (endpoint.startsWith('https:') && this.tlsChannelCredentials === undefined) {
+        if (withCa) rememberSecureContext(credentialsDigest(this.credentials), host.channelCredentials);
         withIdentityCheck(host.channelCredentials, this.options.tlsVerify ?? 'full');
         this.tlsChannelCredentials = host.channelCredentials;
       }
     }
     return client;
+  }
+
+  /**
+   * Credentials of the session's own around a TLS context an earlier session built from the same
+   * CA, certificate and key, or undefined (none kept, or not an https endpoint with a CA).
+   */
+  private credentialsFromKeptContext(endpoint: string): unknown {
+    if (!endpoint.startsWith('https://') || this.credentials.ca === undefined) return undefined;
+    const credentials = credentialsAround(credentialsDigest(this.credentials));
+    if (credentials === undefined) return undefined;
+    instrumentCredentials(credentials, this.sockets);
+    withIdentityCheck(credentials, this.options.tlsVerify ?? 'full');
+    return credentials;
   }
 
   /**
@@ -630,6 +694,7 @@ export class EtcdProbeSession {
    * change in etcd3 costs speed, never TLS.
    */
   private reusingTlsCredentials(endpoint: string): Etcd3 | null {
+    this.tlsChannelCredentials ??= this.credentialsFromKeptContext(endpoint);
     if (this.tlsChannelCredentials === undefined || !endpoint.startsWith('https://')) return null;
     const client = new Etcd3({
       hosts: endpoint.slice('https://'.length),
