@@ -11,6 +11,7 @@ import {
 import { probeFailure } from '../functions/adapters/etcd-member-probe.js';
 import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
 import { type EvaluationInput } from '../functions/domain/judgement/input.js';
+import type { CheckStatus } from '../functions/domain/evaluation-document.js';
 import type { ProbeFailureKind } from '../functions/domain/probe-failure.js';
 import { probedEndpoint, probedThree } from './harness/probe-input.js';
 
@@ -150,5 +151,44 @@ describe('the verdict depends on failure kinds, never on their wording', () => {
       { verdict: 'Unhealthy', quorum: true },
       { verdict: 'Unhealthy', quorum: true },
     ]);
+  });
+});
+
+describe('a certificate naming another host is judged by its kind, never by its wording', () => {
+  const rows: Array<{
+    behaviour: string;
+    kind: ProbeFailureKind;
+    text: string;
+    tlsIdentity: CheckStatus;
+    reachable: CheckStatus;
+  }> = [
+    {
+      behaviour: "today's wording is a TLS identity failure, not an unreachable member",
+      kind: 'tls-identity',
+      text: 'TLS identity: the server certificate does not name 127.0.0.1; it names etcd-b',
+      tlsIdentity: 'fail',
+      reachable: 'pass',
+    },
+    {
+      behaviour: 'a reworded identity failure still reads as TLS identity',
+      kind: 'tls-identity',
+      text: 'Zertifikat nennt einen anderen Host',
+      tlsIdentity: 'fail',
+      reachable: 'pass',
+    },
+    {
+      behaviour: 'a refusal whose text mentions TLS identity stays an unreachable member',
+      kind: 'refused',
+      text: 'TLS identity: connection refused',
+      tlsIdentity: 'pass',
+      reachable: 'fail',
+    },
+  ];
+  it.each(rows)('$behaviour', ({ kind, text, tlsIdentity, reachable }) => {
+    const evaluation = evaluateCluster(
+      probedThree({ '2': { ok: false as const, kind, error: `${probedEndpoint('2')}: ${text}` } }),
+    );
+    const statusOf = (name: string) => evaluation.checks.find((check) => check.name === name)?.status;
+    expect({ tlsIdentity: statusOf('tls-identity'), reachable: statusOf('reachable') }).toEqual({ tlsIdentity, reachable });
   });
 });

@@ -4,13 +4,17 @@ import { type CheckFunction, type Finding, concluded, fail, warn } from '../chec
 import { type JudgedMember, firstError, quorumState } from '../cluster-view.js';
 import { label, memberProblem, nameOf } from '../wording.js';
 
-/** The probe adapter's wording for a certificate that chains but names another host. */
-export const TLS_IDENTITY = /^(?:.*?: )?TLS identity: (.*)$/;
+/** The adapter's usual prefix, dropped only so a reason does not say "TLS identity" twice. */
+const TLS_IDENTITY_PREFIX = /^(?:.*?: )?TLS identity: /;
 
-/** Why the member's certificate is not its own, when that is what kept it from answering. */
+/**
+ * Why the member's certificate is not its own, when that is what kept it from answering. Judged
+ * by the failure's kind; the text is only what people read.
+ */
 export function tlsIdentityProblem(member: JudgedMember): string | undefined {
   const status = member.probe?.status;
-  return status?.ok === false ? TLS_IDENTITY.exec(status.error)?.[1] : undefined;
+  if (status?.ok !== false || status.kind !== 'tls-identity') return undefined;
+  return status.error.replace(TLS_IDENTITY_PREFIX, '');
 }
 
 // A voting member's reachability shows here; a learner's too, though its read is not expected. A
