@@ -2,6 +2,7 @@
 // process. Anything that tries fails at once, naming what it tried, so a file that needs the
 // network or a child process cannot slip into `npm run test:unit`.
 import childProcess from 'node:child_process';
+import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
 
 function forbid(what: string): never {
@@ -17,3 +18,9 @@ net.Server.prototype.listen = function listen(): never {
 for (const name of ['spawn', 'spawnSync', 'exec', 'execSync', 'execFile', 'execFileSync', 'fork'] as const) {
   Object.defineProperty(childProcess, name, { value: () => forbid(`start a process (${name})`), configurable: true });
 }
+for (const name of ['connect', 'createConnection'] as const) {
+  Object.defineProperty(net, name, { value: () => forbid(`open a socket (${name})`), configurable: true });
+}
+// `import { execFile } from 'node:child_process'` binds to the module's ESM exports, which keep the
+// originals until they are synced with the patched CommonJS object.
+syncBuiltinESMExports();
