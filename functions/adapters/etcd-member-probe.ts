@@ -802,11 +802,7 @@ export class EtcdProbeSession {
    * The GET was a raft proposal per member per evaluation, the slowest call of the probe.
    * `onStatus` hears the Status outcome as soon as it is known, before the other calls settle.
    */
-  async probe(
-    endpoint: string,
-    deadline: Deadline,
-    onStatus?: (status: Outcome<MemberStatus>) => void,
-  ): Promise<EndpointProbe> {
+  async probe(endpoint: string, deadline: Deadline, onStatus?: (status: Outcome<MemberStatus>) => void): Promise<EndpointProbe> {
     let latencyMs: number | null = null;
     let statusErrors: readonly string[] = [];
     const statusCall = this.call(endpoint, deadline, async (client, callDeadline): Promise<MemberStatus> => {
