@@ -51,7 +51,10 @@ export type WatchOutcome = { ok: true; value: number } | (Failed & { writeFailed
 export interface EndpointProbe {
   endpoint: string;
   status: Outcome<MemberStatus>;
-  /** Alarm GET goes through raft, so it also fails without quorum. */
+  /**
+   * The cluster's alarms: from Status when it reports none and the linearizable read answered,
+   * else an alarm GET through raft; fails without quorum either way.
+   */
   alarms: Outcome<RaisedAlarm[]>;
   /** A linearizable (quorum) read; learners refuse it by design. */
   linearizableRead: Outcome<null>;

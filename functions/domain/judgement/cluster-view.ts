@@ -84,7 +84,7 @@ export function quorumState(voting: readonly JudgedMember[], healthy: number, qu
   return healthy + maybeHealthy >= quorum ? 'quorum unknown' : 'quorum lost';
 }
 
-/** Reachable = Status answered. Healthy voting = also a linearizable read and the alarm GET. */
+/** Reachable = Status answered. Healthy voting = also a linearizable read and the alarm list. */
 export function isHealthy(member: JudgedMember): boolean {
   const probe = member.probe;
   if (!probe || !probe.status.ok) return false;

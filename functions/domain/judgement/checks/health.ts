@@ -115,7 +115,7 @@ export const leaderCheck: CheckFunction = ({ leader, members }) =>
     ? concluded([fail(leader.problem)])
     : concluded([], `leader ${nameOf(members, leader.id)} agreed by all ${leader.agreedBy} reachable members`);
 
-// A voting member that answered Status and the read but not the alarm GET fails here too.
+// A voting member that answered Status and the read but not the alarm list fails here too.
 export const alarmsCheck: CheckFunction = ({ voting, members, alarmsByMember, alarmAnswers }) => {
   const findings: Finding[] = [];
   for (const member of voting) {
