@@ -8,6 +8,23 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import module from 'node:module';
 import { URL, fileURLToPath } from 'node:url';
+import { nodeFlagsFor, readMemoryLimitBytes } from './node-flags.mjs';
+
+// V8's heap cap from the container's memory limit (and the webhook's small young generation),
+// wherever etcd-guard starts: node takes them only at start, so this process replaces itself
+// (same pid, stdio and environment) with one that has them, before it loads anything else. See
+// bin/node-flags.mjs for the derivation and docs/operations.md for the figures. Skipped when
+// node already has the flags, under an IPC channel (a parent's fd must not leak into the new
+// image), and on a node without process.execve (< 22.15, Windows).
+const nodeFlags = nodeFlagsFor({
+  command: process.argv[2],
+  limitBytes: readMemoryLimitBytes(process.env),
+  execArgv: process.execArgv,
+  nodeOptions: process.env.NODE_OPTIONS,
+});
+if (nodeFlags.length > 0 && typeof process.execve === 'function' && process.channel === undefined) {
+  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...nodeFlags, ...process.argv.slice(1)]);
+}
 
 // Node 22.1+ keeps V8's compiled code of every module loaded after this call on disk (in
 // NODE_COMPILE_CACHE, else <tmpdir>/node-compile-cache), so a later start skips compiling the
