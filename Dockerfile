@@ -44,5 +44,7 @@ EXPOSE 8443
 # keeps the webhook's peak resident memory under 32-connection HTTPS load within its 120 MB target
 # (measured by `npm run bench`, see BENCHMARKS.md) for a small cost in peak requests/s. It is in
 # the ENTRYPOINT, not NODE_OPTIONS, so every command of the image (webhook and CronJob) gets it.
+# The heap cap is not fixed here: bin/etcd-guard.mjs derives --max-old-space-size from the
+# container's memory limit (half of it; bin/node-flags.mjs) and re-executes itself with it once.
 ENTRYPOINT ["node", "--max-semi-space-size=2", "bin/etcd-guard.mjs"]
 CMD ["--help"]

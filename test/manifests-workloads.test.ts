@@ -90,6 +90,19 @@ describe('workloads', () => {
   );
 
   it.each(workloads.map((workload) => [workload.what, workload] as const))(
+    '%s tells the launcher its memory limit, so V8 gets half of it as the heap cap',
+    (_label, workload) => {
+      const container = containerOf(workload.podSpec);
+      const limit = objs(container.env).find((variable) => variable.name === 'ETCD_GUARD_MEMORY_LIMIT');
+      expect(at(limit, 'valueFrom', 'resourceFieldRef', 'resource')).toBe('limits.memory');
+      // Another container's limit, or a divisor (which would turn bytes into Mi), would mislead it.
+      expect(at(limit, 'valueFrom', 'resourceFieldRef', 'containerName') ?? container.name).toBe(container.name);
+      expect(at(limit, 'valueFrom', 'resourceFieldRef', 'divisor') ?? '1').toBe('1');
+      expect(String(at(container, 'resources', 'limits', 'memory'))).toMatch(/^\d+(Mi|Gi)$/);
+    },
+  );
+
+  it.each(workloads.map((workload) => [workload.what, workload] as const))(
     '%s is started with a CLI command and flags the CLI accepts, and its config file and every TLS file it names are mounted',
     (_label, workload) => {
       const container = containerOf(workload.podSpec);
