@@ -3,6 +3,7 @@
 // certificate, pod port-forward: MODE capi) or directly at the same etcd members with TLS files
 // (MODE direct). Timeout 5 s: the bench measures cost, and this shared machine runs at load 15+. Reports wall time of the first and second round, open sockets and RSS over IPC.
 import { readFileSync } from 'node:fs';
+import { getHeapStatistics } from 'node:v8';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { openCapiEtcdAccess } from '../functions/adapters/capi-etcd-access.js';
 import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
@@ -34,6 +35,9 @@ export interface CapiFleetReport {
   rssAfterFirstRoundMiB: number;
   rssAfterAllMiB: number;
   peakRssMiB: number;
+  /** Where the resident memory is at the end: V8's heap (total and used), off-heap buffers, and
+   * the anonymous vs file-backed (node binary, mapped code) split of RSS, in MiB. */
+  breakdown: { heapTotal: number; heapUsed: number; external: number; rssAnon: number; rssFile: number; heapLimit: number };
 }
 
 const [mode, setupFile, roundsText] = process.argv.slice(2);
@@ -46,7 +50,8 @@ const setup = JSON.parse(readFileSync(setupFile, 'utf8')) as CapiFleetSetup;
 const management = createCoreV1Api(setup.managementKubeconfig);
 const CONCURRENCY = 16;
 
-const rssMiB = () => process.memoryUsage().rss / (1024 * 1024);
+const MIB = 1024 * 1024;
+const rssMiB = () => process.memoryUsage().rss / MIB;
 
 const jobs = setup.clusters.map((cluster) => {
   const target: TargetConfig = targetSchema.parse({
@@ -90,6 +95,20 @@ async function settledSockets(floor: number): Promise<number> {
   return openSockets();
 }
 
+function breakdown(): CapiFleetReport['breakdown'] {
+  const usage = process.memoryUsage();
+  const status = readFileSync('/proc/self/status', 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) / 1024;
+  return {
+    heapTotal: usage.heapTotal / MIB,
+    heapUsed: usage.heapUsed / MIB,
+    external: usage.external / MIB,
+    rssAnon: field('RssAnon'),
+    rssFile: field('RssFile'),
+    heapLimit: getHeapStatistics().heap_size_limit / MIB,
+  };
+}
+
 const socketsBefore = openSockets();
 const firstRoundMs = await round();
 const socketsAfterFirstRound = await settledSockets(socketsBefore);
@@ -109,6 +128,7 @@ const report: CapiFleetReport = {
   rssAfterFirstRoundMiB,
   rssAfterAllMiB: rssMiB(),
   peakRssMiB: peakRssMiB('self'),
+  breakdown: breakdown(),
 };
 process.send?.(report);
 process.disconnect?.();

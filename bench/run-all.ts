@@ -5,6 +5,11 @@
 //   --quick   shorter runs, for trying the harness out (numbers are noisier)
 //   --cli     only the CLI process figures (start-up, evaluate vs etcdctl, hung member), e.g. on
 //             a shared machine; not with --write, which replaces the whole table
+//   --only=a,b  only the named sections (admission, startup, evaluation, fleet, hung, capi-fleet,
+//             profile-admission, profile-evaluation, profile-cli); not with --write
+//   --profile also the profiling drivers (bench/profile-*.ts: CPU per request/evaluation and the
+//             CLI process, each against its own baseline in the same run, with the load average),
+//             each in its own process after the table; their output is printed, not written
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,12 +18,31 @@ import { runAdmissionBench } from './admission.js';
 import { runCapiFleetBench } from './capi-fleet.js';
 import { runCliProcessBench, runEvaluationBench, runHungBench, runStartupBench } from './evaluation.js';
 import { runFleetBench } from './fleet.js';
-import { markdownTable, messageOf, REPO_DIR, targetMet, type ResultRow } from './lib.js';
+import { markdownTable, messageOf, REPO_DIR, spawnTsx, targetMet, type ResultRow } from './lib.js';
 
 const args = new Set(process.argv.slice(2));
 const quick = args.has('--quick');
 const write = args.has('--write');
 const cliOnly = args.has('--cli');
+const profile = args.has('--profile');
+const SECTIONS = ['admission', 'startup', 'evaluation', 'fleet', 'hung', 'capi-fleet'] as const;
+const PROFILES = ['profile-admission', 'profile-evaluation', 'profile-cli'] as const;
+const onlyArg = process.argv.slice(2).find((arg) => arg.startsWith('--only='));
+const only = onlyArg === undefined ? null : new Set(onlyArg.slice('--only='.length).split(',').filter(Boolean));
+for (const arg of process.argv.slice(2)) {
+  if (!['--quick', '--write', '--cli', '--profile'].includes(arg) && arg !== onlyArg)
+    throw new Error(`unknown argument ${JSON.stringify(arg)} (--quick, --write, --cli, --profile, --only=a,b)`);
+}
+for (const name of only ?? []) {
+  if (![...SECTIONS, ...PROFILES].includes(name as never))
+    throw new Error(`--only: no section ${JSON.stringify(name)} (${[...SECTIONS, ...PROFILES].join(', ')})`);
+}
+/** Whether a section runs: --only names it, or (without --only) it is in this mode's set. */
+function runs(name: string): boolean {
+  if (only !== null) return only.has(name);
+  if (PROFILES.includes(name as never)) return profile;
+  return !cliOnly || ['startup', 'evaluation', 'hung'].includes(name);
+}
 const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
 const BEGIN = '<!-- bench:begin (written by `npm run bench -- --write`) -->';
@@ -47,22 +71,8 @@ async function section(name: string, rows: ResultRow[], failures: string[], run:
   }
 }
 
-async function main(): Promise<number> {
-  const startedAt = new Date();
-  const loadBefore = loadAverage();
-  const rows: ResultRow[] = [];
-  const failures: string[] = [];
-  log(`machine: ${machine()}; load average (1/5/15 min) ${loadBefore}`);
-
-  if (cliOnly && write) throw new Error('--cli measures only the CLI rows; --write would replace the whole table with them');
-  if (!cliOnly) {
-    await section('admission', rows, failures, () =>
-      runAdmissionBench({ latencySeconds: quick ? 3 : 10, throughputSeconds: quick ? 4 : 10, warmupSeconds: quick ? 1 : 3, log }),
-    );
-  }
-
-  await section('startup', rows, failures, async () => (await runStartupBench(quick ? 3 : 10, log)).rows);
-
+/** The sections that share one 3-member TLS etcd cluster on loopback. */
+async function clusterSections(rows: ResultRow[], failures: string[]): Promise<void> {
   let cluster: EtcdTestCluster | undefined;
   const stop = () => {
     // The harness SIGKILLs its members on exit too; this makes Ctrl-C leave nothing behind.
@@ -75,16 +85,17 @@ async function main(): Promise<number> {
     cluster = await startEtcdCluster({ name: 'bench' });
     const running = cluster;
     const processRuns = quick ? 3 : 10;
-    await section('evaluation', rows, failures, () =>
-      cliOnly
-        ? runCliProcessBench(running, { processRuns, log })
-        : runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns, log }),
-    );
-    if (!cliOnly) {
+    if (runs('evaluation'))
+      await section('evaluation', rows, failures, () =>
+        cliOnly
+          ? runCliProcessBench(running, { processRuns, log })
+          : runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns, log }),
+      );
+    if (runs('fleet'))
       await section('fleet', rows, failures, () => runFleetBench(running, { sizes: [10, 100, 300], concurrency: 16, log }));
-    }
     // Last: it pauses a member; the cluster is destroyed right after.
-    await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, log }));
+    if (runs('hung'))
+      await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, log }));
   } catch (error) {
     failures.push(`etcd cluster: ${messageOf(error)}`);
   } finally {
@@ -92,11 +103,54 @@ async function main(): Promise<number> {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }
+}
+
+/**
+ * A profiling driver (bench/profile-*.ts) in its own process: it starts its own servers or etcd
+ * and prints its own table of ratios against a baseline measured in the same run, with the load
+ * average before and after. --quick shortens it through the environment variables it reads.
+ */
+async function profileSection(name: (typeof PROFILES)[number], outputs: string[], failures: string[]): Promise<void> {
+  const started = performance.now();
+  const env = { ...process.env, ...(quick ? { RUNS: '5', ROUNDS: '1', SECONDS_EACH: '3' } : {}) };
+  const child = spawnTsx(`${name}.ts`, [], { stdio: ['ignore', 'pipe', 'inherit'], env });
+  let output = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)));
+  if (code === 0) {
+    outputs.push(`### ${name}\n\n${output.trim()}`);
+    log(`${name}: done in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  } else {
+    failures.push(`${name}: exited ${String(code)}`);
+    log(`${name}: FAILED (exit ${String(code)})`);
+  }
+}
+
+async function main(): Promise<number> {
+  const startedAt = new Date();
+  const loadBefore = loadAverage();
+  const rows: ResultRow[] = [];
+  const failures: string[] = [];
+  log(`machine: ${machine()}; load average (1/5/15 min) ${loadBefore}`);
+
+  if ((cliOnly || only !== null) && write)
+    throw new Error('--cli and --only measure only some rows; --write would replace the whole table with them');
+  if (runs('admission')) {
+    await section('admission', rows, failures, () =>
+      runAdmissionBench({ latencySeconds: quick ? 3 : 10, throughputSeconds: quick ? 4 : 10, warmupSeconds: quick ? 1 : 3, log }),
+    );
+  }
+
+  if (runs('startup')) await section('startup', rows, failures, async () => (await runStartupBench(quick ? 3 : 10, log)).rows);
+
+  if (['evaluation', 'fleet', 'hung'].some(runs)) await clusterSections(rows, failures);
 
   // Its own etcd clusters (RSA and ECDSA CA) behind the stand-ins' pod port-forward.
-  if (!cliOnly) {
+  if (runs('capi-fleet')) {
     await section('capi-fleet', rows, failures, () => runCapiFleetBench({ clusters: 100, rounds: quick ? 3 : 10, log }));
   }
+  const profiles: string[] = [];
+  for (const name of PROFILES) if (runs(name)) await profileSection(name, profiles, failures);
 
   const table = markdownTable(rows);
   const missed = rows.filter((row) => targetMet(row) === false);
@@ -104,7 +158,7 @@ async function main(): Promise<number> {
   const loadAfter = loadAverage();
   const durationS = ((Date.now() - startedAt.getTime()) / 1000).toFixed(0);
   const header = [
-    `Run: ${startedAt.toISOString()} (${durationS} s${quick ? ', --quick' : ''}${cliOnly ? ', --cli' : ''})`,
+    `Run: ${startedAt.toISOString()} (${durationS} s${quick ? ', --quick' : ''}${cliOnly ? ', --cli' : ''}${onlyArg === undefined ? '' : `, ${onlyArg}`})`,
     `Machine: ${machine()}`,
     `Load average (1/5/15 min): ${loadBefore} before, ${loadAfter} after`,
   ];
@@ -113,7 +167,8 @@ async function main(): Promise<number> {
       ? `All ${judged.length} judged targets met.`
       : `MISSED ${missed.length} of ${judged.length} judged targets: ${missed.map((row) => row.figure).join('; ')}`;
 
-  process.stdout.write(`\n${header.join('\n')}\n\n${table}\n\n${verdict}\n`);
+  process.stdout.write(`\n${header.join('\n')}\n${rows.length > 0 ? `\n${table}\n\n${verdict}\n` : ''}`);
+  if (profiles.length > 0) process.stdout.write(`\n${profiles.join('\n\n')}\n`);
   if (failures.length > 0)
     process.stdout.write(`\nBenches that could not run:\n${failures.map((line) => `- ${line}`).join('\n')}\n`);
 
