@@ -85,8 +85,8 @@ describe('the launcher applies the derived node flags', () => {
       );
       expect(run.uncaught).toBeNull();
       expect(run.code, run.stderr).toBe(1);
-    // The re-exec is silent: nothing but the preload's report on stderr (no ExperimentalWarning).
-    expect(run.stderr.trim()).toMatch(/^heap_size_limit_mib=\d+$/);
+      // The re-exec is silent: nothing but the preload's report on stderr (no ExperimentalWarning).
+      expect(run.stderr.trim()).toMatch(/^heap_size_limit_mib=\d+$/);
       expect((JSON.parse(run.stdout) as { verdict?: unknown }).verdict).toBe('Unhealthy');
       // V8's heap limit is the old generation plus the young one (a few MiB to a few tens).
       const limit = heapLimitMiB(run.stderr);
