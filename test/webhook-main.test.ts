@@ -228,7 +228,9 @@ describe('the webhook as a process', () => {
       ].join('\n'),
     );
     const runner = path.join(workDir, 'runner.mts');
-    const mainModule = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'webhook', 'main.ts')).href;
+    const mainModule = pathToFileURL(
+      path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'webhook', 'server', 'main.ts'),
+    ).href;
     await writeFile(
       runner,
       [
