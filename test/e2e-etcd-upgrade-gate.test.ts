@@ -4,9 +4,7 @@
 // Kubernetes whose kubeadm etcd is 3.6 is denied naming the members and the minimum; a version
 // step that stays on 3.5 is allowed; the same bump is allowed once the members run the minimum
 // (the real evaluation with its member versions raised, as the cluster would report them).
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,28 +15,24 @@ import type { EvaluationStore } from '../functions/domain/store.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { MIN_ETCD_FOR_3_6 } from '../webhook/domain/etcd-upgrade.js';
 import { generateTestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
-import { httpsRequest } from './harness/https-client.js';
+import { admissionFixture } from './harness/reviews.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
-const FIXTURES = path.join(import.meta.dirname, 'fixtures', 'admission');
 
 let workDir: string;
 let cluster: EtcdTestCluster;
 let config: GuardConfig;
 let store: EvaluationStore;
-let server: RunningWebhookServer;
-let ca: Buffer;
-let agent: https.Agent;
+let webhook: TestWebhook;
 
 beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-upgrade-gate-'));
   const [etcd, certs] = await Promise.all([startEtcdCluster({ size: 3, name: 'gate' }), generateTestCerts(workDir)]);
   cluster = etcd;
-  ca = readFileSync(certs.caFile);
   config = parseGuardConfig(
     {
       store: { kind: 'file', dir: path.join(workDir, 'store') },
@@ -52,30 +46,20 @@ beforeAll(async () => {
     'upgrade gate config',
   );
   store = createStore(config.store);
-  server = await startWebhookServer({
-    config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-    token: null,
-    logger: silent,
-    store,
-    pollIntervalMs: 100,
-  });
-  agent = new https.Agent({ keepAlive: true });
-  await server.cache.whenReady();
+  webhook = await startTestWebhook({ config, certs, logger: silent, store, pollIntervalMs: 100, ready: true });
 });
 
 afterAll(async () => {
-  agent?.destroy();
-  await server?.close();
+  await webhook?.close();
   await cluster?.destroy();
   if (workDir) await rm(workDir, { recursive: true, force: true });
 });
 
 /** Waits (with a deadline) until the webhook's cache holds the stored evaluation. */
 async function cached(evaluation: Evaluation): Promise<void> {
-  await expect.poll(() => server.cache.get('prod')?.evaluatedAt, { timeout: 5_000, interval: 50 }).toBe(evaluation.evaluatedAt);
+  await expect
+    .poll(() => webhook.server.cache.get('prod')?.evaluatedAt, { timeout: 5_000, interval: 50 })
+    .toBe(evaluation.evaluatedAt);
 }
 
 async function scheduledEvaluation(): Promise<Evaluation> {
@@ -87,20 +71,8 @@ async function scheduledEvaluation(): Promise<Evaluation> {
   return stored;
 }
 
-async function validate(fixture: string) {
-  const review = JSON.parse(readFileSync(path.join(FIXTURES, fixture), 'utf8')) as { request: { uid: string } };
-  const { status, text } = await httpsRequest(`${server.url}/validate?timeout=10s`, {
-    method: 'POST',
-    agent,
-    ca,
-    body: JSON.stringify(review),
-    timeoutMs: 15_000,
-  });
-  if (status !== 200) throw new Error(`HTTP ${status}: ${text}`);
-  const answer = JSON.parse(text) as { response: { uid: string; allowed: boolean; status?: { code: number; message: string } } };
-  expect(answer.response.uid).toBe(review.request.uid);
-  return answer.response;
-}
+/** The fixture as the apiserver sent it, posted to /validate. */
+const validate = (fixture: string) => webhook.postReview(admissionFixture(fixture));
 
 describe('the etcd 3.6 upgrade gate through the HTTPS webhook on real etcd', () => {
   it('denies a KCP bump to Kubernetes v1.34 (etcd 3.6) while members run below the minimum, allows otherwise', async () => {

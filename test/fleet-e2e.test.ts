@@ -5,7 +5,6 @@
 // polls. Faults hit B and must leave A alone; nothing of the run may show a private key.
 import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,16 +19,16 @@ import { resolveTargets } from '../functions/usecases/resolve-targets.js';
 import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
 import { runScheduledEvaluation, type ScheduledResult } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { putCapiSecrets, secretObject, startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
 import { generateTestCerts } from './harness/certs.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
-import { httpRequest, httpsRequest } from './harness/https-client.js';
+import { httpRequest } from './harness/https-client.js';
+import { fixtureReview } from './harness/reviews.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const TOKEN = 'fleet-e2e-token-0123456789abcdef';
-/** Every log line (webhook and scheduled run), stored evaluation and HTTP response of the run. */
+/** Every log line (webhook and scheduled run) of the run. */
 const logLines: string[] = [];
-const responses: string[] = [];
 const logDestination = { write: (line: string) => void logLines.push(line) };
 const webhookLogger = createLogger({ env: { LOG_LEVEL: 'debug' }, destination: logDestination });
 const scheduledLogger = createLogger({ env: { LOG_LEVEL: 'debug' }, destination: logDestination, name: 'etcd-guard-scheduled' });
@@ -40,10 +39,7 @@ let a: CapiWorkload;
 let b: CapiWorkload;
 let config: GuardConfig;
 let store: EvaluationStore;
-let server: RunningWebhookServer;
-let ca: Buffer;
-let agent: https.Agent;
-let uidCounter = 0;
+let webhook: TestWebhook;
 const runTimes: number[] = [];
 const denials: string[] = [];
 
@@ -109,7 +105,6 @@ beforeAll(async () => {
   [a, b] = [workloadA, workloadB];
   putKubeadmControlPlane(a, 'controlplane.cluster.x-k8s.io/v1beta1');
   putKubeadmControlPlane(b, 'controlplane.cluster.x-k8s.io/v1beta2');
-  ca = readFileSync(certs.caFile);
   config = parseGuardConfig(
     {
       store: { kind: 'file', dir: path.join(workDir, 'store') },
@@ -126,24 +121,20 @@ beforeAll(async () => {
     if (target.guards) targetNames.set(target.guards.name, target.name);
   }
   expect(targetNames.size).toBe(2);
-  server = await startWebhookServer({
+  webhook = await startTestWebhook({
     config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-    metricsListen: { host: '127.0.0.1', port: 0 },
+    certs,
+    metricsPort: true,
     token: TOKEN,
     logger: webhookLogger,
     store,
     pollIntervalMs: 100,
     kubeconfigFile: management.kubeconfigFile,
   });
-  agent = new https.Agent({ keepAlive: true });
 }, 60_000);
 
 afterAll(async () => {
-  agent?.destroy();
-  await server?.close();
+  await webhook?.close();
   await Promise.all([a?.destroy(), b?.destroy(), management?.close()]);
   if (workDir) await rm(workDir, { recursive: true, force: true });
 });
@@ -169,7 +160,7 @@ async function scheduledRun(): Promise<Map<string, Evaluation>> {
     if (evaluation === null) throw new Error(`the scheduled run stored nothing for ${targetOf(workload)}`);
     stored.set(workload.cluster.clusterName, evaluation);
     await expect
-      .poll(() => server.cache.get(targetOf(workload))?.evaluatedAt, { timeout: 5_000, interval: 50 })
+      .poll(() => webhook.server.cache.get(targetOf(workload))?.evaluatedAt, { timeout: 5_000, interval: 50 })
       .toBe(evaluation.evaluatedAt);
   }
   return stored;
@@ -177,38 +168,11 @@ async function scheduledRun(): Promise<Map<string, Evaluation>> {
 
 /** An AdmissionReview fixture (as the apiserver sends it) aimed at the workload's KCP. */
 function reviewOf(fixture: 'kcp-scale-up-3-to-5.json' | 'kcp-v1beta1-edit-version.json', workload: CapiWorkload) {
-  const raw = JSON.parse(readFileSync(new URL(`./fixtures/admission/${fixture}`, import.meta.url), 'utf8')) as {
-    request: Record<string, unknown>;
-  };
-  uidCounter += 1;
-  Object.assign(raw.request, {
-    uid: `fleet-e2e-${uidCounter}`,
-    namespace: workload.cluster.namespace,
-    name: controlPlaneOf(workload),
-  });
-  for (const key of ['object', 'oldObject'] as const) {
-    const metadata = (raw.request[key] as { metadata: Record<string, unknown> }).metadata;
-    Object.assign(metadata, { namespace: workload.cluster.namespace, name: controlPlaneOf(workload) });
-    // A spec edit carries the KCP's labels; a Scale carries none.
-    if (metadata.labels) metadata.labels = { 'cluster.x-k8s.io/cluster-name': workload.cluster.clusterName };
-  }
-  return raw;
+  const { namespace, clusterName } = workload.cluster;
+  return fixtureReview(fixture, { namespace, name: controlPlaneOf(workload), clusterName });
 }
 
-async function validate(review: ReturnType<typeof reviewOf>) {
-  const { status, text } = await httpsRequest(`${server.url}/validate?timeout=10s`, {
-    method: 'POST',
-    agent,
-    ca,
-    body: JSON.stringify(review),
-    timeoutMs: 15_000,
-  });
-  responses.push(text);
-  if (status !== 200) throw new Error(`HTTP ${status}: ${text}`);
-  const answer = JSON.parse(text) as { response: { uid: string; allowed: boolean; status?: { code: number; message: string } } };
-  expect(answer.response.uid).toBe(review.request.uid);
-  return answer.response;
-}
+const validate = (review: ReturnType<typeof reviewOf>) => webhook.postReview(review);
 
 const CHANGES = [
   { change: '/scale 3 → 5', fixture: 'kcp-scale-up-3-to-5.json' },
@@ -288,21 +252,12 @@ describe('a CAPI fleet guarded by the webhook, evaluated by the scheduled run th
   });
 
   it('shows no private key in any log line, stored evaluation, metric or response of the run', async () => {
-    const get = async (url: string) => {
-      const answer = await httpsRequest(url, {
-        method: 'GET',
-        agent,
-        ca,
-        headers: { authorization: `Bearer ${TOKEN}` },
-        timeoutMs: 10_000,
-      });
-      responses.push(answer.text);
-      return answer;
-    };
-    const metrics = await httpRequest(`${String(server.metricsUrl)}/metrics`);
-    responses.push(metrics.text);
+    const metrics = await httpRequest(`${String(webhook.metricsUrl)}/metrics`);
     expect(metrics.text).toMatch(/etcd_guard/);
-    const overview = await get(`${server.url}/evaluations`);
+    const overview = await webhook.request('GET', '/evaluations', {
+      headers: { authorization: `Bearer ${TOKEN}` },
+      timeoutMs: 10_000,
+    });
     expect(overview.status).toBe(200);
     const storeDir = path.join(workDir, 'store');
     const storedFiles = await Promise.all((await readdir(storeDir)).map((file) => readFile(path.join(storeDir, file), 'utf8')));
@@ -328,7 +283,9 @@ describe('a CAPI fleet guarded by the webhook, evaluated by the scheduled run th
         .map((line) => line.slice(0, 40)),
     );
     expect(fragments.length).toBeGreaterThan(10);
-    const everything = [...logLines, ...storedFiles, metrics.text, ...responses].join('\n');
+    // Every answer of the webhook's HTTPS port (reviews and the overview), and the metrics.
+    const responses = [...webhook.received, metrics.text];
+    const everything = [...logLines, ...storedFiles, ...responses].join('\n');
     expect(logLines.length).toBeGreaterThan(5);
     expect(responses.length).toBeGreaterThan(10);
     expect(everything).not.toMatch(/PRIVATE KEY/);

@@ -6,7 +6,6 @@
 import { X509Certificate } from 'node:crypto';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,14 +17,15 @@ import type { EvaluationStore } from '../functions/domain/store.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { createWebhookMetrics } from '../webhook/server/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
-import { httpRequest, httpsRequest } from './harness/https-client.js';
+import { httpRequest } from './harness/https-client.js';
 import { commandExists, ROOT, run } from './harness/manifests.js';
+import { admissionFixture } from './harness/reviews.js';
 import { waitFor } from './harness/wait.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
 const RULE_FILE = path.join(ROOT, 'manifests/components/observability/prometheusrule.yaml');
@@ -103,12 +103,11 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
   let certs: TestCerts;
   let config: GuardConfig;
   let store: EvaluationStore;
-  let server: RunningWebhookServer;
-  let agent: https.Agent;
+  let webhook: TestWebhook;
   let healthy: Evaluation;
 
   async function scrape(): Promise<{ text: string; samples: Sample[]; families: Set<string> }> {
-    const answer = await httpRequest(`${String(server.metricsUrl)}/metrics`);
+    const answer = await httpRequest(`${String(webhook.metricsUrl)}/metrics`);
     expect(answer.status, answer.text).toBe(200);
     return { text: answer.text, ...parseExposition(answer.text) };
   }
@@ -126,7 +125,7 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
     await waitFor(
       'the webhook cache to hold the stored evaluation',
       5_000,
-      () => server.cache.get('prod')?.evaluatedAt === stored.evaluatedAt,
+      () => webhook.server.cache.get('prod')?.evaluatedAt === stored.evaluatedAt,
     );
     return stored;
   }
@@ -148,18 +147,15 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
       'observability test config',
     );
     store = createStore(config.store);
-    server = await startWebhookServer({
+    webhook = await startTestWebhook({
       config,
-      host: '127.0.0.1',
-      port: 0,
-      tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-      metricsListen: { host: '127.0.0.1', port: 0 },
-      token: null,
+      certs,
+      metricsPort: true,
       logger: silent,
       store,
       pollIntervalMs: 100,
+      agent: { keepAlive: false },
     });
-    agent = new https.Agent({ keepAlive: false });
     await cluster.waitHealthy();
     // On a loaded machine a member can miss the deadline once; the test needs a passing evaluation to start from.
     await waitFor('a passing evaluation of the healthy cluster', 60_000, async () => {
@@ -167,33 +163,19 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
       return healthy.passed && healthy.cluster.healthyVoting === 3;
     });
     // One admission decision, so the decision counter has a series to show.
-    const review = readFileSync(path.join(ROOT, 'test/fixtures/admission/kcp-scale-up-3-to-5.json'));
-    const answer = await httpsRequest(`${server.url}/validate`, {
-      method: 'POST',
-      agent,
-      ca: readFileSync(certs.caFile),
-      body: review,
-      timeoutMs: 10_000,
-    });
-    expect(answer.status, answer.text).toBe(200);
+    await webhook.postReview(admissionFixture('kcp-scale-up-3-to-5.json'), { query: '', timeoutMs: 10_000 });
   }, 120_000);
 
   afterAll(async () => {
-    agent?.destroy();
-    await server?.close();
+    await webhook?.close();
     await cluster?.destroy();
     if (workDir) await rm(workDir, { recursive: true, force: true });
   });
 
   it('serves only GET /metrics on the metrics port, and no /metrics on the admission port', async () => {
-    expect((await httpRequest(`${String(server.metricsUrl)}/validate`, { method: 'POST' })).status).toBe(404);
-    expect((await httpRequest(`${String(server.metricsUrl)}/evaluations`)).status).toBe(404);
-    const admission = await httpsRequest(`${server.url}/metrics`, {
-      method: 'GET',
-      agent,
-      ca: readFileSync(certs.caFile),
-      timeoutMs: 10_000,
-    });
+    expect((await httpRequest(`${String(webhook.metricsUrl)}/validate`, { method: 'POST' })).status).toBe(404);
+    expect((await httpRequest(`${String(webhook.metricsUrl)}/evaluations`)).status).toBe(404);
+    const admission = await webhook.request('GET', '/metrics', { timeoutMs: 10_000 });
     expect(admission.status).toBe(404);
     expect(admission.text).not.toContain('prod');
   });

@@ -4,9 +4,7 @@
 // audit annotations and leaves an Event (events.k8s.io/v1) in the loopback API stand-in. A dryRun
 // request leaves none, a burst of denials becomes one Event series, and an Event write that hangs
 // changes nothing about the answers.
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -15,65 +13,40 @@ import { createStore } from '../functions/adapters/store-factory.js';
 import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
 import { EVENT_FINISH_MS, EventRecorder, lazyKubeEventSink } from '../functions/usecases/event-recorder.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, WEBHOOK_EVENT_CONTROLLER, type RunningWebhookServer } from '../webhook/server/main.js';
+import { WEBHOOK_EVENT_CONTROLLER } from '../webhook/server/main.js';
 import { generateTestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type StoredEvent } from './harness/fake-kube-apiserver.js';
-import { httpRequest, httpsRequest } from './harness/https-client.js';
+import { httpRequest } from './harness/https-client.js';
+import { admissionFixture, fixtureReview } from './harness/reviews.js';
 import { waitFor } from './harness/wait.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
-const FIXTURE = JSON.parse(
-  readFileSync(path.join(import.meta.dirname, 'fixtures/admission/kcp-scale-up-3-to-5.json'), 'utf8'),
-) as { request: Record<string, unknown> & { object: { metadata: Record<string, unknown> } } };
-const SCALED_UID = String(FIXTURE.request.object.metadata.uid);
+const FIXTURE = 'kcp-scale-up-3-to-5.json';
+const SCALED_UID = String(admissionFixture(FIXTURE).request.object?.metadata.uid);
 const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
 /** Test-side slack for "answered at once" while an Event write hangs (the write's own deadline is 2 s). */
 const ANSWER_SLACK_MS = 1_500;
 
 let workDir: string;
 let kube: FakeKubeApiServer;
-let server: RunningWebhookServer;
+let webhook: TestWebhook;
 let recorder: EventRecorder;
 let clockMs = 0;
 let config: GuardConfig;
-let ca: Buffer;
-let agent: https.Agent;
-let uidCounter = 0;
 
 /** The fixture (a /scale of a v1beta2 KCP from 3 to 5), aimed at KCP `name` in namespace default. */
 function scaleUp(name: string, options: { dryRun?: boolean } = {}) {
-  uidCounter += 1;
-  const review = structuredClone(FIXTURE);
-  review.request.uid = `00000000-0000-4000-8000-${String(uidCounter).padStart(12, '0')}`;
-  review.request.name = name;
-  for (const key of ['object', 'oldObject'] as const) {
-    (review.request[key] as { metadata: { name: string } }).metadata.name = name;
-  }
+  const review = fixtureReview(FIXTURE, { name });
   if (options.dryRun) review.request.dryRun = true;
   return review;
 }
 
-interface Answer {
-  allowed: boolean;
-  status?: { code: number; message: string };
-  warnings?: string[];
-  auditAnnotations?: Record<string, string>;
-}
-
-async function validate(review: unknown): Promise<Answer> {
-  const answer = await httpsRequest(`${server.url}/validate`, {
-    method: 'POST',
-    agent,
-    ca,
-    body: JSON.stringify(review),
-    timeoutMs: 15_000,
-  });
-  expect(answer.status, answer.text).toBe(200);
-  return (answer.json as { response: Answer }).response;
-}
+/** Posted without ?timeout: the webhook's default budget. */
+const validate = (review: unknown) => webhook.postReview(review, { query: '' });
 
 async function metricsText(): Promise<string> {
-  return (await httpRequest(`${String(server.metricsUrl)}/metrics`, { timeoutMs: 15_000 })).text;
+  return (await httpRequest(`${String(webhook.metricsUrl)}/metrics`, { timeoutMs: 15_000 })).text;
 }
 
 function eventsAbout(name: string): StoredEvent[] {
@@ -90,7 +63,6 @@ beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-enforcement-'));
   const [certs, fake] = await Promise.all([generateTestCerts(workDir), startFakeKubeApiServer()]);
   kube = fake;
-  ca = readFileSync(certs.caFile);
   const target = (name: string, enforcement?: string) => ({
     name,
     endpoints: ['https://127.0.0.1:2379'],
@@ -128,25 +100,20 @@ beforeAll(async () => {
     // The series clock is the test's, so a series can be finished without waiting six minutes.
     clockMs: () => clockMs,
   });
-  server = await startWebhookServer({
+  webhook = await startTestWebhook({
     config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-    metricsListen: { host: '127.0.0.1', port: 0 },
-    token: null,
+    certs,
+    metricsPort: true,
     logger: silent,
     store,
     kubeconfigFile: kube.kubeconfigFile,
     eventRecorder: recorder,
+    ready: true,
   });
-  agent = new https.Agent({ keepAlive: true });
-  await server.cache.whenReady();
 });
 
 afterAll(async () => {
-  agent?.destroy();
-  await server?.close();
+  await webhook?.close();
   await kube?.close();
   if (workDir) await rm(workDir, { recursive: true, force: true });
 });
