@@ -1,5 +1,6 @@
-// Which guarded fields a request changes: an RFC 6902 diff of oldObject → object, keeping only
-// operations at or under a guarded JSON pointer and outside its harmless children. Pure.
+// Which guarded fields a request changes: the children of each guarded JSON pointer whose values
+// differ between oldObject and object, outside its harmless children; on request also the RFC 6902
+// operations that touched them. Pure.
 import { createPatch, type Operation } from 'rfc6902';
 import type { Pointer } from 'rfc6902';
 import type { GuardedPointer, HarmlessChild } from './rules.js';
@@ -143,47 +144,69 @@ function changedChildren(oldObject: unknown, newObject: unknown, guarded: Guarde
 }
 
 /**
- * Diffs only the top-level members the guarded pointers live in (e.g. `spec`), so metadata such as
- * managedFields never costs diff time. Each guarded subtree some operation touched is then compared
- * child by child, skipping its harmless children, so a replaced ancestor (a whole new `spec`) counts
- * only for the children whose values really differ.
+ * Each guarded subtree is compared child by child, skipping its harmless children: a replaced
+ * ancestor (a whole new `spec`) counts only for the children whose values really differ. An
+ * object that is not a record counts as empty, as an absent root member does.
+ *
+ * The RFC 6902 operations are computed only when read (nothing on the admission path reads them):
+ * the diff was the largest part of classifying a request, and it can only find changes that the
+ * child-by-child comparison finds too (test/classify-decide.test.ts holds the two together).
  */
 export function detectGuardedChange(
   oldObject: unknown,
   newObject: unknown,
   guardedPointers: readonly GuardedPointer[],
 ): GuardedChange {
+  const before = isRecord(oldObject) ? oldObject : {};
+  const after = isRecord(newObject) ? newObject : {};
+  const changed: string[] = [];
+  for (const guarded of guardedPointers) {
+    // Only pointers into a member of the object count (the diff of those members never saw others).
+    if ((cachedPointerTokens(guarded.pointer)?.length ?? 0) === 0) continue;
+    changed.push(...changedChildren(before, after, guarded));
+  }
+  const changedPointers = [...new Set(changed)];
+  let operations: Operation[] | undefined;
+  return {
+    changedPointers,
+    get operations() {
+      operations ??= changedPointers.length === 0 ? [] : guardedOperations(before, after, guardedPointers);
+      return operations;
+    },
+  };
+}
+
+/**
+ * Diffs only the top-level members the guarded pointers live in (e.g. `spec`), so metadata such as
+ * managedFields never costs diff time, and keeps the operations at, under or above a guarded
+ * pointer whose subtree really changed, outside its harmless children.
+ */
+function guardedOperations(
+  oldObject: Record<string, unknown>,
+  newObject: Record<string, unknown>,
+  guardedPointers: readonly GuardedPointer[],
+): Operation[] {
   const roots = new Set<string>();
   for (const guarded of guardedPointers) {
     const first = cachedPointerTokens(guarded.pointer)?.[0];
     if (first !== undefined) roots.add(first);
   }
-  const pick = (object: unknown): Record<string, unknown> => {
+  const pick = (object: Record<string, unknown>): Record<string, unknown> => {
     const picked: Record<string, unknown> = {};
-    if (isRecord(object)) {
-      for (const root of roots) {
-        if (Object.prototype.hasOwnProperty.call(object, root) && object[root] !== undefined) picked[root] = object[root];
-      }
+    for (const root of roots) {
+      if (Object.prototype.hasOwnProperty.call(object, root) && object[root] !== undefined) picked[root] = object[root];
     }
     return picked;
   };
   const operations = createPatch(pick(oldObject), pick(newObject), wholeArrayDiff);
-
-  const changed: string[] = [];
-  const guardedOperations = new Set<Operation>();
+  const kept = new Set<Operation>();
   for (const guarded of guardedPointers) {
-    const touching = operations.filter((operation) =>
-      [operation.path, ...('from' in operation ? [operation.from] : [])].some(
-        (path) => isAtOrUnder(path, guarded.pointer) || isAtOrUnder(guarded.pointer, path),
-      ),
-    );
-    if (touching.length === 0) continue;
-    const children = changedChildren(oldObject, newObject, guarded);
-    if (children.length === 0) continue;
-    changed.push(...children);
-    for (const operation of touching) {
-      if (!guarded.harmless.some((child) => isAtOrUnder(operation.path, child.pointer))) guardedOperations.add(operation);
+    if (changedChildren(oldObject, newObject, guarded).length === 0) continue;
+    for (const operation of operations) {
+      const paths = [operation.path, ...('from' in operation ? [operation.from] : [])];
+      const touches = paths.some((path) => isAtOrUnder(path, guarded.pointer) || isAtOrUnder(guarded.pointer, path));
+      if (touches && !guarded.harmless.some((child) => isAtOrUnder(operation.path, child.pointer))) kept.add(operation);
     }
   }
-  return { changedPointers: [...new Set(changed)], operations: [...guardedOperations] };
+  return [...kept];
 }
