@@ -33,7 +33,9 @@ await writeFile(
 // --cpu-prof writes its profile on exit: the bare server gets a SIGINT handler that exits.
 const exitOnInt = path.join(dir, 'exit-on-int.cjs');
 await writeFile(exitOnInt, "process.on('SIGINT', () => process.exit(0));\n");
-const bareJs = path.join(REPO_DIR, 'node_modules/.cache/etcd-guard-profile-bare.mjs');
+// In this checkout's dist/ (ignored, per worktree): packages resolve from its node_modules.
+const bareJs = path.join(REPO_DIR, 'dist/profile-bare-child.mjs');
+await mkdir(path.dirname(bareJs), { recursive: true });
 await writeFile(
   bareJs,
   (await transform(await readFile(path.join(BENCH_DIR, 'bare-child.ts'), 'utf8'), { loader: 'ts', format: 'esm' })).code,
@@ -118,9 +120,11 @@ const cpuMs = (c: ChildProcess) => {
   const f = readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
 };
-const run = (u: string, c: number, seconds: number) =>
-  new Promise<autocannon.Result>((res, rej) =>
-    autocannon(
+/** Every 2xx response's own time (autocannon's histogram keeps whole ms). */
+const latencies = new Map<string, number[]>();
+const run = (u: string, c: number, seconds: number, name = '') =>
+  new Promise<autocannon.Result>((res, rej) => {
+    const instance = autocannon(
       {
         url: `${u}/validate?timeout=10s`,
         method: 'POST',
@@ -130,8 +134,19 @@ const run = (u: string, c: number, seconds: number) =>
         duration: seconds,
       },
       (e, r) => (e ? rej(e) : res(r)),
-    ),
-  );
+    );
+    if (c === 1 && name !== '') {
+      const into = latencies.get(name) ?? [];
+      latencies.set(name, into);
+      instance.on('response', (_client, status, _bytes, ms) => {
+        if (status >= 200 && status < 300) into.push(ms);
+      });
+    }
+  });
+const pct = (xs: number[], p: number) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+};
 const servers = [['bare', bareUrl, bare], ['after', url, child], ...(old ? [['before', oldUrl, old]] : [])] as Array<
   [string, string, ChildProcess]
 >;
@@ -150,7 +165,7 @@ for (const c of [32, 1]) {
   for (let round = 0; round < rounds; round++) {
     for (const [name, u, p] of servers) {
       const b = cpuMs(p);
-      const r = await run(u, c, seconds);
+      const r = await run(u, c, seconds, name);
       const used = cpuMs(p) - b;
       if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx ${r.errors} errors`);
       rate.set(name, [...(rate.get(name) ?? []), r.requests.total / r.duration]);
@@ -162,7 +177,10 @@ for (const c of [32, 1]) {
   const bareCpu = avg(cpu.get('bare')!);
   for (const [name] of servers) {
     console.log(
-      `| ${c} conn | ${name} | ${avg(rate.get(name)!).toFixed(0)} req/s | ${(avg(rate.get(name)!) / bareRate).toFixed(2)}× | ${avg(cpu.get(name)!).toFixed(0)} µs CPU/req | ${(bareCpu / avg(cpu.get(name)!)).toFixed(2)}× |`,
+      `| ${c} conn | ${name} | ${avg(rate.get(name)!).toFixed(0)} req/s | ${(avg(rate.get(name)!) / bareRate).toFixed(2)}× | ${avg(cpu.get(name)!).toFixed(0)} µs CPU/req | ${(bareCpu / avg(cpu.get(name)!)).toFixed(2)}× |` +
+        (c === 1
+          ? ` p50 ${pct(latencies.get(name)!, 50).toFixed(3)} ms | p99 ${pct(latencies.get(name)!, 99).toFixed(3)} ms |`
+          : ''),
     );
   }
 }

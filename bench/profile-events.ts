@@ -1,0 +1,166 @@
+// Events on vs off, allow path and denial path: four webhooks of this checkout's bundle (plain node,
+// the image's --max-semi-space-size=2), two judging a fresh Healthy evaluation and two an Unhealthy
+// one, each pair with `events: true` (writing into the loopback API stand-in through KUBECONFIG)
+// and `events: false`. Runs are interleaved round by round; CPU µs per request is read from /proc,
+// which on a shared machine is far steadier than requests/s. Scratch driver for issue 20.
+import autocannon from 'autocannon';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { FileStore } from '../functions/adapters/file-store.js';
+import { generateTestCerts } from '../test/harness/certs.js';
+import { makeEvaluation, makeMember } from '../test/harness/evaluation-fixture.js';
+import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
+import { REPO_DIR } from './lib.js';
+
+const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-events-'));
+const certs = await generateTestCerts(dir);
+const kube = await startFakeKubeApiServer();
+const body = await readFile(path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json'), 'utf8');
+
+async function store(name: string, unhealthy: boolean): Promise<string> {
+  const storeDir = path.join(dir, name);
+  await mkdir(storeDir);
+  const members = unhealthy
+    ? [makeMember(0), makeMember(1), makeMember(2, { healthy: false, error: 'connection refused' })]
+    : undefined;
+  await new FileStore(storeDir).write(
+    makeEvaluation({
+      target: 'bench',
+      evaluatedAt: new Date().toISOString(),
+      ...(unhealthy ? { verdict: 'Unhealthy', members, reasons: ['member etcd-2 unreachable: connection refused'] } : {}),
+    }),
+  );
+  return storeDir;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function webhook(name: string, storeDir: string, events: boolean): Promise<[string, string, ChildProcess]> {
+  const configFile = path.join(dir, `${name}.json`);
+  await writeFile(
+    configFile,
+    JSON.stringify({
+      store: { kind: 'file', dir: storeDir },
+      maxAgeSeconds: 3600,
+      inlineRefresh: false,
+      events,
+      targets: [{ name: 'bench', endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
+    }),
+  );
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [
+      '--max-semi-space-size=2',
+      path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
+      'webhook',
+      '--config',
+      configFile,
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--tls-cert',
+      certs.serverCertFile,
+      '--tls-key',
+      certs.serverKeyFile,
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, NODE_ENV: 'production', KUBECONFIG: kube.kubeconfigFile },
+      cwd: dir,
+    },
+  );
+  return [name, `https://127.0.0.1:${port}`, child];
+}
+
+process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+async function ready(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      if ((await fetch(`${url}/readyz`)).status === 200) return;
+    } catch {
+      /* not yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} not ready`);
+}
+
+const healthy = await store('healthy', false);
+const sick = await store('sick', true);
+const servers = [
+  await webhook('allow, events off', healthy, false),
+  await webhook('allow, events on', healthy, true),
+  await webhook('deny, events off', sick, false),
+  await webhook('deny, events on', sick, true),
+];
+for (const [, url] of servers) await ready(url);
+
+const cpuMs = (c: ChildProcess) => {
+  const f = readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+};
+const run = (u: string, c: number, seconds: number) =>
+  new Promise<autocannon.Result>((res, rej) =>
+    autocannon(
+      {
+        url: `${u}/validate?timeout=10s`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        connections: c,
+        duration: seconds,
+      },
+      (e, r) => (e ? rej(e) : res(r)),
+    ),
+  );
+for (const [, u] of servers) await run(u, 8, 2);
+const seconds = Number(process.env.SECONDS_EACH ?? 5);
+const rounds = Number(process.env.ROUNDS ?? 3);
+const load = () =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' / ');
+console.log(`load before ${load()}`);
+const rate = new Map<string, number[]>();
+const cpu = new Map<string, number[]>();
+for (let round = 0; round < rounds; round++) {
+  for (const [name, u, p] of servers) {
+    const before = cpuMs(p);
+    const r = await run(u, 32, seconds);
+    const used = cpuMs(p) - before;
+    if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx ${r.errors} errors`);
+    rate.set(name, [...(rate.get(name) ?? []), r.requests.total / r.duration]);
+    cpu.set(name, [...(cpu.get(name) ?? []), (used * 1000) / r.requests.total]);
+  }
+}
+console.log(`load after ${load()}`);
+const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+for (const [name, , p] of servers) {
+  const hwm = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${p.pid}/status`, 'utf8'))?.[1];
+  console.log(
+    `| ${name} | ${avg(rate.get(name)!).toFixed(0)} req/s (${rate
+      .get(name)!
+      .map((x) => x.toFixed(0))
+      .join(', ')}) | ${avg(cpu.get(name)!).toFixed(0)} µs CPU/req | VmHWM ${(Number(hwm) / 1024).toFixed(0)} MiB |`,
+  );
+}
+const writes = kube.requests.filter((r) => r.resource === 'events').length;
+console.log(`Event requests in the stand-in: ${writes}`);
+for (const [, , p] of servers) p.kill('SIGTERM');
+await Promise.all(servers.map(([, , p]) => (p.exitCode === null ? new Promise((r) => p.once('exit', r)) : null)));
+await kube.close();
+await rm(dir, { recursive: true, force: true });
