@@ -33,6 +33,7 @@ import { clusterNameOf, needsMachines, type MachinesRead } from '../domain/remov
 import { buildAdmissionReviewResponse, parseAdmissionReview } from '../domain/review.js';
 import { flatLineLogger, type Logger } from '../../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
+import { sendJson } from './send-json.js';
 
 /** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */
 export const DEFAULT_APISERVER_TIMEOUT_MS = 10_000;
@@ -382,7 +383,7 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
       seconds,
     );
     logDecision(ctx.decisionLogger, request, outcome, seconds);
-    res.status(200).json(ctx.core.buildAdmissionReviewResponse(response));
+    sendJson(res, 200, ctx.core.buildAdmissionReviewResponse(response));
     // After the answer: the recorder only queues, and a failing or slow write never reaches it.
     if (enforced.event !== null) ctx.recordEvent?.(enforced.event);
   } catch (error) {
@@ -506,8 +507,10 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   });
 
   const app = express();
+  // sendJson (the /validate answer) writes what res.json does only with these two settings.
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.set('query parser', apiserverQueryParser(app.get('query parser fn') as QueryParser));
 
   // Parse every content type as JSON: the apiserver sends application/json, and anything else is
   // still answered with a clear 400 instead of an empty body.
@@ -522,6 +525,22 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   app.use(notFoundHandler());
   app.use(errorHandler(ctx.logger));
   return app;
+}
+
+export type QueryParser = (query: string | null | undefined) => Record<string, unknown>;
+
+/** What the apiserver sends on every call: `timeout=` and a Go duration, nothing to decode. */
+const APISERVER_QUERY = /^timeout=([0-9A-Za-z.]{1,64})$/;
+
+/**
+ * express's extended query parser (qs) with a shortcut for the one query the apiserver sends,
+ * whose result is the same `{ timeout }` object; anything else still goes through qs.
+ */
+export function apiserverQueryParser(extended: QueryParser): QueryParser {
+  return (query) => {
+    const timeout = typeof query === 'string' ? APISERVER_QUERY.exec(query)?.[1] : undefined;
+    return timeout === undefined ? extended(query) : { timeout };
+  };
 }
 
 function httpStatusOf(error: unknown): number {
