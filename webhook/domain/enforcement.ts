@@ -99,20 +99,23 @@ export function warningChunks(text: string, max: number = MAX_WARNINGS): string[
   return chunks;
 }
 
+// Assigned one by one rather than spread from literals (same keys, same order): this runs on
+// every admission request.
 function auditAnnotations(input: EnforcementInput, mode: EnforcementMode, denial: string | null): Record<string, string> {
   const { decision, target, evaluation } = input;
-  return {
+  const annotations: Record<string, string> = {
     [AUDIT_DECISION]: decision.result,
     [AUDIT_REASON]: decision.reason,
     [AUDIT_ENFORCEMENT]: mode,
-    ...(target === null ? {} : { [AUDIT_TARGET]: target.name }),
-    ...(evaluation === null
-      ? {}
-      : { [AUDIT_VERDICT]: evaluation.verdict, [AUDIT_EVALUATION_AGE]: String(Math.max(0, Math.round(evaluation.ageSeconds))) }),
-    ...(denial === null || mode === 'enforce' ? {} : { [AUDIT_WOULD_DENY]: clip(oneLine(denial), MAX_AUDIT_VALUE_LENGTH) }),
-    // The decision's own (override user and reason) are more specific and win.
-    ...decision.response.auditAnnotations,
   };
+  if (target !== null) annotations[AUDIT_TARGET] = target.name;
+  if (evaluation !== null) {
+    annotations[AUDIT_VERDICT] = evaluation.verdict;
+    annotations[AUDIT_EVALUATION_AGE] = String(Math.max(0, Math.round(evaluation.ageSeconds)));
+  }
+  if (denial !== null && mode !== 'enforce') annotations[AUDIT_WOULD_DENY] = clip(oneLine(denial), MAX_AUDIT_VALUE_LENGTH);
+  // The decision's own (override user and reason) are more specific and win.
+  return Object.assign(annotations, decision.response.auditAnnotations);
 }
 
 function eventFor(input: EnforcementInput, mode: EnforcementMode, denial: string | null): EventIntent | null {
