@@ -8,8 +8,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createPatch, type Operation, type Pointer } from 'rfc6902';
 import { describe, expect, it } from 'vitest';
-import { detectGuardedChange, isAtOrUnder, jsonEqual } from '../webhook/core/detect-change.js';
-import { GUARD_RULES, SCALE_GUARDED, type GuardedPointer } from '../webhook/core/rules.js';
+import { detectGuardedChange, isAtOrUnder, jsonEqual } from '../webhook/domain/detect-change.js';
+import { GUARD_RULES, SCALE_GUARDED, type GuardedPointer } from '../webhook/domain/rules.js';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/admission');
 const fixtures = readdirSync(FIXTURES)

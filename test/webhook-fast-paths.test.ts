@@ -9,8 +9,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiserverQueryParser, type QueryParser } from '../webhook/app.js';
-import { sendJson } from '../webhook/send-json.js';
+import { apiserverQueryParser, type QueryParser } from '../webhook/server/app.js';
+import { sendJson } from '../webhook/server/send-json.js';
 
 const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/admission/kcp-scale-up-3-to-5.json');
 const review = JSON.parse(readFileSync(FIXTURE, 'utf8')) as { request: { uid: string } };
