@@ -1,10 +1,9 @@
 // The webhook over real HTTPS on loopback: /validate against cached evaluations of every kind,
 // inline refresh inside the apiserver's budget, malformed and oversized bodies, readiness,
 // metrics and the /evaluations routes. The store is a real file store in a temp dir.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
-import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,13 +16,15 @@ import type { EvaluationStore } from '../functions/domain/store.js';
 import { OnDemandEvaluations } from '../functions/usecases/on-demand-service.js';
 import { apiserverTimeoutMs, createWebhookApp } from '../webhook/server/app.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
+import type { AdmissionResponse } from '../webhook/domain/contract.js';
 import { EvaluationCache } from '../webhook/server/cache.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { createWebhookMetrics } from '../webhook/server/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
-import { httpRequest, httpsRequest, type HttpsAnswer } from './harness/https-client.js';
+import { httpRequest, type HttpsAnswer } from './harness/https-client.js';
+import { admissionFixture, kcpReplicasReview } from './harness/reviews.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const TOKEN = 'http-test-token-5f1c';
 const silentLogger = createLogger({ env: { LOG_LEVEL: 'silent' } });
@@ -32,8 +33,7 @@ let workDir: string;
 let certs: TestCerts;
 let config: GuardConfig;
 let store: EvaluationStore;
-let server: RunningWebhookServer;
-let agent: https.Agent;
+let webhook: TestWebhook;
 const evaluateCalls: string[] = [];
 /** Targets of every store write the server started (recorded when write() is called). */
 const serverWrites: string[] = [];
@@ -44,70 +44,16 @@ function request(
   body?: string | Buffer,
   headers: Record<string, string> = {},
 ): Promise<HttpsAnswer> {
-  return requestTo(server.url, method, urlPath, body, headers);
+  return webhook.request(method, urlPath, { body, headers });
 }
 
-function requestTo(
-  baseUrl: string,
-  method: string,
-  urlPath: string,
-  body?: string | Buffer,
-  headers: Record<string, string> = {},
-): Promise<HttpsAnswer> {
-  return httpsRequest(`${baseUrl}${urlPath}`, {
-    method,
-    agent,
-    ca: readFileSync(certs.caFile),
-    body,
-    headers,
-    timeoutMs: 15_000,
-  });
-}
-
-interface ReviewAnswer {
-  status: number;
-  response: { uid: string; allowed: boolean; status?: { code: number; message: string }; warnings?: string[] };
-}
-
-async function validate(review: unknown, query = ''): Promise<ReviewAnswer> {
-  const answer = await request('POST', `/validate${query}`, JSON.stringify(review));
-  const json = answer.json as { apiVersion?: string; kind?: string; response?: ReviewAnswer['response'] } | null;
-  expect(answer.status, answer.text).toBe(200);
-  expect(json?.apiVersion).toBe('admission.k8s.io/v1');
-  expect(json?.kind).toBe('AdmissionReview');
-  return { status: answer.status, response: json?.response as ReviewAnswer['response'] };
-}
-
-let uidCounter = 0;
-function nextUid(): string {
-  uidCounter += 1;
-  return `00000000-0000-4000-8000-${String(uidCounter).padStart(12, '0')}`;
-}
+const validate = (review: unknown, query = '') => webhook.postReview(review, { query });
 
 /** A KubeadmControlPlane replica change in `namespace`, which routes it to the target of that name. */
-function kcpScale(namespace: string, from: number, to: number, uid = nextUid()) {
-  const kcp = (replicas: number) => ({
-    apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1',
-    kind: 'KubeadmControlPlane',
-    metadata: { name: 'control-plane', namespace, labels: { 'cluster.x-k8s.io/cluster-name': namespace } },
-    spec: { replicas, version: 'v1.30.2' },
-  });
-  return {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid,
-      kind: { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', kind: 'KubeadmControlPlane' },
-      resource: { group: 'controlplane.cluster.x-k8s.io', version: 'v1beta1', resource: 'kubeadmcontrolplanes' },
-      name: 'control-plane',
-      namespace,
-      operation: 'UPDATE',
-      userInfo: { username: 'alice@example.com', groups: ['system:authenticated'] },
-      object: kcp(to),
-      oldObject: kcp(from),
-      dryRun: false,
-    },
-  };
+function kcpScale(namespace: string, from: number, to: number) {
+  const review = kcpReplicasReview(from, to, { namespace, name: 'control-plane', clusterName: namespace });
+  review.request.userInfo = { username: 'alice@example.com', groups: ['system:authenticated'] };
+  return review;
 }
 
 const TARGETS = [
@@ -178,12 +124,10 @@ beforeAll(async () => {
   await store.write(makeEvaluation({ target: 'slow-refresh', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'burst', evaluatedAt: secondsAgo(300) }));
 
-  server = await startWebhookServer({
+  webhook = await startTestWebhook({
     config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-    metricsListen: { host: '127.0.0.1', port: 0 },
+    certs,
+    metricsPort: true,
     token: TOKEN,
     logger: silentLogger,
     store: {
@@ -196,14 +140,13 @@ beforeAll(async () => {
     },
     evaluate: (target) => (target.name === 'slow-refresh' ? new Promise<Evaluation>(() => undefined) : evaluateStandIn(target)),
     pollIntervalMs: 200,
+    agent: { keepAlive: true, maxSockets: 8 },
+    ready: true,
   });
-  agent = new https.Agent({ keepAlive: true, maxSockets: 8 });
-  await server.cache.whenReady();
 });
 
 afterAll(async () => {
-  agent?.destroy();
-  await server?.close();
+  await webhook?.close();
   if (workDir) await rm(workDir, { recursive: true, force: true });
 });
 
@@ -217,7 +160,7 @@ describe('POST /validate over HTTPS', () => {
     'scale $from→$to of a KCP routed to the $target evaluation: allowed=$allowed',
     async ({ target, from, to, allowed, message }) => {
       const review = kcpScale(target, from, to);
-      const { response } = await validate(review, '?timeout=1s');
+      const response = await validate(review, '?timeout=1s');
       expect(response.uid).toBe(review.request.uid);
       expect(response.allowed).toBe(allowed);
       if (message) {
@@ -228,14 +171,14 @@ describe('POST /validate over HTTPS', () => {
   );
 
   it('allows a Degraded scale-up with warnings naming the problem', async () => {
-    const { response } = await validate(kcpScale('degraded', 3, 5));
+    const response = await validate(kcpScale('degraded', 3, 5));
     expect(response.allowed).toBe(true);
     expect((response.warnings ?? []).join(' ')).toMatch(/etcd-2/);
   });
 
   it('denies with the evaluation age when stale and ?timeout=1s leaves no room for an inline refresh', async () => {
     const callsBefore = evaluateCalls.length;
-    const { response } = await validate(kcpScale('stale', 3, 5), '?timeout=1s');
+    const response = await validate(kcpScale('stale', 3, 5), '?timeout=1s');
     expect(response.allowed).toBe(false);
     expect(response.status?.message).toMatch(/no fresh etcd evaluation for stale \(age (29\d|30\d)s, max 60s\)/);
     expect(evaluateCalls.length).toBe(callsBefore);
@@ -243,12 +186,12 @@ describe('POST /validate over HTTPS', () => {
 
   it('refreshes inline when stale and the apiserver budget (?timeout=10s) allows, then uses the fresh result', async () => {
     const callsBefore = evaluateCalls.filter((name) => name === 'stale-refresh').length;
-    const { response } = await validate(kcpScale('stale-refresh', 3, 5), '?timeout=10s');
+    const response = await validate(kcpScale('stale-refresh', 3, 5), '?timeout=10s');
     expect(response.allowed).toBe(true);
     expect(evaluateCalls.filter((name) => name === 'stale-refresh').length).toBe(callsBefore + 1);
     expect(serverWrites.filter((name) => name === 'stale-refresh')).toHaveLength(1);
-    expect(server.cache.get('stale-refresh')?.evaluatedAt).not.toBe(undefined);
-    expect(Date.now() - Date.parse(server.cache.get('stale-refresh')?.evaluatedAt ?? '')).toBeLessThan(10_000);
+    expect(webhook.server.cache.get('stale-refresh')?.evaluatedAt).not.toBe(undefined);
+    expect(Date.now() - Date.parse(webhook.server.cache.get('stale-refresh')?.evaluatedAt ?? '')).toBeLessThan(10_000);
   });
 
   it('gives a dryRun request the same inline-refreshed decision without storing anything', async () => {
@@ -256,7 +199,7 @@ describe('POST /validate over HTTPS', () => {
     const callsBefore = evaluateCalls.filter((name) => name === 'stale-dry-run').length;
     const review = kcpScale('stale-dry-run', 3, 5);
     review.request.dryRun = true;
-    const { response } = await validate(review, '?timeout=10s');
+    const response = await validate(review, '?timeout=10s');
     expect(response.allowed).toBe(true);
     expect(evaluateCalls.filter((name) => name === 'stale-dry-run').length).toBe(callsBefore + 1);
     // A storing refresh starts its write before the answer goes out, so none may have started.
@@ -266,14 +209,14 @@ describe('POST /validate over HTTPS', () => {
 
   it('shares one inline refresh among concurrent requests for a stale target', async () => {
     const answers = await Promise.all(Array.from({ length: 6 }, () => validate(kcpScale('burst', 3, 5), '?timeout=10s')));
-    expect(answers.map((answer) => answer.response.allowed)).toEqual([true, true, true, true, true, true]);
-    expect(new Set(answers.map((answer) => answer.response.uid)).size).toBe(6);
+    expect(answers.map((response) => response.allowed)).toEqual([true, true, true, true, true, true]);
+    expect(new Set(answers.map((response) => response.uid)).size).toBe(6);
     expect(evaluateCalls.filter((name) => name === 'burst')).toHaveLength(1);
   });
 
   it('answers before the apiserver gives up when an inline refresh hangs, denying with the refresh failure', async () => {
     const started = Date.now();
-    const { response } = await validate(kcpScale('slow-refresh', 3, 5), '?timeout=4s');
+    const response = await validate(kcpScale('slow-refresh', 3, 5), '?timeout=4s');
     const tookMs = Date.now() - started;
     expect(response.allowed).toBe(false);
     expect(response.status?.message).toMatch(/slow-refresh/);
@@ -282,8 +225,10 @@ describe('POST /validate over HTTPS', () => {
 
   it('allows an unguarded change (labels only) without reading the cache', async () => {
     const review = kcpScale('missing', 3, 3);
-    (review.request.object.metadata.labels as Record<string, string>)['team'] = 'platform';
-    const { response } = await validate(review);
+    const labels = review.request.object?.metadata.labels;
+    if (!labels) throw new Error('the KCP fixture lost its labels');
+    labels.team = 'platform';
+    const response = await validate(review);
     expect(response).toMatchObject({ uid: review.request.uid, allowed: true });
   });
 
@@ -374,7 +319,7 @@ function evaluationFor(state: FixtureState): Evaluation | null {
 }
 
 describe('the AdmissionReview fixtures against each cached evaluation', () => {
-  const servers = new Map<FixtureState, RunningWebhookServer>();
+  const servers = new Map<FixtureState, TestWebhook>();
   const fixtureFiles = existsSync(FIXTURE_DIR)
     ? readdirSync(FIXTURE_DIR)
         .filter((file) => file.endsWith('.json'))
@@ -401,18 +346,14 @@ describe('the AdmissionReview fixtures against each cached evaluation', () => {
       const stateStore = createStore(fixtureConfig.store);
       const evaluation = evaluationFor(state);
       if (evaluation) await stateStore.write(evaluation);
-      const running = await startWebhookServer({
+      const running = await startTestWebhook({
         config: fixtureConfig,
-        host: '127.0.0.1',
-        port: 0,
-        tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-        token: null,
-        logger: silentLogger,
+        certs,
         store: stateStore,
         evaluate: () => Promise.reject(new Error('inline refresh is off in the fixture servers')),
+        ready: true,
       });
       servers.set(state, running);
-      await running.cache.whenReady();
     }
   });
 
@@ -429,16 +370,10 @@ describe('the AdmissionReview fixtures against each cached evaluation', () => {
     STATES.map((state) => ({ file, state, allowed: byState[state] })),
   );
   it.each(cases)('$file with a $state evaluation → allowed=$allowed', async ({ file, state, allowed }) => {
-    const fixturePath = path.join(FIXTURE_DIR, file);
-    if (!existsSync(fixturePath)) throw new Error(`fixture ${file} is missing`);
-    const body = readFileSync(fixturePath, 'utf8');
-    const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
     const running = servers.get(state);
     if (!running) throw new Error(`no server for ${state}`);
-    const answer = await requestTo(running.url, 'POST', '/validate?timeout=10s', body);
-    expect(answer.status, answer.text).toBe(200);
-    const response = (answer.json as { response: ReviewAnswer['response'] }).response;
-    expect(response.uid).toBe(uid);
+    // As recorded, uid included; postReview checks the answer echoes it.
+    const response = await running.postReview(admissionFixture(file));
     expect(response.allowed, response.status?.message).toBe(allowed);
     if (!allowed) {
       expect(response.status?.code).toBe(403);
@@ -466,7 +401,7 @@ describe('health, readiness, metrics and /evaluations', () => {
 
   it('the metrics port shows decision counters, durations and evaluation ages after decisions', async () => {
     await validate(kcpScale('unhealthy', 3, 5));
-    const answer = await httpRequest(`${String(server.metricsUrl)}/metrics`);
+    const answer = await httpRequest(`${String(webhook.metricsUrl)}/metrics`);
     expect(answer.status).toBe(200);
     expect(answer.headers['content-type']).toMatch(/text\/plain/);
     expect(answer.text).toMatch(
@@ -508,8 +443,8 @@ describe('health, readiness, metrics and /evaluations', () => {
   });
 
   it('a POST /evaluations result feeds the cache the webhook decides from', async () => {
-    expect(server.cache.get('missing')).not.toBeNull();
-    const { response } = await validate(kcpScale('missing', 3, 5), '?timeout=1s');
+    expect(webhook.server.cache.get('missing')).not.toBeNull();
+    const response = await validate(kcpScale('missing', 3, 5), '?timeout=1s');
     expect(response.allowed).toBe(true);
   });
 
@@ -638,7 +573,7 @@ describe('readiness before the first store read, and failing closed', () => {
       if (allowed === null) {
         expect((answer.json as { error: string }).error).toMatch(/parser exploded/);
       } else {
-        const response = (answer.json as { response: ReviewAnswer['response'] }).response;
+        const response = (answer.json as { response: AdmissionResponse }).response;
         expect(response.uid).toBe(review.request.uid);
         expect(response.allowed).toBe(allowed);
         expect(response.status?.message).toMatch(/fail closed.*projection exploded/);
