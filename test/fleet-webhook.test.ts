@@ -13,22 +13,17 @@ import { staticTarget, type Target } from '../functions/domain/targets.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { AdmissionRequest } from '../webhook/domain/contract.js';
 import { parseAdmissionReview } from '../webhook/domain/review.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
+import { fixtureReview, type TestReview } from './harness/reviews.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const json = (file: string): unknown => JSON.parse(readFileSync(new URL(file, import.meta.url), 'utf8'));
 const object = (name: string) => json(`./fixtures/discovery/${name}.json`) as FakeObject;
 
 /** An AdmissionReview fixture aimed at another object (namespace/name), as the apiserver would send it for that one. */
-function review(fixture: string, namespace: string, name: string): { raw: Record<string, unknown>; request: AdmissionRequest } {
-  const raw = json(`./fixtures/admission/${fixture}`) as { request: Record<string, unknown> };
-  raw.request.namespace = namespace;
-  raw.request.name = name;
-  for (const key of ['object', 'oldObject'] as const) {
-    const metadata = (raw.request[key] as { metadata: Record<string, unknown> } | null)?.metadata;
-    if (metadata) Object.assign(metadata, { namespace, name });
-  }
+function review(fixture: string, namespace: string, name: string): { raw: TestReview; request: AdmissionRequest } {
+  const raw = fixtureReview(fixture, { namespace, name });
   const parsed = parseAdmissionReview(raw);
   if (!parsed.ok) throw new Error(parsed.message);
   return { raw, request: parsed.review.request };
@@ -119,7 +114,7 @@ describe('matching by identity', () => {
 
 describe('the webhook with discovery against the stand-in apiserver', () => {
   let fake: FakeKubeApiServer;
-  let running: RunningWebhookServer | undefined;
+  let running: TestWebhook | undefined;
   let workDir: string;
   const evaluated: string[] = [];
   const TOKEN = 'overview-token-0123456789';
@@ -141,13 +136,9 @@ describe('the webhook with discovery against the stand-in apiserver', () => {
       'test',
     );
     evaluated.length = 0;
-    running = await startWebhookServer({
+    running = await startTestWebhook({
       config: guardConfig,
-      host: '127.0.0.1',
-      port: 0,
-      tls: null,
       token: TOKEN,
-      logger: (await import('../functions/shared/logger.js')).createLogger({ env: { LOG_LEVEL: 'silent' } }),
       evaluate: (target) => {
         evaluated.push(target.name);
         return Promise.resolve(makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString() }) as Evaluation);
@@ -187,13 +178,9 @@ describe('the webhook with discovery against the stand-in apiserver', () => {
 
   it('a /scale of a discovered KCP is judged against its own target (evaluated inline) and allowed when Healthy', async () => {
     const { raw } = review('kcp-scale-up-3-to-5.json', 'fleet', 'prod-control-plane');
-    const response = await fetch(`${running?.url}/validate?timeout=10s`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(raw),
-    });
-    const answer = (await response.json()) as { response: { allowed: boolean; status?: { message: string } } };
-    expect(answer.response.allowed).toBe(true);
+    if (!running) throw new Error('the webhook did not start');
+    const answer = await running.postReview(raw);
+    expect(answer.allowed, answer.status?.message).toBe(true);
     expect(evaluated).toEqual(['capi-fleet-prod']);
   });
 });

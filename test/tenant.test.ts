@@ -12,7 +12,6 @@
 // probes: team/own and team-a/prod scale-ups must be denied, team-b/web's allowed.
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,12 +24,12 @@ import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
 import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { TargetRegistry } from '../functions/usecases/live-target-set.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { putCapiSecrets, secretObject, startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
 import { generateTestCerts } from './harness/certs.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
-import { httpsRequest } from './harness/https-client.js';
+import { fixtureReview } from './harness/reviews.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const TOKEN = 'tenant-suite-token-0123456789abcdef';
 const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
@@ -50,10 +49,7 @@ let victimB: Tenant; // another tenant's Healthy cluster
 let config: GuardConfig;
 let store: EvaluationStore;
 let registry: TargetRegistry;
-let server: RunningWebhookServer;
-let ca: Buffer;
-let agent: https.Agent;
-let uid = 0;
+let webhook: TestWebhook;
 const tally = { paths: 0, tenantRequests: 0, tenantAllowed: [] as string[], probes: 0, wrongAllows: [] as string[] };
 const crossTenantDenials: string[] = [];
 const runTimes: number[] = [];
@@ -144,7 +140,6 @@ beforeAll(async () => {
   // The tenant also runs a healthy etcd of its own (here: team-b's, reached with copies of its
   // credentials under the tenant's "decoy" cluster name).
   await putCapiSecrets(management, { namespace: 'team', clusterName: 'decoy' }, wB);
-  ca = readFileSync(certs.caFile);
   config = parseGuardConfig(
     {
       store: { kind: 'file', dir: path.join(workDir, 'store') },
@@ -162,11 +157,9 @@ beforeAll(async () => {
   store = createStore(config.store);
   let follow: (names: string[]) => void = () => undefined;
   registry = new TargetRegistry(config, { onChange: (targets) => follow(targets.map((target) => target.name)) });
-  server = await startWebhookServer({
+  webhook = await startTestWebhook({
     config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
+    certs,
     token: TOKEN,
     logger: silent,
     store,
@@ -174,14 +167,12 @@ beforeAll(async () => {
     pollIntervalMs: 100,
     kubeconfigFile: management.kubeconfigFile,
   });
-  follow = (names) => server.cache.setTargets(names);
-  server.cache.setTargets(registry.names());
-  agent = new https.Agent({ keepAlive: true });
+  follow = (names) => webhook.server.cache.setTargets(names);
+  webhook.server.cache.setTargets(registry.names());
 }, 120_000);
 
 afterAll(async () => {
-  agent?.destroy();
-  await server?.close();
+  await webhook?.close();
   await Promise.all([own?.workload.destroy(), victimA?.workload.destroy(), victimB?.workload.destroy(), management?.close()]);
   if (workDir) await rm(workDir, { recursive: true, force: true });
   process.stdout.write(
@@ -207,53 +198,24 @@ async function refreshAndEvaluate(): Promise<void> {
   for (const target of registry.names()) {
     const stored = await store.read(target);
     if (stored === null) continue;
-    await expect.poll(() => server.cache.get(target)?.evaluatedAt, { timeout: 10_000, interval: 50 }).toBe(stored.evaluatedAt);
+    await expect
+      .poll(() => webhook.server.cache.get(target)?.evaluatedAt, { timeout: 10_000, interval: 50 })
+      .toBe(stored.evaluatedAt);
   }
 }
 
 /** An AdmissionReview (the envelope of a real one) for an UPDATE of a KCP from `oldObject` to `object`. */
 function updateReview(oldObject: FakeObject, object: FakeObject, subResource?: 'scale') {
-  const raw = JSON.parse(
-    readFileSync(
-      new URL(
-        `./fixtures/admission/${subResource ? 'kcp-scale-up-3-to-5.json' : 'kcp-v1beta1-edit-version.json'}`,
-        import.meta.url,
-      ),
-      'utf8',
-    ),
-  ) as { request: Record<string, unknown> };
-  uid += 1;
-  Object.assign(raw.request, {
-    uid: `tenant-${uid}`,
-    namespace: object.metadata.namespace,
-    name: object.metadata.name,
-    userInfo: { username: 'tenant-admin', groups: ['team:admins', 'system:authenticated'] },
-  });
-  if (subResource) {
-    for (const key of ['object', 'oldObject'] as const) {
-      Object.assign((raw.request[key] as { metadata: Record<string, unknown> }).metadata, {
-        namespace: object.metadata.namespace,
-        name: object.metadata.name,
-      });
-    }
-  } else {
-    Object.assign(raw.request, { object, oldObject });
-  }
-  return raw;
+  const fixture = subResource ? 'kcp-scale-up-3-to-5.json' : 'kcp-v1beta1-edit-version.json';
+  const review = fixtureReview(fixture, { namespace: object.metadata.namespace, name: object.metadata.name });
+  review.request.userInfo = { username: 'tenant-admin', groups: ['team:admins', 'system:authenticated'] };
+  if (!subResource) Object.assign(review.request, { object, oldObject });
+  return review;
 }
 
 async function validate(review: ReturnType<typeof updateReview>): Promise<{ allowed: boolean; message: string }> {
-  const { status, text } = await httpsRequest(`${server.url}/validate?timeout=10s`, {
-    method: 'POST',
-    agent,
-    ca,
-    body: JSON.stringify(review),
-    timeoutMs: 15_000,
-  });
-  if (status !== 200) throw new Error(`HTTP ${status}: ${text}`);
-  const answer = JSON.parse(text) as { response: { uid: string; allowed: boolean; status?: { message: string } } };
-  expect(answer.response.uid).toBe(review.request.uid);
-  return { allowed: answer.response.allowed, message: answer.response.status?.message ?? '' };
+  const response = await webhook.postReview(review);
+  return { allowed: response.allowed, message: response.status?.message ?? '' };
 }
 
 /** The tenant's UPDATE of one of its KCPs; applied to the stand-in only when the webhook allows it. */
@@ -290,7 +252,7 @@ async function probe(path: string, extra: Array<{ namespace: string; name: strin
   const scaleB = await validate(updateReview(b, b, 'scale'));
   tally.probes += 1;
   if (!scaleB.allowed) crossTenantDenials.push(`${path}: ${scaleB.message}`);
-  const health = await httpsRequest(`${server.url}/healthz`, { method: 'GET', agent, ca, timeoutMs: 5_000 });
+  const health = await webhook.request('GET', '/healthz', { timeoutMs: 5_000 });
   expect(health.status).toBe(200);
 }
 
@@ -509,29 +471,14 @@ describe('a webhook that starts while the management API is unreachable', () => 
       },
       'stale discovery config',
     );
-    const stale = await startWebhookServer({
-      config: staleConfig,
-      host: '127.0.0.1',
-      port: 0,
-      tls: null,
-      token: TOKEN,
-      logger: silent,
-      store,
-      pollIntervalMs: 100,
-    });
+    // Plain HTTP: what it decides is the point, not how it is reached.
+    const stale = await startTestWebhook({ config: staleConfig, token: TOKEN, logger: silent, store, pollIntervalMs: 100 });
     try {
-      await expect.poll(() => stale.cache.get(STATIC_CATCH_ALL)?.verdict, { timeout: 10_000 }).toBe('Healthy');
+      await expect.poll(() => stale.server.cache.get(STATIC_CATCH_ALL)?.verdict, { timeout: 10_000 }).toBe('Healthy');
       const kcp = currentKcp('team-a', kcpName(victimA));
-      const review = updateReview(kcp, kcp, 'scale');
-      const response = await fetch(`${stale.url}/validate`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(review),
-        signal: AbortSignal.timeout(15_000),
-      });
-      const answer = (await response.json()) as { response: { allowed: boolean; status?: { message: string } } };
-      expect(answer.response.allowed).toBe(false);
-      expect(answer.response.status?.message).toContain('discovery has not listed the management cluster yet');
+      const answer = await stale.postReview(updateReview(kcp, kcp, 'scale'), { query: '' });
+      expect(answer.allowed).toBe(false);
+      expect(answer.status?.message).toContain('discovery has not listed the management cluster yet');
     } finally {
       await stale.close();
     }

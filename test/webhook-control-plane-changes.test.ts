@@ -3,25 +3,18 @@
 // whatever the verdict, KCP never goes to 0, and "may override" is granted by RBAC through a
 // SubjectAccessReview. Machines and reviews come from the loopback API stand-in; evaluations from
 // a real file store; requests are the AdmissionReview fixtures as the apiserver sends them.
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
 import { parseGuardConfig } from '../functions/entrypoints/config.js';
 import type { MemberReport } from '../functions/domain/evaluation-document.js';
-import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
-import { httpsRequest } from './harness/https-client.js';
-
-const FIXTURE_DIR = path.join(path.dirname(new URL(import.meta.url).pathname), 'fixtures', 'admission');
-const fixture = (name: string): { request: Record<string, unknown> } =>
-  JSON.parse(readFileSync(path.join(FIXTURE_DIR, name), 'utf8')) as { request: Record<string, unknown> };
+import { admissionFixture as fixture } from './harness/reviews.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const SCALE_3_TO_2 = fixture('kcp-scale-down-3-to-2.json');
 const SPEC_3_TO_2 = fixture('kcp-v1beta2-replicas-3-to-2.json');
@@ -29,28 +22,9 @@ const SPEC_3_TO_2 = fixture('kcp-v1beta2-replicas-3-to-2.json');
 let workDir: string;
 let certs: TestCerts;
 let fake: FakeKubeApiServer;
-let server: RunningWebhookServer;
-let agent: https.Agent;
+let webhook: TestWebhook;
 
-interface Answer {
-  uid: string;
-  allowed: boolean;
-  status?: { code: number; message: string };
-  warnings?: string[];
-  auditAnnotations?: Record<string, string>;
-}
-
-async function validate(review: unknown): Promise<Answer> {
-  const answer = await httpsRequest(`${server.url}/validate?timeout=10s`, {
-    method: 'POST',
-    agent,
-    ca: readFileSync(certs.caFile),
-    body: JSON.stringify(review),
-    timeoutMs: 15_000,
-  });
-  expect(answer.status, answer.text).toBe(200);
-  return (answer.json as { response: Answer }).response;
-}
+const validate = (review: unknown) => webhook.postReview(review);
 
 /** A control-plane Machine of KCP prod-control-plane as Cluster API v1beta2 serves it. */
 function machine(
@@ -100,7 +74,6 @@ function evaluatedNow(target: string, members: MemberReport[], verdict: 'Healthy
 beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-cp-changes-'));
   certs = await generateTestCerts(workDir);
-  agent = new https.Agent({ keepAlive: true, maxSockets: 4 });
   fake = await startFakeKubeApiServer({ user: 'system:serviceaccount:etcd-guard:etcd-guard-webhook' });
   const config = parseGuardConfig(
     {
@@ -139,18 +112,15 @@ beforeAll(async () => {
       ['no voting member answered'],
     ),
   );
-  server = await startWebhookServer({
+  webhook = await startTestWebhook({
     config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-    token: null,
-    logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+    certs,
     store,
     kubeconfigFile: fake.kubeconfigFile,
     evaluate: () => Promise.reject(new Error('inline refresh is off')),
+    agent: { keepAlive: true, maxSockets: 4 },
+    ready: true,
   });
-  await server.cache.whenReady();
   // The Kubernetes client loads on the first Machines read, inside that read's 2 s deadline; under
   // a loaded test machine the load alone can use it up. Load it once before the cases.
   putMachines([]);
@@ -158,8 +128,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  agent?.destroy();
-  await server.close();
+  await webhook?.close();
   await fake.close();
   await rm(workDir, { recursive: true, force: true });
 });

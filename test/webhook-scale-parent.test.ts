@@ -3,7 +3,6 @@
 // loopback stand-in) to learn which target it belongs to: allowed when that target's etcd (a real
 // 3-member cluster) is Healthy; denied saying why when the read is forbidden, finds nothing or
 // hangs, within the read's deadline.
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,20 +11,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
 import { parseGuardConfig } from '../functions/entrypoints/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
-import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
+import { fixtureReview } from './harness/reviews.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const PARENT_READ_TIMEOUT_MS = 600;
 const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
-const FIXTURE = path.join(path.dirname(new URL(import.meta.url).pathname), 'fixtures/admission/kcp-scale-up-3-to-5.json');
 
 let workDir: string;
 let cluster: EtcdTestCluster;
 let fake: FakeKubeApiServer;
-let server: RunningWebhookServer;
-let uidCounter = 0;
+let webhook: TestWebhook;
 
 beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-scale-parent-'));
@@ -50,22 +47,17 @@ beforeAll(async () => {
   // Healthy, or Degraded when this loaded machine makes a member slow: both pass and allow.
   expect(evaluation.passed, evaluation.reasons.join('; ')).toBe(true);
   await store.write(evaluation);
-  server = await startWebhookServer({
+  webhook = await startTestWebhook({
     config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: null,
-    token: null,
-    logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
     store,
     kubeconfigFile: fake.kubeconfigFile,
     parentReadTimeoutMs: PARENT_READ_TIMEOUT_MS,
+    ready: true,
   });
-  await server.cache.whenReady();
 });
 
 afterAll(async () => {
-  await server?.close();
+  await webhook?.close();
   await fake?.close();
   await cluster?.destroy();
   if (workDir) await rm(workDir, { recursive: true, force: true });
@@ -80,30 +72,11 @@ function putKcp(name: string, clusterName: string): void {
   });
 }
 
-/** The apiserver's /scale AdmissionReview (3 → 5) for KubeadmControlPlane default/<name>. */
-function scaleReview(name: string) {
-  const review = JSON.parse(readFileSync(FIXTURE, 'utf8')) as {
-    request: { uid: string; name: string; object: { metadata: { name: string } }; oldObject: { metadata: { name: string } } };
-  };
-  uidCounter += 1;
-  review.request.uid = `scale-parent-${uidCounter}`;
-  review.request.name = name;
-  review.request.object.metadata.name = name;
-  review.request.oldObject.metadata.name = name;
-  return review;
-}
-
+/** The apiserver's /scale AdmissionReview (3 → 5) for KubeadmControlPlane default/<name>, over plain HTTP. */
 async function validate(name: string) {
   const startedAt = performance.now();
-  const answer = await fetch(`${server.url}/validate?timeout=10s`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(scaleReview(name)),
-    signal: AbortSignal.timeout(15_000),
-  });
-  expect(answer.status).toBe(200);
-  const body = (await answer.json()) as { response: { allowed: boolean; status?: { message: string } } };
-  return { ...body.response, elapsedMs: performance.now() - startedAt };
+  const response = await webhook.postReview(fixtureReview('kcp-scale-up-3-to-5.json', { name }));
+  return { ...response, elapsedMs: performance.now() - startedAt };
 }
 
 function parentGets(name: string): number {
