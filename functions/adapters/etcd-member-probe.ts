@@ -67,9 +67,6 @@ const CHANNEL_OPTIONS = {
   // close grew with every evaluation (RSS 246 → 394 MiB over 1,000). A pool per channel goes
   // with the channel. Sessions never share channels anyway (see tlsChannelCredentials).
   'grpc.use_local_subchannel_pool': 1,
-  // channelz keeps a registry entry and a trace per channel, subchannel and socket for a debug
-  // service etcd-guard never serves; a short-lived channel per member paid for it on every call.
-  'grpc.enable_channelz': 0,
 } as const;
 
 /**
