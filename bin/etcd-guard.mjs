@@ -8,6 +8,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import module from 'node:module';
 import { URL, fileURLToPath } from 'node:url';
+import { getHeapStatistics } from 'node:v8';
 import { nodeFlagsFor, readMemoryLimitBytes } from './node-flags.mjs';
 
 // V8's heap cap from the container's memory limit (and the webhook's small young generation),
@@ -21,6 +22,7 @@ const nodeFlags = nodeFlagsFor({
   limitBytes: readMemoryLimitBytes(process.env),
   execArgv: process.execArgv,
   nodeOptions: process.env.NODE_OPTIONS,
+  heapLimitMiB: getHeapStatistics().heap_size_limit / (1024 * 1024),
 });
 if (nodeFlags.length > 0 && typeof process.execve === 'function' && process.channel === undefined) {
   process.execve(process.execPath, [process.execPath, ...process.execArgv, ...nodeFlags, ...process.argv.slice(1)]);

@@ -12,5 +12,6 @@ export declare function nodeFlagsFor(input: {
   limitBytes: number | null;
   execArgv: readonly string[];
   nodeOptions: string | undefined;
+  heapLimitMiB?: number;
 }): string[];
 export declare function readMemoryLimitBytes(env: NodeJS.ProcessEnv): number | null;

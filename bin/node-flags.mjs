@@ -68,21 +68,28 @@ export function oldSpaceMiB(limitBytes) {
 const OLD_SPACE_FLAG = /(^|\s)--max[-_]old[-_]space[-_]size(-percentage)?[=\s]/;
 const SEMI_SPACE_FLAG = /(^|\s)--max[-_]semi[-_]space[-_]size[=\s]/;
 
+/** V8's heap limit is the old generation plus the young one (3 semi-spaces, up to 48 MiB). */
+const YOUNG_GENERATION_SLACK_MIB = 64;
+
 /**
  * The flags to add to node for `command`, given the limit and the flags node already has (its
  * execArgv and NODE_OPTIONS, which always win). The webhook, a long-lived server, always gets
- * both; other commands are one-shot processes that would pay a second node start-up for them, so
- * they get the heap cap only under a memory limit (in a pod), where it matters most.
- * @param {{ command: string | undefined, limitBytes: number | null, execArgv: readonly string[], nodeOptions: string | undefined }} input
+ * both; other commands are one-shot processes that would pay a second node start-up (~60 ms of
+ * CPU) for them, so they get the heap cap only under a memory limit (in a pod), where it matters
+ * most. No cap either when V8's heap limit (`heapLimitMiB`) is already within it: node sizes the
+ * heap from a cgroup limit it can read (half of it on 64-bit, but at least 256 MiB), so with limits
+ * of 512Mi or more nothing needs re-executing; under the manifests' 384Mi it lowers 256 to 192.
+ * @param {{ command: string | undefined, limitBytes: number | null, execArgv: readonly string[], nodeOptions: string | undefined, heapLimitMiB?: number }} input
  * @returns {string[]}
  */
-export function nodeFlagsFor({ command, limitBytes, execArgv, nodeOptions }) {
+export function nodeFlagsFor({ command, limitBytes, execArgv, nodeOptions, heapLimitMiB }) {
   const given = ` ${[...execArgv, nodeOptions ?? ''].join(' ')} `;
   const server = command === 'webhook';
   const flags = [];
   if (server && !SEMI_SPACE_FLAG.test(given)) flags.push(`--max-semi-space-size=${WEBHOOK_SEMI_SPACE_MIB}`);
-  if ((server || limitBytes !== null) && !OLD_SPACE_FLAG.test(given))
-    flags.push(`--max-old-space-size=${oldSpaceMiB(limitBytes)}`);
+  const cap = oldSpaceMiB(limitBytes);
+  const alreadyWithin = heapLimitMiB !== undefined && heapLimitMiB <= cap + YOUNG_GENERATION_SLACK_MIB;
+  if ((server || limitBytes !== null) && !OLD_SPACE_FLAG.test(given) && !alreadyWithin) flags.push(`--max-old-space-size=${cap}`);
   return flags;
 }
 

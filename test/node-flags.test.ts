@@ -103,4 +103,34 @@ describe('the flags added for a command', () => {
   ])('%s', (_case, command, limitBytes, given, expected) => {
     expect(nodeFlagsFor({ command, limitBytes, ...given })).toEqual(expected);
   });
+
+  it.each([
+    ['node already sized the heap from a 1Gi cgroup (512 + young): no re-exec for evaluate', 'evaluate', GIB, 524, []],
+    ['the same for the webhook under the image ENTRYPOINT', 'webhook', GIB, 518, []],
+    [
+      "node's 256 MiB floor under a 384Mi cgroup is above the 192 cap: the cap",
+      'evaluate',
+      384 * MIB,
+      262,
+      ['--max-old-space-size=192'],
+    ],
+    ['node sized it from the host (4 GiB) despite the limit: the cap', 'evaluate', 384 * MIB, 4144, ['--max-old-space-size=192']],
+    [
+      'a heap limit just above the cap plus the young generation: the cap',
+      'evaluate',
+      384 * MIB,
+      192 + 65,
+      ['--max-old-space-size=192'],
+    ],
+    [
+      'the webhook on a host (4 GiB heap): the default cap',
+      'webhook',
+      null,
+      4144,
+      [`--max-old-space-size=${DEFAULT_OLD_SPACE_MIB}`],
+    ],
+  ])('%s', (_case, command, limitBytes, heapLimitMiB, expected) => {
+    const execArgv = ['--max-semi-space-size=2'];
+    expect(nodeFlagsFor({ command, limitBytes, execArgv, nodeOptions: undefined, heapLimitMiB })).toEqual(expected);
+  });
 });
