@@ -28,7 +28,9 @@ export interface CapiFleetOptions {
 /**
  * The node flags the fleet's evaluations run with in a pod: the image ENTRYPOINT's, plus what
  * bin/etcd-guard.mjs derives from the CronJob's memory limit in manifests/base (read from there,
- * so the row follows the manifests). The "no limit" run is the same child without the derived cap,
+ * so the row follows the manifests). In a pod node may size the heap from the cgroup itself, and
+ * the launcher then adds nothing; the old generation is the same 192 MiB either way, and this host
+ * has no such cgroup, so the flag is passed. The "no limit" run is the same child without the cap,
  * as `evaluate` starts on a host: V8 then sizes its heap from this host's memory.
  */
 export function podNodeFlags(): { flags: string[]; limit: string } {
