@@ -10,3 +10,30 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 export function isDnsLabel(text: string, maxLength: number = DNS_LABEL_MAX_LENGTH): boolean {
   return text.length <= maxLength && DNS_LABEL.test(text);
 }
+
+/** Lowercase letters, digits, '.' and '-': the characters of node, pod and etcd member names. */
+const PLAIN_NAME = /^[a-z0-9.-]*$/;
+const ROOT_OR_ENGLISH_LOCALE = /^(?:(?:C|POSIX|en)(?:[._@-].*)?)?$/;
+
+/**
+ * Whether the default locale Node's ICU takes from `env` (LC_ALL, else LC_MESSAGES, else LANG)
+ * is the root or an English one (C, POSIX and unset included): under those, two names of
+ * lowercase letters, digits, '.' and '-' collate by code unit ('.' and '-' before digits before
+ * letters, a prefix first). Other locales may not (Czech sorts "ch" after "h").
+ */
+export function plainNamesCollateByCodeUnit(env: Readonly<Record<string, string | undefined>>): boolean {
+  return ROOT_OR_ENGLISH_LOCALE.test(env.LC_ALL || env.LC_MESSAGES || env.LANG || '');
+}
+
+let byCodeUnit: boolean | undefined;
+
+/**
+ * `a.localeCompare(b)`, without creating ICU's collator where it cannot change the answer (see
+ * plainNamesCollateByCodeUnit): the collator's first use costs 15–25 ms of an `evaluate`
+ * process's CPU, to sort three member names. Any other name or locale goes to localeCompare.
+ */
+export function compareNames(a: string, b: string): number {
+  byCodeUnit ??= plainNamesCollateByCodeUnit(process.env);
+  if (byCodeUnit && PLAIN_NAME.test(a) && PLAIN_NAME.test(b)) return a < b ? -1 : a > b ? 1 : 0;
+  return a.localeCompare(b);
+}

@@ -3,6 +3,7 @@
 import { quorumOf } from '../evaluation-document.js';
 import { DEFAULT_THRESHOLDS, type EvaluationInput, type EvaluationThresholds } from './input.js';
 import { hostOf, nameOf } from './wording.js';
+import { compareNames } from '../../shared/names.js';
 import { type AgreedView, agreedView } from '../member-view.js';
 import { type ProbeFailureKind, showsMemberDown } from '../probe-failure.js';
 import type { ControlPlaneNode, DiscoveredMember, EndpointProbe, MemberStatus, Outcome } from '../../ports/etcd-probe.js';
@@ -24,7 +25,7 @@ export function judgedMembers(input: EvaluationInput, memberList: Outcome<Discov
   const probeByEndpoint = new Map(input.probes.map((probe) => [probe.endpoint, probe]));
   if (memberList.ok) {
     return [...memberList.value]
-      .sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id))
+      .sort((a, b) => compareNames(a.name || a.id, b.name || b.id))
       .map((member) => {
         // A member may be reached through its advertised client URL or through a given endpoint
         // that turned out to be it (e.g. a load balancer or another host name): prefer an answer.
