@@ -2,7 +2,7 @@
 // (paged, bounded, v1beta2 else v1beta1): the webhook, to tell which etcd member KCP will remove,
 // and the evaluation of a discovered capi target, whose inventory they are.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { KUBEADM_CONTROL_PLANE } from '../domain/controller-kinds.js';
+import { KCP_MACHINES } from '../domain/kinds/kubeadm-control-plane.js';
 import type { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { machineFromObject, type ControlPlaneMachine } from '../domain/machines.js';
@@ -12,8 +12,10 @@ import { inventoryAddresses } from './kube-nodes.js';
 
 export interface MachinesQuery {
   namespace: string;
-  /** The KubeadmControlPlane's name; Machines owned by another KCP are left out. */
+  /** The control plane's name; Machines owned by another control plane are left out. */
   controlPlaneName: string;
+  /** The owner reference kind of the control plane's Machines (its kind's `machines.ownerKind`; KCP's when absent). */
+  ownerKind?: string;
   /** The KCP's `cluster.x-k8s.io/cluster-name` label; null on a /scale request (no labels). */
   clusterName: string | null;
 }
@@ -25,11 +27,11 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** Owned by this KCP, or carrying no owner at all (adopted Machines keep none until adoption). */
-function ownedBy(item: unknown, controlPlaneName: string): boolean {
+function ownedBy(item: unknown, controlPlaneName: string, ownerKind: string): boolean {
   const metadata = isRecord(item) && isRecord(item.metadata) ? item.metadata : {};
   const owners = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
   if (owners.length === 0) return true;
-  return owners.some((owner) => isRecord(owner) && owner.kind === KUBEADM_CONTROL_PLANE.kind && owner.name === controlPlaneName);
+  return owners.some((owner) => isRecord(owner) && owner.kind === ownerKind && owner.name === controlPlaneName);
 }
 
 /** Control-plane Machines: by cluster and the control-plane label, else by the control-plane name label. */
@@ -50,7 +52,7 @@ export function createMachineReader(loadConfig: () => KubeConfig = () => loadKub
     api ??= loadConfig().makeApiClient(CustomObjectsApi);
     const items = await listMachineObjects(api, query, deadline);
     return items
-      .filter((item) => ownedBy(item, query.controlPlaneName))
+      .filter((item) => ownedBy(item, query.controlPlaneName, query.ownerKind ?? KCP_MACHINES.ownerKind))
       .map(machineFromObject)
       .filter((machine): machine is ControlPlaneMachine => machine !== null);
   };

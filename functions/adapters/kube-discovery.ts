@@ -1,10 +1,12 @@
-// Lists what discovery reads from the management cluster (and, for capi-machines.ts, Machines): Cluster API
-// KubeadmControlPlanes and Machines, etcd-druid Etcds. Every listing (all pages, every namespace,
-// the version fallback) finishes before the caller's Deadline or fails with a KubeApiError.
+// Lists what discovery reads from the management cluster (each kind's `discovery.lists`: Cluster
+// API KubeadmControlPlanes and Clusters, etcd-druid Etcds, …) and, for capi-machines.ts, Machines.
+// Every listing (all pages, every namespace, the version fallback) finishes before the caller's
+// Deadline or fails with a KubeApiError.
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import type { DiscoveryScope } from '../entrypoints/config.js';
 import type { Deadline } from '../domain/deadline.js';
-import { ETCD_GROUP, KCP_GROUP } from '../domain/discovery-mapping.js';
+import type { ListedResource } from '../domain/kinds/kind.js';
+import { CAPI_VERSIONS } from '../domain/kinds/kubeadm-control-plane.js';
 import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
 
 // Callers outside the adapters name the client by this re-export, never by importing client-node.
@@ -12,24 +14,11 @@ export type { CustomObjectsApi };
 
 const PAGE_SIZE = 500;
 const MACHINE_GROUP = 'cluster.x-k8s.io';
-/** Newest first: a management cluster before Cluster API v1.11 serves only v1beta1 (404 on v1beta2). */
-const CAPI_VERSIONS = ['v1beta2', 'v1beta1'];
 
-export interface CustomResource {
-  group: string;
-  /** Tried in order; a 404 (version not served) moves on to the next. */
-  versions: readonly string[];
-  plural: string;
-}
+/** A resource listed version by version, newest first: a 404 (version not served) moves on to the next. */
+export type CustomResource = ListedResource;
 
-export const KUBEADM_CONTROL_PLANES: CustomResource = {
-  group: KCP_GROUP,
-  versions: CAPI_VERSIONS,
-  plural: 'kubeadmcontrolplanes',
-};
 export const MACHINES: CustomResource = { group: MACHINE_GROUP, versions: CAPI_VERSIONS, plural: 'machines' };
-export const CLUSTERS: CustomResource = { group: MACHINE_GROUP, versions: CAPI_VERSIONS, plural: 'clusters' };
-export const ETCDS: CustomResource = { group: ETCD_GROUP, versions: ['v1alpha1'], plural: 'etcds' };
 
 export function createCustomObjectsApi(kubeconfigFile?: string): CustomObjectsApi {
   return loadKubeConfig(kubeconfigFile).makeApiClient(CustomObjectsApi);
@@ -112,23 +101,25 @@ export async function listCustomObjects(
   return [];
 }
 
-export function listKubeadmControlPlanes(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {
+/**
+ * One of a discovery provider's listings in its scope's namespaces: the kind's own objects
+ * (`selectByLabels`) carry the scope's labels; what its mapping reads besides (a KCP's Clusters)
+ * is listed whatever its labels, since an object is resolved through it by identity.
+ */
+export function listInScope(
+  api: CustomObjectsApi,
+  resource: CustomResource,
+  scope: DiscoveryScope,
+  selectByLabels: boolean,
+  deadline: Deadline,
+): Promise<unknown[]> {
   return listCustomObjects(
     api,
-    KUBEADM_CONTROL_PLANES,
-    { ...scope, labelSelector: equalitySelector(scope.labelSelector) },
+    resource,
+    {
+      ...(scope.namespaces ? { namespaces: scope.namespaces } : {}),
+      ...(selectByLabels ? { labelSelector: equalitySelector(scope.labelSelector) } : {}),
+    },
     deadline,
   );
-}
-
-/**
- * The Clusters of the scope's namespaces, whatever their labels: a KCP is resolved only through the
- * Cluster its owner reference names (by uid) and whose controlPlaneRef names it back.
- */
-export function listClusters(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {
-  return listCustomObjects(api, CLUSTERS, { ...(scope.namespaces ? { namespaces: scope.namespaces } : {}) }, deadline);
-}
-
-export function listEtcds(api: CustomObjectsApi, scope: DiscoveryScope, deadline: Deadline): Promise<unknown[]> {
-  return listCustomObjects(api, ETCDS, { ...scope, labelSelector: equalitySelector(scope.labelSelector) }, deadline);
 }

@@ -4,6 +4,7 @@
 import type { StoreConfig } from '../entrypoints/config.js';
 import type { Evaluation, Verdict } from './evaluation-document.js';
 import type { Target } from './targets.js';
+import { apiVersionOf } from './kinds/registry.js';
 
 /** events.k8s.io/v1 `regarding`: the object the Event is about. */
 export interface EventObjectRef {
@@ -46,12 +47,6 @@ export function verdictTransition(
   return null;
 }
 
-/** The API version a discovered target's object is named by in its Events (served by every supported release). */
-const GUARDED_API_VERSIONS: Readonly<Record<string, string>> = {
-  'controlplane.cluster.x-k8s.io': 'controlplane.cluster.x-k8s.io/v1beta1',
-  'druid.gardener.cloud': 'druid.gardener.cloud/v1alpha1',
-  apps: 'apps/v1',
-};
 const MAX_REASONS_IN_NOTE = 3;
 
 export interface TransitionInput {
@@ -74,7 +69,7 @@ export function transitionEvent(input: TransitionInput): EventIntent | null {
   let regarding: EventObjectRef;
   if (target.guards !== null) {
     const { group, kind, namespace, name } = target.guards;
-    regarding = { apiVersion: GUARDED_API_VERSIONS[group] ?? `${group}/v1`, kind, namespace, name };
+    regarding = { apiVersion: apiVersionOf({ group, kind }) ?? `${group}/v1`, kind, namespace, name };
   } else if (store.kind === 'configmap') {
     regarding = { apiVersion: 'v1', kind: 'ConfigMap', namespace: store.namespace, name: `etcd-guard-${target.name}` };
   } else {

@@ -8,6 +8,8 @@
 import type { GuardConfig } from '../entrypoints/config.js';
 import type { DiscoveryProblem, FleetView, Target, TargetSource } from '../domain/targets.js';
 import { resolveTargets, staticTargets, type DiscoveryFailure, type ResolvedTargets } from './resolve-targets.js';
+import { scopeOf } from '../domain/kinds/discovery-common.js';
+import { discoverableKinds } from '../domain/kinds/registry.js';
 
 export interface TargetRegistryOptions {
   /** One discovery round; resolveTargets against the management cluster by default. */
@@ -79,8 +81,9 @@ export class TargetRegistry {
     // A provider that failed this round keeps its previous problems, as it keeps its targets.
     const keptProblems = this.lastProblems.filter((problem) => failed.has('discovery') || failed.has(problem.source));
     this.lastProblems = [...resolved.problems, ...keptProblems];
-    for (const source of ['capi', 'druid'] as const) {
-      if (this.config.discovery?.[source] !== undefined && !failed.has(source) && !failed.has('discovery'))
+    for (const { discovery } of discoverableKinds()) {
+      const { source } = discovery;
+      if (scopeOf(this.config.discovery, source) !== undefined && !failed.has(source) && !failed.has('discovery'))
         this.listed.add(source);
     }
     this.lastFailures = resolved.failures;

@@ -1,8 +1,7 @@
-// Evaluates any resolved target by how it is reached: a static target through its endpoints and
-// TLS files, a druid Etcd through its advertised client URLs with TLS from its Secrets, a Cluster
-// API cluster the way KCP reaches it. A Cluster API target's control-plane Machines are listed
-// once per evaluation: their nodes say which etcd pods to reach, and they are the inventory that
-// every member must match.
+// Evaluates any resolved target by the reach strategy its kind names (ControllerKind.reach, put on
+// its discovered targets as `reach.kind`): `static` through its endpoints and TLS files, `druid`
+// through the advertised client URLs with TLS from the object's Secrets, `capi` the way KCP
+// reaches a Cluster API cluster. The kinds are pure and only name a strategy; the I/O is here.
 import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
 import type { CoreV1Api } from '../adapters/kube.js';
 import type { TargetConfig } from '../entrypoints/config.js';
@@ -10,11 +9,12 @@ import { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { datedByNodes } from '../domain/machines.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
-import type { Target } from '../domain/targets.js';
+import type { Target, TargetReach } from '../domain/targets.js';
+import type { ReachStrategy } from '../domain/kinds/kind.js';
 import { EtcdAccessError, type EtcdAccess } from './etcd-access.js';
 import { evaluateTarget, evaluateThroughAccess, type EvaluateTargetOptions } from './evaluate-target.js';
 
-type CapiReach = Extract<Target['reach'], { kind: 'capi' }>;
+type CapiReach = Extract<TargetReach, { kind: 'capi' }>;
 
 /** Opens the access to a Cluster API cluster's etcd through its control-plane nodes. */
 export type CapiAccessOpener = (reach: CapiReach, nodeNames: readonly string[], deadline: Deadline) => Promise<EtcdAccess>;
@@ -32,22 +32,58 @@ async function openCapiAccessDefault(api: CoreV1Api, reach: CapiReach, nodeNames
   return openCapiEtcdAccess(api, reach, nodeNames, deadline);
 }
 
+type ReachOf<K extends ReachStrategy> = Extract<TargetReach, { kind: K }>;
+type Reacher<K extends ReachStrategy> = (
+  target: Target | TargetConfig,
+  reach: ReachOf<K>,
+  options: EvaluateResolvedOptions,
+) => Promise<Evaluation>;
+
+/** The members' advertised client URLs, with TLS from the Secrets the object names. */
+async function throughDruidSecrets(
+  target: Target | TargetConfig,
+  reach: ReachOf<'druid'>,
+  options: EvaluateResolvedOptions,
+): Promise<Evaluation> {
+  const kube = await import('../adapters/kube.js');
+  const { openDruidEtcdAccess } = await import('../adapters/druid-etcd-access.js');
+  const api = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
+  return evaluateThroughAccess(
+    target,
+    (deadline) => openDruidEtcdAccess(api, { endpoints: target.endpoints, reach }, deadline),
+    options,
+  );
+}
+
+/**
+ * The reach strategies a kind's module may name (ControllerKind.reach), each with its I/O: the
+ * kinds say which one their discovered targets take, this table says how it is done.
+ */
+const REACHES: { [K in ReachStrategy]: Reacher<K> } = {
+  static: (target, _reach, options) => evaluateTarget(target, options),
+  druid: throughDruidSecrets,
+  capi: throughCapiMachines,
+};
+
 export async function evaluateResolvedTarget(
   target: Target | TargetConfig,
   options: EvaluateResolvedOptions = {},
 ): Promise<Evaluation> {
-  const reach = 'reach' in target ? target.reach : ({ kind: 'static' } as const);
-  if (reach.kind === 'static') return evaluateTarget(target, options);
+  const reach: TargetReach = 'reach' in target ? target.reach : { kind: 'static' };
+  const reacher = REACHES[reach.kind] as Reacher<typeof reach.kind>;
+  return reacher(target, reach, options);
+}
+
+/**
+ * KCP's way in. The control-plane Machines are listed once per evaluation: their nodes say which
+ * etcd pods to reach, and they are the inventory that every member must match.
+ */
+async function throughCapiMachines(
+  target: Target | TargetConfig,
+  reach: CapiReach,
+  options: EvaluateResolvedOptions,
+): Promise<Evaluation> {
   const kube = await import('../adapters/kube.js');
-  if (reach.kind === 'druid') {
-    const { openDruidEtcdAccess } = await import('../adapters/druid-etcd-access.js');
-    const api = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
-    return evaluateThroughAccess(
-      target,
-      (deadline) => openDruidEtcdAccess(api, { endpoints: target.endpoints, reach }, deadline),
-      options,
-    );
-  }
   const discovery = await import('../adapters/kube-discovery.js');
   const api = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
   const { listControlPlaneMachines } = await import('../adapters/capi-machines.js');

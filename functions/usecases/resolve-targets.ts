@@ -5,7 +5,9 @@ import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
 import type { EnforcementMode, GuardConfig } from '../entrypoints/config.js';
 import type { DiscoverySource } from '../domain/controller-kinds.js';
 import { Deadline } from '../domain/deadline.js';
-import { capiTargets, druidTargets, type DiscoveryDefaults, type ProviderResult } from '../domain/discovery-mapping.js';
+import { discoveredTargets, type DiscoveryDefaults } from '../domain/discovery-mapping.js';
+import { scopeOf } from '../domain/kinds/discovery-common.js';
+import { discoverableKinds } from '../domain/kinds/registry.js';
 import { mergeTargets, staticTarget, type DiscoveryProblem, type Target } from '../domain/targets.js';
 
 /** How long one discovery round (every provider, every page) may take. */
@@ -63,41 +65,24 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
     ...(discovery.learnerGrace !== undefined && { learnerGrace: discovery.learnerGrace }),
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
-  const run = async <Listed>(
-    source: DiscoverySource,
-    list: () => Promise<Listed>,
-    toTargets: (listed: Listed) => ProviderResult,
-  ) => {
-    try {
-      return toTargets(await list());
-    } catch (error) {
-      failures.push({ source, message: (error as Error).message });
-      return { targets: [], problems: [] };
-    }
-  };
-  const { capi, druid } = discovery;
-  const results = await Promise.all([
-    capi
-      ? run(
-          'capi',
-          async () => {
-            const [kcps, clusters] = await Promise.all([
-              adapter.listKubeadmControlPlanes(api, capi, deadline),
-              adapter.listClusters(api, capi, deadline),
-            ]);
-            return { kcps, clusters };
-          },
-          ({ kcps, clusters }) => capiTargets(kcps, clusters, withEnforcement(defaults, capi.enforcement)),
-        )
-      : null,
-    druid
-      ? run(
-          'druid',
-          () => adapter.listEtcds(api, druid, deadline),
-          (items) => druidTargets(items, withEnforcement(defaults, druid.enforcement)),
-        )
-      : null,
-  ]);
+  // Each configured provider lists what its kind's discovery names, all at once; its mapping decides.
+  const results = await Promise.all(
+    discoverableKinds().map(async ({ discovery: provider }) => {
+      const scope = scopeOf(discovery, provider.source);
+      if (scope === undefined) return null;
+      try {
+        const [own, ...related] = provider.lists;
+        const listed = await Promise.all([
+          adapter.listInScope(api, own, scope, true, deadline),
+          ...related.map((resource) => adapter.listInScope(api, resource, scope, false, deadline)),
+        ]);
+        return discoveredTargets(provider.source, listed, withEnforcement(defaults, scope.enforcement));
+      } catch (error) {
+        failures.push({ source: provider.source, message: (error as Error).message });
+        return { targets: [], problems: [] };
+      }
+    }),
+  );
   const found = results.flatMap((result) => result?.targets ?? []);
   const merged = mergeTargets(config.targets, found);
   return {

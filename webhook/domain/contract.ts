@@ -3,7 +3,8 @@
 // the core says one is needed, and asks the core for the decision. No I/O happens in the core.
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
-import type { MachinesRead } from './removal.js';
+import type { MachinesRead } from '../../functions/domain/kinds/kind.js';
+import type { MembershipChange, TargetMove } from '../../functions/domain/kinds/kind.js';
 
 /** admission.k8s.io/v1 AdmissionRequest, the fields the guard reads. */
 export interface AdmissionRequest {
@@ -44,33 +45,8 @@ export interface AdmissionReviewResponse {
   response: AdmissionResponse;
 }
 
-/** How a guarded change moves the etcd membership, as Cluster API's KCP would carry it out. */
-export type MembershipChange =
-  | { kind: 'scale-up'; from: number; to: number }
-  | { kind: 'scale-down'; from: number; to: number }
-  /** Template/version/strategy change: one new member joins before an old one leaves. */
-  | {
-      kind: 'rollout';
-      replicas: number;
-      changedPaths: string[];
-      /**
-       * Set when the same request also changes the replica count (from previousReplicas to
-       * replicas): the projection then applies BOTH the rollout and the scale rules (stricter).
-       */
-      previousReplicas?: number;
-    };
-
-/**
- * A label edit (no guarded field changed) that moves a guarded object away from the target it
- * belonged to, to another target or to none. Later changes would be judged against another etcd
- * cluster's evaluation, so the move itself is judged against the target it leaves: it must not be
- * Unhealthy.
- */
-export interface TargetMove {
-  kind: 'retarget';
-  /** The target the object moves to, or null when no target matches it any more. */
-  to: string | null;
-}
+// What a change does to membership is the kinds' vocabulary too (their removal orders read it).
+export type { MembershipChange, TargetMove } from '../../functions/domain/kinds/kind.js';
 
 /**
  * The labels of the object a /scale request scales, read from the API server by the webhook (an

@@ -1,7 +1,7 @@
 // Which guarded objects fleet discovery owns, and which of their fields decide the etcd that
 // judges them. Pure.
 //
-// - Discovery owns every KubeadmControlPlane (capi) or Etcd (druid) in its scope: a namespace it
+// - Discovery owns every object of a discoverable kind (KubeadmControlPlane: capi, Etcd: druid) in its scope: a namespace it
 //   lists (all when none are given) and labels carrying its labelSelector. Such an object is judged
 //   by its own discovered target or not at all: when discovery could not resolve it (no uid-linked
 //   Cluster, a name collision, a provider that has not listed yet because the management API was
@@ -9,13 +9,14 @@
 //   whose catch-all (`match: {}`) would judge it by some other cluster's etcd.
 // - The one exception is what discovery leaves to static targets on purpose (external etcd, a
 //   hibernated Etcd): a static target that names the object by namespace and name judges it.
-// - A discovered KCP's target follows its Cluster owner reference (and its cluster-name label
-//   must agree): changing either moves it to another etcd, so the change is judged against the
-//   target it leaves.
-import type { DiscoveryConfig, GuardConfig } from '../../functions/entrypoints/config.js';
+// - A discovered object's target follows what its kind's discovery says decides it (a KCP: its
+//   Cluster owner reference and cluster-name label): changing that moves it to another etcd, so
+//   the change is judged against the target it leaves.
+import type { DiscoveryScope, GuardConfig } from '../../functions/entrypoints/config.js';
 import type { DiscoveryProblem, FleetView, GuardedObject } from '../../functions/domain/targets.js';
 import { jsonEqual } from './detect-change.js';
-import { CLUSTER_NAME_LABEL, KUBEADM_CONTROL_PLANE, discoverySourceOf, isKind } from '../../functions/domain/controller-kinds.js';
+import { scopeOf } from '../../functions/domain/kinds/discovery-common.js';
+import { kindOf } from '../../functions/domain/kinds/registry.js';
 
 const CLUSTER_GROUP = 'cluster.x-k8s.io';
 
@@ -29,7 +30,7 @@ export type Ownership =
   /** Owned but unresolved: guarded changes are denied with `message`. */
   | { kind: 'unresolved'; message: string };
 
-function inScope(scope: NonNullable<DiscoveryConfig['capi']>, namespace: string, labels: Readonly<Record<string, string>>) {
+function inScope(scope: DiscoveryScope, namespace: string, labels: Readonly<Record<string, string>>) {
   if (scope.namespaces !== undefined && !scope.namespaces.includes(namespace)) return false;
   return Object.entries(scope.labelSelector ?? {}).every(([key, value]) => labels[key] === value);
 }
@@ -46,8 +47,8 @@ export function discoveryOwnership(
   labels: ReadonlyArray<Readonly<Record<string, string>>> | null,
   fleet: FleetView | undefined,
 ): Ownership {
-  const source = discoverySourceOf(object);
-  const scope = source === undefined ? undefined : config.discovery?.[source];
+  const source = kindOf(object)?.discovery?.source;
+  const scope = source === undefined ? undefined : scopeOf(config.discovery, source);
   if (source === undefined || scope === undefined) return { kind: 'not-owned' };
   if (scope.namespaces !== undefined && !scope.namespaces.includes(object.namespace)) return { kind: 'not-owned' };
   if (labels === null) {
@@ -98,11 +99,11 @@ function clusterOwners(object: unknown): unknown[] {
  * references and its cluster-name label. An Etcd is otherwise its own target by namespace and name.
  */
 export function identityChanged(config: GuardConfig, object: GuardedObject, oldObject: unknown, newObject: unknown): boolean {
-  const source = discoverySourceOf(object);
-  const selectorKeys = Object.keys((source === undefined ? undefined : config.discovery?.[source])?.labelSelector ?? {});
-  const keys = isKind(object, KUBEADM_CONTROL_PLANE) ? [...selectorKeys, CLUSTER_NAME_LABEL] : selectorKeys;
+  const discovery = kindOf(object)?.discovery;
+  const selectorKeys = Object.keys((discovery && scopeOf(config.discovery, discovery.source))?.labelSelector ?? {});
+  const keys = [...selectorKeys, ...(discovery?.identityLabels ?? [])];
   const labelsOf = (value: unknown) => record(record(record(value).metadata).labels);
   const [before, after] = [labelsOf(oldObject), labelsOf(newObject)];
   if (keys.some((key) => before[key] !== after[key])) return true;
-  return isKind(object, KUBEADM_CONTROL_PLANE) && !jsonEqual(clusterOwners(oldObject), clusterOwners(newObject));
+  return discovery?.followsClusterOwner === true && !jsonEqual(clusterOwners(oldObject), clusterOwners(newObject));
 }

@@ -1,4 +1,4 @@
-// The etcd 3.5 → 3.6 upgrade gate for KubeadmControlPlane changes. Pure.
+// The etcd 3.5 → 3.6 upgrade gate for changes of a kind whose etcd kubeadm picks (KubeadmControlPlane). Pure.
 //
 // etcd's upgrade guide (etcd-io/website, content/en/docs/v3.6/upgrades/upgrade_3_6.md, "Update
 // 3.5", as of its commit 9acb6b48 of 2026-08-14): "Before upgrading to 3.6, make sure that all of
@@ -12,7 +12,7 @@
 // Kubernetes version it rolls to is one whose kubeadm defaults to etcd 3.6. Such a change is
 // denied while any member runs etcd below the minimum, naming those members. Every other change
 // (a version step that stays on 3.5, a change of anything else) is left to the other rules.
-import { KUBEADM_CONTROL_PLANE, isKind } from '../../functions/domain/controller-kinds.js';
+import { kindOf } from '../../functions/domain/kinds/registry.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { DecisionInput } from './contract.js';
 import { valueAtPointer } from './detect-change.js';
@@ -110,7 +110,7 @@ export function judgeEtcdUpgrade(
   evaluation: Evaluation,
 ): string | null {
   const { classification, request } = input;
-  if (!isKind(classification.object, KUBEADM_CONTROL_PLANE)) return null;
+  if (kindOf(classification.object)?.kubeadmEtcdUpgrade !== true) return null;
   if (classification.change.kind !== 'rollout') return null;
   const next = kcpEtcd(request.object);
   if (next.version === null || compare(next.version, { major: 3, minor: 6, patch: 0 }) < 0) return null;

@@ -28,6 +28,7 @@
 // - even target sizes and target sizes below 3 are allowed with a warning.
 import { quorumOf, type Evaluation, type Verdict } from '../../functions/domain/evaluation-document.js';
 import type { MembershipChange } from './contract.js';
+import type { ProjectionOptions, RemovedMember } from '../../functions/domain/kinds/kind.js';
 
 export interface MembershipState {
   voting: number;
@@ -39,28 +40,8 @@ export interface MembershipState {
   verdict: Verdict;
 }
 
-/** What one removal takes out of etcd: a healthy voting member, an unhealthy one, or no member at all. */
-export type RemovedMember = 'healthy' | 'unhealthy' | 'none';
-
-/** How the controller carries a change out, as far as the object and the cluster tell. */
-export interface ProjectionOptions {
-  /**
-   * Every member the shrink removes, in the controller's order (null where its choice is not
-   * determined: the worst case, a healthy member). Absent: every removal is the worst case.
-   */
-  removalOrder?: readonly (RemovedMember | null)[];
-  /** Why the choice is not determined and how to make it so; added to a denial that the worst case caused. */
-  undeterminedHint?: string;
-  /**
-   * KCP rollout strategy maxSurge 0: an old member leaves before its replacement joins; 'unknown'
-   * (a value the guard cannot read): either order, both projected.
-   */
-  removeBeforeAdd?: boolean | 'unknown';
-  /** Alarms the controller does not wait on: KCP's scale-down preflight skips the Machine it deletes. */
-  excusedAlarms?: number;
-  /** KCP with external etcd: replica changes are not etcd membership changes. */
-  externalEtcd?: boolean;
-}
+// What a removal takes and how a controller carries a change out are told by each kind's module.
+export type { ProjectionOptions, RemovedMember } from '../../functions/domain/kinds/kind.js';
 
 export interface ProjectionResult {
   allowed: boolean;

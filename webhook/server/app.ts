@@ -29,7 +29,7 @@ import { enforce, type EnforcedDecision, type EnforcementInput } from '../domain
 import type { EventIntent } from '../../functions/domain/events.js';
 import { chooseEvaluation } from '../domain/freshness.js';
 import { classificationDecision, failClosedResponse } from '../domain/respond.js';
-import { clusterNameOf, needsMachines, type MachinesRead } from '../domain/removal.js';
+import { clusterNameOf, machineOwnerOf, needsMachines, type MachinesRead } from '../domain/removal.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from '../domain/review.js';
 import { flatLineLogger, type Logger } from '../../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
@@ -233,7 +233,8 @@ async function readMachinesFor(
   const query = {
     namespace: classification.object.namespace,
     controlPlaneName: classification.object.name,
-    clusterName: clusterNameOf(request.object) ?? clusterNameOf(request.oldObject),
+    clusterName: clusterNameOf(classification, request.object) ?? clusterNameOf(classification, request.oldObject),
+    ...machineOwnerOf(classification),
   };
   try {
     return { ok: true, machines: await ctx.readMachines(query, Deadline.after(Math.round(timeoutMs))) };
