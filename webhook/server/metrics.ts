@@ -54,14 +54,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
   const targetMetrics = new TargetMetrics();
   let certificateNotAfter: (() => Date | null) | null = null;
 
-  const decisions = new Counter({
-    name: 'etcd_guard_admission_decisions_total',
-    help:
-      'Admission decisions per target: decision (allowed, denied, overridden), the enforcement mode it was applied in ' +
-      '(denied with mode warn or audit was allowed: a would-be denial) and a short reason.',
-    labelNames: ['target', 'decision', 'mode', 'reason'] as const,
-    registers: [registry],
-  });
+  const countDecision = decisionCounter(registry);
   const duration = new Histogram({
     name: 'etcd_guard_admission_duration_seconds',
     help: 'Time to answer one /validate request, including any inline refresh.',
@@ -93,7 +86,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     registry,
     contentType: registry.contentType,
     recordDecision(labels, durationSeconds) {
-      decisions.inc({ target: labels.target, decision: labels.decision, mode: labels.mode, reason: labels.reason });
+      countDecision(labels);
       duration.observe(durationSeconds);
     },
     recordInlineRefresh(target, result) {
@@ -123,6 +116,40 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
       const perTarget = targetMetrics.render(now());
       return perTarget === '' ? registered : `${registered}\n${perTarget}`;
     },
+  };
+}
+
+/**
+ * etcd_guard_admission_decisions_total, counted cheaply: prom-client sorts, hashes and validates
+ * the four labels on every inc(); a decision only adds to a map here, and the counter takes what
+ * was added when it is read (a scrape): the same series, in the same order, with the same values.
+ */
+function decisionCounter(registry: Registry): (labels: DecisionLabels) => void {
+  const counts = new Map<string, { labels: DecisionLabels; count: number }>();
+  new Counter({
+    name: 'etcd_guard_admission_decisions_total',
+    help:
+      'Admission decisions per target: decision (allowed, denied, overridden), the enforcement mode it was applied in ' +
+      '(denied with mode warn or audit was allowed: a would-be denial) and a short reason.',
+    labelNames: ['target', 'decision', 'mode', 'reason'] as const,
+    registers: [registry],
+    collect() {
+      for (const entry of counts.values()) {
+        if (entry.count === 0) continue;
+        this.inc({ ...entry.labels }, entry.count);
+        entry.count = 0;
+      }
+    },
+  });
+  return (labels) => {
+    const key = `${labels.target}\u0000${labels.decision}\u0000${labels.mode}\u0000${labels.reason}`;
+    const entry = counts.get(key);
+    if (entry !== undefined) {
+      entry.count += 1;
+      return;
+    }
+    const { target, decision, mode, reason } = labels;
+    counts.set(key, { labels: { target, decision, mode, reason }, count: 1 });
   };
 }
 
