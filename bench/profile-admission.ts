@@ -83,30 +83,31 @@ for (let i = 0; i < 300; i++) {
   }
   await new Promise((r) => setTimeout(r, 100));
 }
-const before = process.env.BEFORE_DIR;
-const beforePort = port + 1;
-const old =
-  before === undefined
-    ? null
-    : spawn(
-        process.execPath,
-        [
-          '--max-semi-space-size=2',
-          path.join(before, 'bin/etcd-guard.mjs'),
-          'webhook',
-          '--config',
-          configFile,
-          '--listen',
-          `127.0.0.1:${beforePort}`,
-          '--tls-cert',
-          certs.serverCertFile,
-          '--tls-key',
-          certs.serverKeyFile,
-        ],
-        { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' }, cwd: before },
-      );
-const oldUrl = `https://127.0.0.1:${beforePort}`;
-if (old)
+// BEFORE_DIR: one or more checkouts (comma-separated), each with its own dist/, run side by side.
+const befores = (process.env.BEFORE_DIR ?? '').split(',').filter((dir) => dir !== '');
+const olds = befores.map((before, index) => {
+  const beforePort = port + 1 + index;
+  const proc = spawn(
+    process.execPath,
+    [
+      '--max-semi-space-size=2',
+      path.join(before, 'bin/etcd-guard.mjs'),
+      'webhook',
+      '--config',
+      configFile,
+      '--listen',
+      `127.0.0.1:${beforePort}`,
+      '--tls-cert',
+      certs.serverCertFile,
+      '--tls-key',
+      certs.serverKeyFile,
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' }, cwd: before },
+  );
+  const name = befores.length === 1 ? 'before' : `before ${path.basename(before)}`;
+  return [name, `https://127.0.0.1:${beforePort}`, proc] as [string, string, ChildProcess];
+});
+for (const [, oldUrl] of olds)
   for (let i = 0; i < 300; i++) {
     try {
       const r = await fetch(`${oldUrl}/readyz`);
@@ -147,9 +148,7 @@ const pct = (xs: number[], p: number) => {
   const sorted = [...xs].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
 };
-const servers = [['bare', bareUrl, bare], ['after', url, child], ...(old ? [['before', oldUrl, old]] : [])] as Array<
-  [string, string, ChildProcess]
->;
+const servers = [['bare', bareUrl, bare], ['after', url, child], ...olds] as Array<[string, string, ChildProcess]>;
 for (const [, u] of servers) await run(u, 8, 2);
 const seconds = Number(process.env.SECONDS_EACH ?? 5);
 const rounds = Number(process.env.ROUNDS ?? 2);
@@ -178,6 +177,10 @@ for (const c of [32, 1]) {
   for (const [name] of servers) {
     console.log(
       `| ${c} conn | ${name} | ${avg(rate.get(name)!).toFixed(0)} req/s | ${(avg(rate.get(name)!) / bareRate).toFixed(2)}× | ${avg(cpu.get(name)!).toFixed(0)} µs CPU/req | ${(bareCpu / avg(cpu.get(name)!)).toFixed(2)}× |` +
+        ` rounds ${cpu
+          .get(name)!
+          .map((x) => x.toFixed(0))
+          .join(' ')} µs |` +
         (c === 1
           ? ` p50 ${pct(latencies.get(name)!, 50).toFixed(3)} ms | p99 ${pct(latencies.get(name)!, 99).toFixed(3)} ms |`
           : ''),
@@ -203,8 +206,8 @@ for (const [name, , p] of servers) {
 }
 child.kill('SIGTERM');
 bare.kill('SIGINT');
-old?.kill('SIGTERM');
+for (const [, , old] of olds) old.kill('SIGTERM');
 await new Promise((r) => child.once('exit', r));
 if (bare.exitCode === null) await new Promise((r) => bare.once('exit', r));
-if (old && old.exitCode === null) await new Promise((r) => old.once('exit', r));
+for (const [, , old] of olds) if (old.exitCode === null) await new Promise((r) => old.once('exit', r));
 await rm(dir, { recursive: true, force: true });
