@@ -170,14 +170,22 @@ function appContext(deps: WebhookAppDeps): AppContext {
   };
 }
 
+/**
+ * A step that answers at once when it needs no I/O, else a promise: the cached allow then runs
+ * from parse to answer without a promise or a microtask per step.
+ */
+type Sync<T> = T | Promise<T>;
+
+type EvaluationPick = { evaluation: Evaluation | null; refreshNote?: string };
+
 /** The I/O side of the core's chooseEvaluation: the inline refresh it asks for, and its metrics. */
-async function evaluationFor(
+function evaluationFor(
   ctx: AppContext,
   target: TargetConfig,
   startedAt: number,
   budgetMs: number,
   dryRun: boolean,
-): Promise<{ evaluation: Evaluation | null; refreshNote?: string }> {
+): Sync<EvaluationPick> {
   const { cache, config, metrics } = ctx;
   const cached = cache.get(target.name);
   const choice = chooseEvaluation({
@@ -192,12 +200,23 @@ async function evaluationFor(
     if (choice.skippedRefresh) metrics.recordInlineRefresh(target.name, 'skipped');
     return choice;
   }
+  return refreshInline(ctx, target, cached, choice.timeoutMs, dryRun);
+}
+
+async function refreshInline(
+  ctx: AppContext,
+  target: TargetConfig,
+  cached: Evaluation | null,
+  timeoutMs: number,
+  dryRun: boolean,
+): Promise<EvaluationPick> {
+  const { cache, metrics } = ctx;
   try {
     // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
     // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
     const fresh = await withTimeout(
       ctx.onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
-      choice.timeoutMs,
+      timeoutMs,
       `inline refresh of ${target.name}`,
     );
     cache.put(fresh);
@@ -211,23 +230,38 @@ async function evaluationFor(
 }
 
 /** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
-async function classify(ctx: AppContext, request: AdmissionRequest): Promise<Classification> {
+function classify(ctx: AppContext, request: AdmissionRequest): Sync<Classification> {
   const targets = ctx.targets();
   const fleet = ctx.fleet?.();
   const first = ctx.core.classifyRequest(request, ctx.config, undefined, targets, fleet);
-  if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || ctx.parentLabels === undefined) return first;
-  return ctx.core.classifyRequest(request, ctx.config, await ctx.parentLabels(parentObjectOf(request)), targets, fleet);
+  const { parentLabels } = ctx;
+  if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || parentLabels === undefined) return first;
+  return parentLabels(parentObjectOf(request)).then((parent) =>
+    ctx.core.classifyRequest(request, ctx.config, parent, targets, fleet),
+  );
+}
+
+type NeedsEvaluation = Extract<Classification, { kind: 'needs-evaluation' }>;
+
+/** `call()`'s promise, or a rejected one when it throws before returning one. */
+function settled<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return call();
+  } catch (error) {
+    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+  }
 }
 
 /** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */
-async function readMachinesFor(
+function readMachinesFor(
   ctx: AppContext,
-  classification: Extract<Classification, { kind: 'needs-evaluation' }>,
+  classification: NeedsEvaluation,
   request: AdmissionRequest,
   startedAt: number,
   budgetMs: number,
-): Promise<MachinesRead | undefined> {
-  if (ctx.readMachines === undefined || !needsMachines(classification)) return undefined;
+): Sync<MachinesRead | undefined> {
+  const { readMachines } = ctx;
+  if (readMachines === undefined || !needsMachines(classification)) return undefined;
   const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
   if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read them' };
   const query = {
@@ -236,15 +270,16 @@ async function readMachinesFor(
     clusterName: clusterNameOf(classification, request.object) ?? clusterNameOf(classification, request.oldObject),
     ...machineOwnerOf(classification),
   };
-  try {
-    return { ok: true, machines: await ctx.readMachines(query, Deadline.after(Math.round(timeoutMs))) };
-  } catch (error) {
-    ctx.logger.warn(
-      { object: `${query.namespace}/${query.controlPlaneName}`, err: errorMessage(error) },
-      'reading Machines failed',
-    );
-    return { ok: false, error: shorten(errorMessage(error)) };
-  }
+  return settled(() => readMachines(query, Deadline.after(Math.round(timeoutMs)))).then(
+    (machines): MachinesRead => ({ ok: true, machines }),
+    (error: unknown): MachinesRead => {
+      ctx.logger.warn(
+        { object: `${query.namespace}/${query.controlPlaneName}`, err: errorMessage(error) },
+        'reading Machines failed',
+      );
+      return { ok: false, error: shorten(errorMessage(error)) };
+    },
+  );
 }
 
 /**
@@ -252,16 +287,17 @@ async function readMachinesFor(
  * target), asked only when the request sets the override annotation and the user's groups alone do
  * not allow it. A failed or late review counts as no answer: the groups list decides.
  */
-async function overrideByRbac(
+function overrideByRbac(
   ctx: AppContext,
-  classification: Extract<Classification, { kind: 'needs-evaluation' }>,
+  classification: NeedsEvaluation,
   request: AdmissionRequest,
   startedAt: number,
   budgetMs: number,
-): Promise<boolean | undefined> {
+): Sync<boolean | undefined> {
   const { override } = ctx.config;
+  const { reviewAccess } = ctx;
   const { username, uid, groups = [], extra } = request.userInfo;
-  if (ctx.reviewAccess === undefined || !override.subjectAccessReview || username === undefined) return undefined;
+  if (reviewAccess === undefined || !override.subjectAccessReview || username === undefined) return undefined;
   if (!attemptsOverride({ request, config: ctx.config })) return undefined;
   if (groups.some((group) => override.groups.includes(group))) return undefined;
   const timeoutMs = Math.min(override.reviewTimeout, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
@@ -277,15 +313,13 @@ async function overrideByRbac(
     name: classification.target.name,
     ...(classification.object.namespace === '' ? {} : { namespace: classification.object.namespace }),
   };
-  try {
-    return await ctx.reviewAccess(question, Deadline.after(Math.round(timeoutMs)));
-  } catch (error) {
+  return settled(() => reviewAccess(question, Deadline.after(Math.round(timeoutMs)))).catch((error: unknown) => {
     ctx.logger.warn(
       { user: username, err: errorMessage(error) },
       'SubjectAccessReview for an override failed; override.groups decide',
     );
     return undefined;
-  }
+  });
 }
 
 interface DecisionOutcome {
@@ -294,13 +328,21 @@ interface DecisionOutcome {
 }
 
 /** Classifies the request and, for a guarded object, decides on its target's evaluation. */
-async function decideRequest(
+function decideRequest(ctx: AppContext, request: AdmissionRequest, startedAt: number, budgetMs: number): Sync<DecisionOutcome> {
+  const classification = classify(ctx, request);
+  if (classification instanceof Promise) {
+    return classification.then((classified) => decideClassified(ctx, request, classified, startedAt, budgetMs));
+  }
+  return decideClassified(ctx, request, classification, startedAt, budgetMs);
+}
+
+function decideClassified(
   ctx: AppContext,
   request: AdmissionRequest,
+  classification: Classification,
   startedAt: number,
   budgetMs: number,
-): Promise<DecisionOutcome> {
-  const classification = await classify(ctx, request);
+): Sync<DecisionOutcome> {
   if (classification.kind !== 'needs-evaluation') {
     const denial = classification.kind === 'deny' ? classification : null;
     const enforced = ctx.core.enforce({
@@ -313,10 +355,42 @@ async function decideRequest(
     });
     return { enforced };
   }
-  const choice = await evaluationFor(ctx, classification.target, startedAt, budgetMs, request.dryRun === true);
+  const choice = evaluationFor(ctx, classification.target, startedAt, budgetMs, request.dryRun === true);
+  if (choice instanceof Promise) {
+    return choice.then((chosen) => gatherAndJudge(ctx, request, classification, chosen, startedAt, budgetMs));
+  }
+  return gatherAndJudge(ctx, request, classification, choice, startedAt, budgetMs);
+}
+
+/** The evaluation's age, then the Machines, then the RBAC answer (each only when needed), then the decision. */
+function gatherAndJudge(
+  ctx: AppContext,
+  request: AdmissionRequest,
+  classification: NeedsEvaluation,
+  choice: EvaluationPick,
+  startedAt: number,
+  budgetMs: number,
+): Sync<DecisionOutcome> {
   const ageMs = choice.evaluation ? evaluationAgeMs(choice.evaluation, ctx.now()) : undefined;
-  const machines = await readMachinesFor(ctx, classification, request, startedAt, budgetMs);
-  const byRbac = await overrideByRbac(ctx, classification, request, startedAt, budgetMs);
+  const facts = { request, classification, choice, ageMs };
+  const machines = readMachinesFor(ctx, classification, request, startedAt, budgetMs);
+  if (machines instanceof Promise) {
+    return machines.then(async (read) =>
+      judged(ctx, facts, read, await overrideByRbac(ctx, classification, request, startedAt, budgetMs)),
+    );
+  }
+  const byRbac = overrideByRbac(ctx, classification, request, startedAt, budgetMs);
+  if (byRbac instanceof Promise) return byRbac.then((answer) => judged(ctx, facts, machines, answer));
+  return judged(ctx, facts, machines, byRbac);
+}
+
+function judged(
+  ctx: AppContext,
+  facts: { request: AdmissionRequest; classification: NeedsEvaluation; choice: EvaluationPick; ageMs: number | undefined },
+  machines: MachinesRead | undefined,
+  byRbac: boolean | undefined,
+): DecisionOutcome {
+  const { request, classification, choice, ageMs } = facts;
   const decision = ctx.core.decide({
     request,
     config: ctx.config,
@@ -374,7 +448,8 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
     }
     const request = parsed.review.request;
     uid = request.uid;
-    const outcome = await decideRequest(ctx, request, startedAt, budgetMs);
+    const decided = decideRequest(ctx, request, startedAt, budgetMs);
+    const outcome = decided instanceof Promise ? await decided : decided;
     // The core owns the response, but the uid echo is the one thing the apiserver checks.
     const { enforced } = outcome;
     const response: AdmissionResponse = { ...enforced.response, uid };
