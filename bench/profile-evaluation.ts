@@ -67,7 +67,7 @@ try {
   const ms = new Map<string, number[]>();
   const cpu = new Map<string, number[]>();
   console.log(
-    `load before ${os
+    `node ${process.version} (${process.execPath}); load before ${os
       .loadavg()
       .map((x) => x.toFixed(2))
       .join(' / ')}`,
