@@ -12,7 +12,7 @@
 //   "labels-unknown" and the request is denied (fail closed); name such objects with
 //   match.namespaces + match.names to make /scale work.
 import type { TargetConfig, TargetMatch } from '../../functions/entrypoints/config.js';
-import { CLUSTER_NAME_LABEL } from './rules.js';
+import { CLUSTER_NAME_LABEL } from '../../functions/domain/controller-kinds.js';
 
 export interface MatchSubject {
   namespace: string;

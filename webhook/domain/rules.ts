@@ -2,7 +2,6 @@
 // resource (plural) and kind, and the JSON pointers whose change moves etcd membership, each with
 // its reason) lives in its module under functions/domain/kinds/, listed by the registry; this file
 // adds what holds for every kind (the /scale subresource, the replica bound). Pure.
-import { CLUSTER_NAME_LABEL } from '../../functions/domain/kinds/kubeadm-control-plane.js';
 import type { GuardedPointer, GuardRule } from '../../functions/domain/kinds/kind.js';
 import { BUILT_IN, kindOfResource } from '../../functions/domain/kinds/registry.js';
 
@@ -26,8 +25,6 @@ export const SCALE_DEFAULT_REPLICAS = 0;
  * projection, so no request can make the webhook compute over billions of members.
  */
 export const MAX_JUDGED_REPLICAS = 100;
-
-export { CLUSTER_NAME_LABEL };
 
 /** The built-in kinds' rules (what the manifests grant and register the webhook for). */
 export const GUARD_RULES: readonly GuardRule[] = BUILT_IN.map((kind) => kind.rule);
