@@ -7,7 +7,6 @@
 // tell the tenant what listens where (the stored reasons are quoted in denials).
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,10 +26,9 @@ import { attachPortForward } from './harness/fake-portforward.js';
 import { freePort } from './harness/free-port.js';
 import { runProcess, type ProcessRun } from './harness/process.js';
 import { generateTestCerts } from './harness/certs.js';
-import { httpsRequest } from './harness/https-client.js';
 import { waitFor } from './harness/wait.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 import { parseGuardConfig } from '../functions/entrypoints/config.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 
 const BIN = path.resolve(import.meta.dirname, '../bin/etcd-guard.mjs');
 const TENANT = 'team-x';
@@ -309,13 +307,10 @@ describe('evaluate --config with tenants attacking through <cluster>-kubeconfig 
 });
 
 describe('the HTTPS webhook with an open POST /evaluations (as the capi overlay shipped it)', () => {
-  let server: RunningWebhookServer;
-  let ca: Buffer;
-  const agent = new https.Agent({ keepAlive: false });
+  let webhook: TestWebhook;
 
   beforeAll(async () => {
     const certs = await generateTestCerts(await mkdtemp(path.join(workDir, 'webhook-')));
-    ca = readFileSync(certs.caFile);
     const config = parseGuardConfig(
       {
         store: { kind: 'file', dir: path.join(workDir, 'store-webhook') },
@@ -336,23 +331,20 @@ describe('the HTTPS webhook with an open POST /evaluations (as the capi overlay 
       },
       'tenant webhook config',
     );
-    server = await startWebhookServer({
+    webhook = await startTestWebhook({
       config,
-      host: '127.0.0.1',
-      port: 0,
-      tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-      token: null,
+      certs,
       kubeconfigFile: management.kubeconfigFile,
+      agent: { keepAlive: false },
     });
   }, 60_000);
 
   afterAll(async () => {
-    agent.destroy();
-    await server?.close();
+    await webhook?.close();
   });
 
-  const post = (target: string) =>
-    httpsRequest(`${server.url}/evaluations/${target}`, { method: 'POST', agent, ca, timeoutMs: 15_000 });
+  const post = (target: string) => webhook.request('POST', `/evaluations/${target}`);
+  const healthz = async () => (await webhook.request('GET', '/healthz', { timeoutMs: 5_000 })).status;
 
   it.each([
     { attack: 'exec runs a command', target: () => capiTarget(TENANT, slug('exec runs a command')) },
@@ -371,14 +363,14 @@ describe('the HTTPS webhook with an open POST /evaluations (as the capi overlay 
     expect((answer.json as Evaluation).verdict).toBe('Unhealthy');
     expect(existsSync(marker('exec'))).toBe(false);
     expect(existsSync(marker('auth-provider'))).toBe(false);
-    expect((await httpsRequest(`${server.url}/healthz`, { method: 'GET', agent, ca, timeoutMs: 5_000 })).status).toBe(200);
+    expect(await healthz()).toBe(200);
   });
 
   it('POST for a static target whose key is not its certificate fails that request only', async () => {
     const answer = await post('static-key-mismatch');
     expect(answer.status).toBeGreaterThanOrEqual(400);
     expect(answer.text).not.toMatch(/PRIVATE KEY/);
-    expect((await httpsRequest(`${server.url}/healthz`, { method: 'GET', agent, ca, timeoutMs: 5_000 })).status).toBe(200);
+    expect(await healthz()).toBe(200);
   });
 });
 

@@ -4,7 +4,6 @@
 // with no evaluation stored and inline refresh off, a guarded change is never allowed.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -16,11 +15,9 @@ import { EvaluationCache } from '../webhook/server/cache.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import { decide } from '../webhook/domain/decide.js';
 import { parseAdmissionReview } from '../webhook/domain/review.js';
-import { createLogger } from '../functions/shared/logger.js';
-import { startWebhookServer, type RunningWebhookServer } from '../webhook/server/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
-import { httpsRequest } from './harness/https-client.js';
+import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261130);
 const CASES = Number(process.env.FUZZ_CASES ?? 3000);
@@ -245,14 +242,11 @@ function makeCase(index: number, random: () => number, seeds: Json[]): FuzzCase 
 let workDir: string;
 let certs: TestCerts;
 let config: GuardConfig;
-let server: RunningWebhookServer;
-let agent: https.Agent;
-let ca: Buffer;
+let webhook: TestWebhook;
 
 beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-fuzz-'));
   certs = await generateTestCerts(workDir);
-  ca = readFileSync(certs.caFile);
   config = parseGuardConfig(
     {
       store: { kind: 'file', dir: path.join(workDir, 'empty-store') },
@@ -262,27 +256,22 @@ beforeAll(async () => {
     },
     'fuzz config',
   );
-  server = await startWebhookServer({
+  webhook = await startTestWebhook({
     config,
-    host: '127.0.0.1',
-    port: 0,
-    tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-    token: null,
-    logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+    certs,
     evaluate: () => Promise.reject(new Error('the fuzz server must never evaluate')),
+    agent: { keepAlive: true, maxSockets: CONCURRENCY },
+    ready: true,
   });
-  agent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-  await server.cache.whenReady();
 });
 
 afterAll(async () => {
-  agent?.destroy();
-  await server?.close();
+  await webhook?.close();
   if (workDir) await rm(workDir, { recursive: true, force: true });
 });
 
 function post(body: string): Promise<{ status: number; text: string }> {
-  return httpsRequest(`${server.url}/validate`, { method: 'POST', agent, ca, body, timeoutMs: 10_000 });
+  return webhook.request('POST', '/validate', { body, timeoutMs: 10_000 });
 }
 
 /** Independent of the server: would this body, as the core reads it, need an evaluation (which the server does not have)? */
@@ -385,15 +374,7 @@ describe('POST /validate under fuzzing', () => {
     expect(statusCounts.get(400) ?? 0).toBeGreaterThan(100);
     expect(statusCounts.get(413) ?? 0).toBeGreaterThanOrEqual(4);
     expect(deniedCount).toBeGreaterThan(50);
-    const health = await new Promise<number>((resolve, reject) => {
-      https
-        .get(`${server.url}/healthz`, { agent, ca }, (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        })
-        .on('error', reject);
-    });
-    expect(health).toBe(200);
+    expect((await webhook.request('GET', '/healthz')).status).toBe(200);
     // The server runs in this process: a __proto__ body that leaked into a prototype would show here.
     expect(Object.prototype).not.toHaveProperty('polluted');
     expect(Object.prototype).not.toHaveProperty('allowed');
@@ -644,19 +625,15 @@ describe('guarded changes against an Unhealthy evaluation under fuzzing', () => 
     const store = createStore(sampleConfig.store);
     await store.write(unhealthyStrict);
     await store.write(healthyLenient);
-    const running = await startWebhookServer({
+    const running = await startTestWebhook({
       config: sampleConfig,
-      host: '127.0.0.1',
-      port: 0,
-      tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-      token: null,
-      logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+      certs,
       evaluate: () => Promise.reject(new Error('the fuzz server must never evaluate')),
       now: () => new Date(FUZZ_NOW),
+      agent: { keepAlive: true, maxSockets: CONCURRENCY },
+      ready: true,
     });
-    const sampleAgent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
     try {
-      await running.cache.whenReady();
       const random = prng(SEED + 2);
       const sample = Array.from({ length: HTTPS_SAMPLE }, () => guardedCase(random)).filter(
         (fuzzCase) => !fuzzCase.relabel && !fuzzCase.futureStamp,
@@ -664,15 +641,8 @@ describe('guarded changes against an Unhealthy evaluation under fuzzing', () => 
       let allowed = 0;
       const started = performance.now();
       for (const fuzzCase of sample) {
-        const answer = await httpsRequest(`${running.url}/validate`, {
-          method: 'POST',
-          agent: sampleAgent,
-          ca,
-          body: JSON.stringify(fuzzCase.body),
-          timeoutMs: 10_000,
-        });
-        expect(answer.status).toBe(200);
-        if ((answer.json as { response: { allowed: boolean } }).response.allowed) allowed += 1;
+        const answer = await running.postReview(fuzzCase.body, { query: '', timeoutMs: 10_000 });
+        if (answer.allowed) allowed += 1;
       }
       console.log(
         `guarded fuzz over HTTPS: ${sample.length} reviews in ${Math.round(performance.now() - started)} ms, allowed ${allowed}`,
@@ -680,7 +650,6 @@ describe('guarded changes against an Unhealthy evaluation under fuzzing', () => 
       expect(sample.length).toBeGreaterThan(HTTPS_SAMPLE / 2);
       expect(allowed).toBe(0);
     } finally {
-      sampleAgent.destroy();
       await running.close();
     }
   }, 120_000);

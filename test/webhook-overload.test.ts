@@ -14,13 +14,13 @@ import { createStore } from '../functions/adapters/store-factory.js';
 import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
 import { evaluationSchema } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
-import { createLogger } from '../functions/shared/logger.js';
-import { MAX_CONNECTIONS, startWebhookServer } from '../webhook/server/main.js';
+import { MAX_CONNECTIONS } from '../webhook/server/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { httpsRequest } from './harness/https-client.js';
 import { startWebhookProcess, type WebhookProcess } from './harness/webhook-process.js';
 import { waitFor } from './harness/wait.js';
+import { startTestWebhook } from './harness/webhook.js';
 
 /** Storm targets: all judge the same real etcd, so every honest verdict is the same. */
 const STORM_TARGETS = 100;
@@ -367,7 +367,7 @@ describe('readiness', () => {
 describe('on-demand bookkeeping', () => {
   it('runs for many targets leave nothing behind once their window passed; unknown names are 404 and keep nothing', async () => {
     const names = Array.from({ length: 30 }, (_unused, index) => `kept-${index}`);
-    const inProcess = await startWebhookServer({
+    const inProcess = await startTestWebhook({
       config: parseGuardConfig(
         {
           store: { kind: 'file', dir: path.join(workDir, 'bookkeeping') },
@@ -381,44 +381,29 @@ describe('on-demand bookkeeping', () => {
         },
         'bookkeeping',
       ),
-      host: '127.0.0.1',
-      port: 0,
-      tls: { certFile: certs.serverCertFile, keyFile: certs.serverKeyFile },
-      token: null,
-      logger: createLogger({ env: { LOG_LEVEL: 'silent' } }),
+      certs,
       onDemandMinIntervalMs: 200,
+      // Few sockets, many requests: the per-peer connection limit is not what this is about.
+      agent: { keepAlive: true, maxSockets: 16 },
     });
-    // Few sockets, many requests: the per-peer connection limit is not what this is about.
-    const agent = new https.Agent({ keepAlive: true, maxSockets: 16 });
+    const { onDemand } = inProcess.server;
+    const post = (name: string) => inProcess.request('POST', `/evaluations/${name}`, { timeoutMs: 30_000 });
     try {
       for (const name of names) {
-        const answer = await httpsRequest(`${inProcess.url}/evaluations/${name}`, {
-          method: 'POST',
-          agent,
-          ca,
-          timeoutMs: 30_000,
-        });
+        const answer = await post(name);
         expect(answer.status, answer.text).toBe(200);
       }
-      const keptAfterRuns = inProcess.onDemand.keptRuns();
-      await waitFor('every run to be forgotten after its window', 10_000, () => inProcess.onDemand.keptRuns() === 0);
+      const keptAfterRuns = onDemand.keptRuns();
+      await waitFor('every run to be forgotten after its window', 10_000, () => onDemand.keptRuns() === 0);
       const unknown = await Promise.all(
-        Array.from({ length: 2_000 }, (_unused, index) =>
-          httpsRequest(`${inProcess.url}/evaluations/no-such-target-${index}`, {
-            method: 'POST',
-            agent,
-            ca,
-            timeoutMs: 30_000,
-          }).then((answer) => answer.status),
-        ),
+        Array.from({ length: 2_000 }, (_unused, index) => post(`no-such-target-${index}`).then((answer) => answer.status)),
       );
       console.log(
-        `on-demand bookkeeping: ${keptAfterRuns} runs kept right after ${names.length} POSTs, 0 after the window; 2000 unknown names kept ${inProcess.onDemand.keptRuns()}`,
+        `on-demand bookkeeping: ${keptAfterRuns} runs kept right after ${names.length} POSTs, 0 after the window; 2000 unknown names kept ${onDemand.keptRuns()}`,
       );
       expect(unknown.every((status) => status === 404)).toBe(true);
-      expect(inProcess.onDemand.keptRuns()).toBe(0);
+      expect(onDemand.keptRuns()).toBe(0);
     } finally {
-      agent.destroy();
       await inProcess.close();
     }
   }, 120_000);
