@@ -4,79 +4,29 @@
 // Kubernetes whose kubeadm etcd is 3.6 is denied naming the members and the minimum; a version
 // step that stays on 3.5 is allowed; the same bump is allowed once the members run the minimum
 // (the real evaluation with its member versions raised, as the cluster would report them).
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
-import type { EvaluationStore } from '../functions/domain/store.js';
-import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
-import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
-import { createLogger } from '../functions/shared/logger.js';
 import { MIN_ETCD_FOR_3_6 } from '../webhook/domain/etcd-upgrade.js';
-import { generateTestCerts } from './harness/certs.js';
-import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { startEtcdWebhook, type EtcdWebhook } from './harness/etcd-webhook.js';
 import { admissionFixture } from './harness/reviews.js';
-import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
-const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
-
-let workDir: string;
-let cluster: EtcdTestCluster;
-let config: GuardConfig;
-let store: EvaluationStore;
-let webhook: TestWebhook;
+let e2e: EtcdWebhook;
 
 beforeAll(async () => {
-  workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-upgrade-gate-'));
-  const [etcd, certs] = await Promise.all([startEtcdCluster({ size: 3, name: 'gate' }), generateTestCerts(workDir)]);
-  cluster = etcd;
-  config = parseGuardConfig(
-    {
-      store: { kind: 'file', dir: path.join(workDir, 'store') },
-      maxAgeSeconds: 60,
-      inlineRefresh: false,
-      // The fixtures' KCPs belong to cluster "prod".
-      targets: [
-        { name: 'prod', endpoints: cluster.endpoints, tls: cluster.clientTls, timeout: '2s', match: { clusterName: 'prod' } },
-      ],
-    },
-    'upgrade gate config',
-  );
-  store = createStore(config.store);
-  webhook = await startTestWebhook({ config, certs, logger: silent, store, pollIntervalMs: 100, ready: true });
+  // The fixtures' KCPs belong to cluster "prod".
+  e2e = await startEtcdWebhook({ name: 'gate', target: 'prod', timeout: '2s', webhook: { ready: true } });
 });
 
 afterAll(async () => {
-  await webhook?.close();
-  await cluster?.destroy();
-  if (workDir) await rm(workDir, { recursive: true, force: true });
+  await e2e?.close();
 });
 
-/** Waits (with a deadline) until the webhook's cache holds the stored evaluation. */
-async function cached(evaluation: Evaluation): Promise<void> {
-  await expect
-    .poll(() => webhook.server.cache.get('prod')?.evaluatedAt, { timeout: 5_000, interval: 50 })
-    .toBe(evaluation.evaluatedAt);
-}
-
-async function scheduledEvaluation(): Promise<Evaluation> {
-  const [result] = await runScheduledEvaluation({ config, store, evaluate: (target) => evaluateTarget(target), logger: silent });
-  expect(result?.ok, JSON.stringify(result)).toBe(true);
-  const stored = await store.read('prod');
-  if (stored === null) throw new Error('the scheduled run stored nothing');
-  await cached(stored);
-  return stored;
-}
-
 /** The fixture as the apiserver sent it, posted to /validate. */
-const validate = (fixture: string) => webhook.postReview(admissionFixture(fixture));
+const validate = (fixture: string) => e2e.webhook.postReview(admissionFixture(fixture));
 
 describe('the etcd 3.6 upgrade gate through the HTTPS webhook on real etcd', () => {
   it('denies a KCP bump to Kubernetes v1.34 (etcd 3.6) while members run below the minimum, allows otherwise', async () => {
-    const real = await scheduledEvaluation();
+    const real = await e2e.scheduledEvaluation();
     expect(real.verdict, real.reasons.join('; ')).not.toBe('Unhealthy');
     const versions = real.members.map((member) => member.version);
     console.log(`upgrade gate: members run ${versions.join(', ')}; minimum before 3.6 is ${MIN_ETCD_FOR_3_6}`);
@@ -100,8 +50,8 @@ describe('the etcd 3.6 upgrade gate through the HTTPS webhook on real etcd', () 
       evaluatedAt: new Date().toISOString(),
       members: real.members.map((member) => ({ ...member, version: MIN_ETCD_FOR_3_6 })),
     };
-    await store.write(upgraded);
-    await cached(upgraded);
+    await e2e.store.write(upgraded);
+    await e2e.webhook.waitCached(upgraded);
     const allowed = await validate('kcp-v1beta2-edit-version.json');
     expect(allowed.allowed, allowed.status?.message).toBe(true);
   });

@@ -159,9 +159,7 @@ async function scheduledRun(): Promise<Map<string, Evaluation>> {
     const evaluation = await store.read(targetOf(workload));
     if (evaluation === null) throw new Error(`the scheduled run stored nothing for ${targetOf(workload)}`);
     stored.set(workload.cluster.clusterName, evaluation);
-    await expect
-      .poll(() => webhook.server.cache.get(targetOf(workload))?.evaluatedAt, { timeout: 5_000, interval: 50 })
-      .toBe(evaluation.evaluatedAt);
+    await webhook.waitCached(evaluation);
   }
   return stored;
 }

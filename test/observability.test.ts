@@ -10,24 +10,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import type { GuardConfig } from '../functions/entrypoints/config.js';
 import { CHECK_NAMES, type Evaluation } from '../functions/domain/evaluation-document.js';
-import type { EvaluationStore } from '../functions/domain/store.js';
-import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
-import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
-import { createLogger } from '../functions/shared/logger.js';
 import { createWebhookMetrics } from '../webhook/server/metrics.js';
-import { generateTestCerts, type TestCerts } from './harness/certs.js';
-import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import type { TestCerts } from './harness/certs.js';
+import type { EtcdTestCluster } from './harness/etcd-cluster.js';
+import { startEtcdWebhook, type EtcdWebhook } from './harness/etcd-webhook.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { httpRequest } from './harness/https-client.js';
 import { commandExists, ROOT, run } from './harness/manifests.js';
 import { admissionFixture } from './harness/reviews.js';
 import { waitFor } from './harness/wait.js';
-import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
+import type { TestWebhook } from './harness/webhook.js';
 
-const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
 const RULE_FILE = path.join(ROOT, 'manifests/components/observability/prometheusrule.yaml');
 const DASHBOARD_FILE = path.join(ROOT, 'manifests/components/observability/etcd-guard-dashboard.json');
 const PROMTOOL_TESTS = path.join(ROOT, 'test/fixtures/prometheus/etcd-guard-rules.test.yaml');
@@ -98,11 +93,10 @@ function valueOf(samples: readonly Sample[], name: string, labels: Record<string
 }
 
 describe('metrics port of a running webhook fed by a real etcd cluster', () => {
-  let workDir: string;
+  let e2e: EtcdWebhook;
   let cluster: EtcdTestCluster;
   let certs: TestCerts;
   let config: GuardConfig;
-  let store: EvaluationStore;
   let webhook: TestWebhook;
   let healthy: Evaluation;
 
@@ -112,50 +106,18 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
     return { text: answer.text, ...parseExposition(answer.text) };
   }
 
-  async function scheduledEvaluation(): Promise<Evaluation> {
-    const [result] = await runScheduledEvaluation({
-      config: { ...config, targets: config.targets.filter((target) => target.name === 'prod') },
-      store,
-      evaluate: (target) => evaluateTarget(target),
-      logger: silent,
-    });
-    expect(result?.ok, JSON.stringify(result)).toBe(true);
-    const stored = await store.read('prod');
-    if (stored === null) throw new Error('the scheduled run stored nothing');
-    await waitFor(
-      'the webhook cache to hold the stored evaluation',
-      5_000,
-      () => webhook.server.cache.get('prod')?.evaluatedAt === stored.evaluatedAt,
-    );
-    return stored;
-  }
+  const scheduledEvaluation = () => e2e.scheduledEvaluation();
 
   beforeAll(async () => {
-    workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-observability-'));
-    [cluster, certs] = await Promise.all([startEtcdCluster({ size: 3, name: 'obs' }), generateTestCerts(workDir)]);
-    config = parseGuardConfig(
-      {
-        store: { kind: 'file', dir: path.join(workDir, 'store') },
-        maxAgeSeconds: 60,
-        inlineRefresh: false,
-        targets: [
-          { name: 'prod', endpoints: cluster.endpoints, tls: cluster.clientTls, timeout: '3s', match: { clusterName: 'prod' } },
-          // Never evaluated: exported as evaluated 0 and nothing else.
-          { name: 'never', endpoints: ['https://127.0.0.1:9'], timeout: '1s', match: { clusterName: 'never' } },
-        ],
-      },
-      'observability test config',
-    );
-    store = createStore(config.store);
-    webhook = await startTestWebhook({
-      config,
-      certs,
-      metricsPort: true,
-      logger: silent,
-      store,
-      pollIntervalMs: 100,
-      agent: { keepAlive: false },
+    e2e = await startEtcdWebhook({
+      name: 'obs',
+      target: 'prod',
+      timeout: '3s',
+      // Never evaluated: exported as evaluated 0 and nothing else.
+      otherTargets: [{ name: 'never', endpoints: ['https://127.0.0.1:9'], timeout: '1s', match: { clusterName: 'never' } }],
+      webhook: { metricsPort: true, agent: { keepAlive: false } },
     });
+    ({ cluster, certs, config, webhook } = e2e);
     await cluster.waitHealthy();
     // On a loaded machine a member can miss the deadline once; the test needs a passing evaluation to start from.
     await waitFor('a passing evaluation of the healthy cluster', 60_000, async () => {
@@ -167,9 +129,7 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await webhook?.close();
-    await cluster?.destroy();
-    if (workDir) await rm(workDir, { recursive: true, force: true });
+    await e2e?.close();
   });
 
   it('serves only GET /metrics on the metrics port, and no /metrics on the admission port', async () => {

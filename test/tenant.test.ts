@@ -198,9 +198,7 @@ async function refreshAndEvaluate(): Promise<void> {
   for (const target of registry.names()) {
     const stored = await store.read(target);
     if (stored === null) continue;
-    await expect
-      .poll(() => webhook.server.cache.get(target)?.evaluatedAt, { timeout: 10_000, interval: 50 })
-      .toBe(stored.evaluatedAt);
+    await webhook.waitCached(stored, 10_000);
   }
 }
 

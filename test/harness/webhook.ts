@@ -5,12 +5,14 @@
 // close() ends the agent and the server and may be called more than once.
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
+import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { Logger } from '../../functions/shared/logger.js';
 import { createLogger } from '../../functions/shared/logger.js';
 import type { AdmissionResponse } from '../../webhook/domain/contract.js';
 import { startWebhookServer, type RunningWebhookServer, type WebhookServerOptions } from '../../webhook/server/main.js';
 import type { TestCerts } from './certs.js';
 import { httpsRequest, type HttpsAnswer } from './https-client.js';
+import { waitFor } from './wait.js';
 
 export interface TestWebhookOptions extends Omit<
   WebhookServerOptions,
@@ -54,6 +56,8 @@ export interface TestWebhook {
   request(method: string, urlPath: string, options?: TestRequestOptions): Promise<HttpsAnswer>;
   /** POST /validate; throws unless HTTP 200 with an AdmissionReview echoing the review's uid. */
   postReview(review: unknown, options?: PostReviewOptions): Promise<AdmissionResponse>;
+  /** Resolves once the webhook's cache holds this stored evaluation (default deadline 5 s). */
+  waitCached(evaluation: Evaluation, timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -100,7 +104,13 @@ export async function startTestWebhook(options: TestWebhookOptions): Promise<Tes
     });
     return admissionResponse(review, answer);
   };
-  return { server, url: server.url, metricsUrl: server.metricsUrl, ca, agent, received, request, postReview, close };
+  const waitCached = (evaluation: Evaluation, timeoutMs = 5_000) =>
+    waitFor(
+      `the webhook's cache to hold the evaluation of ${evaluation.target} made at ${evaluation.evaluatedAt}`,
+      timeoutMs,
+      () => server.cache.get(evaluation.target)?.evaluatedAt === evaluation.evaluatedAt,
+    );
+  return { server, url: server.url, metricsUrl: server.metricsUrl, ca, agent, received, request, postReview, waitCached, close };
 }
 
 function requestTo(
