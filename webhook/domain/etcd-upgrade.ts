@@ -1,4 +1,5 @@
-// The etcd 3.5 → 3.6 upgrade gate for changes of a kind whose etcd kubeadm picks (KubeadmControlPlane). Pure.
+// The etcd 3.5 → 3.6 upgrade gate for rollouts of a kind that says which etcd its objects run
+// (ControllerKind.etcdVersion: a KubeadmControlPlane, through kubeadm). Pure.
 //
 // etcd's upgrade guide (etcd-io/website, content/en/docs/v3.6/upgrades/upgrade_3_6.md, "Update
 // 3.5", as of its commit 9acb6b48 of 2026-08-14): "Before upgrading to 3.6, make sure that all of
@@ -9,38 +10,19 @@
 // every member runs 3.6.
 //
 // A KCP's etcd moves to 3.6 when its etcd image tag says so, or, without a tag, when the
-// Kubernetes version it rolls to is one whose kubeadm defaults to etcd 3.6. Such a change is
+// Kubernetes version it rolls to is one whose kubeadm defaults to etcd 3.6 (its module reads
+// which; this file judges). Such a change is
 // denied while any member runs etcd below the minimum, naming those members. Every other change
 // (a version step that stays on 3.5, a change of anything else) is left to the other rules.
+import { printableExcerpt as clipped } from '../../functions/shared/redact.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { DecisionInput } from './contract.js';
-import { valueAtPointer } from './detect-change.js';
+
+export { KUBEADM_DEFAULT_ETCD, kubeadmDefaultEtcd } from '../../functions/domain/kinds/kubeadm-control-plane.js';
 
 /** The 3.5 patch every member must run before any member moves to 3.6 (see above). */
 export const MIN_ETCD_FOR_3_6 = '3.5.32';
-
-/**
- * kubeadm's Kubernetes minor → default etcd image tag: kubernetes/kubernetes,
- * cmd/kubeadm/app/constants/constants.go, `SupportedEtcdVersion`, taken from the release
- * branches' tables (1.29–1.32: "3.5.24-0" on release-1.32; 1.33: "3.5.24-0" on release-1.33) and
- * master (34–36: "3.6.9-0"). Only the minor of etcd matters to the gate; the patches are kept as
- * kubeadm writes them so the table can be checked against the source. A Kubernetes minor outside
- * the table takes its nearest entry, as kubeadm's EtcdSupportedVersion does.
- */
-export const KUBEADM_DEFAULT_ETCD: ReadonlyMap<number, string> = new Map([
-  [29, '3.5.24-0'],
-  [30, '3.5.24-0'],
-  [31, '3.5.24-0'],
-  [32, '3.5.24-0'],
-  [33, '3.5.24-0'],
-  [34, '3.6.9-0'],
-  [35, '3.6.9-0'],
-  [36, '3.6.9-0'],
-]);
-
-const IMAGE_TAG_POINTER = '/spec/kubeadmConfigSpec/clusterConfiguration/etcd/local/imageTag';
-const VERSION_POINTER = '/spec/version';
 
 export interface EtcdVersion {
   major: number;
@@ -62,34 +44,10 @@ function compare(a: EtcdVersion, b: EtcdVersion): number {
 
 const format = (version: EtcdVersion): string => `${version.major}.${version.minor}.${version.patch}`;
 
-/** kubeadm's default etcd for a KCP spec.version ("v1.34.2"), nearest table entry outside it; null when unparsable. */
-export function kubeadmDefaultEtcd(kubernetesVersion: unknown): string | null {
-  if (typeof kubernetesVersion !== 'string') return null;
-  const match = /^v?1\.(\d{1,3})(?:\.\d{1,6})?(?:[-+].*)?$/.exec(kubernetesVersion.trim());
-  if (!match) return null;
-  const minor = Number(match[1]);
-  const known = [...KUBEADM_DEFAULT_ETCD.keys()];
-  const nearest = Math.min(Math.max(minor, Math.min(...known)), Math.max(...known));
-  return KUBEADM_DEFAULT_ETCD.get(nearest) ?? null;
-}
-
-/** The etcd a KCP object runs: its explicit image tag, else kubeadm's default for its Kubernetes version. */
-export function kcpEtcd(object: unknown): { version: EtcdVersion | null; source: string } {
-  const tag = valueAtPointer(object, IMAGE_TAG_POINTER);
-  if (typeof tag === 'string' && tag !== '') {
-    return { version: parseEtcdVersion(tag), source: `etcd imageTag ${clipped(tag)}` };
-  }
-  const kubernetes = valueAtPointer(object, VERSION_POINTER);
-  const etcd = kubeadmDefaultEtcd(kubernetes);
-  const version = etcd === null ? null : parseEtcdVersion(etcd);
-  const named = typeof kubernetes === 'string' ? clipped(kubernetes) : 'unset';
-  return { version, source: `kubeadm's default etcd ${etcd ?? 'unknown'} for Kubernetes ${named}` };
-}
-
-/** Tags and versions are tenant input: a bounded, printable excerpt only. */
-function clipped(text: string): string {
-  const printable = text.replace(/[^\x21-\x7e]/g, '?');
-  return printable.length > 40 ? `${printable.slice(0, 37)}...` : printable;
+/** The etcd a guarded object runs, by its kind's `etcdVersion`; null version when it cannot be told. */
+function etcdOf(read: (object: unknown) => { version: string | null; source: string }, object: unknown) {
+  const etcd = read(object);
+  return { version: etcd.version === null ? null : parseEtcdVersion(etcd.version), source: etcd.source };
 }
 
 /** Members that run an etcd below the minimum, as "name (version)"; members of unknown version are not counted. */
@@ -110,11 +68,11 @@ export function judgeEtcdUpgrade(
   evaluation: Evaluation,
 ): string | null {
   const { classification, request } = input;
-  if (kindOf(classification.object)?.kubeadmEtcdUpgrade !== true) return null;
-  if (classification.change.kind !== 'rollout') return null;
-  const next = kcpEtcd(request.object);
+  const read = kindOf(classification.object)?.etcdVersion;
+  if (read === undefined || classification.change.kind !== 'rollout') return null;
+  const next = etcdOf(read, request.object);
   if (next.version === null || compare(next.version, { major: 3, minor: 6, patch: 0 }) < 0) return null;
-  const previous = kcpEtcd(request.oldObject).version;
+  const previous = etcdOf(read, request.oldObject).version;
   // Already on 3.6 before this change: the crossing was judged when it was made.
   if (previous !== null && compare(previous, { major: 3, minor: 6, patch: 0 }) >= 0) return null;
   const minimum = parseEtcdVersion(MIN_ETCD_FOR_3_6);

@@ -195,10 +195,11 @@ export interface ControllerKind {
   removal: KindRemoval;
   machines?: KindMachines;
   /**
-   * Its rollouts move etcd the way kubeadm does (spec.kubeadmConfigSpec…etcd.local.imageTag, else
-   * kubeadm's default for spec.version), so webhook/domain/etcd-upgrade.ts gates the move to 3.6.
+   * The etcd version an object of this kind runs (as its spec says, e.g. "3.6.9-0"; null when it
+   * cannot be told) and where that came from: webhook/domain/etcd-upgrade.ts then gates a rollout
+   * that moves etcd to 3.6. Absent: its rollouts are not gated.
    */
-  kubeadmEtcdUpgrade?: true;
+  etcdVersion?(object: unknown): { version: string | null; source: string };
   discovery?: KindDiscovery;
   /** How its discovered targets' etcd is reached; static targets are always reached statically. */
   reach: ReachStrategy;

@@ -11,6 +11,7 @@
 // - Discovery resolves a KCP only through the Cluster that owns it by uid and names it back.
 // Where the rules leave the choice open (which outdated Machine, which failure domain), the step
 // is undetermined and the projection assumes the worst case: a healthy member leaves. Pure.
+import { printableExcerpt as clipped } from '../../shared/redact.js';
 import type { MemberReport } from '../evaluation-document.js';
 import { DELETE_MACHINE_ANNOTATION, type ControlPlaneMachine } from '../machines.js';
 import { discoveredTargetName, type GuardedObject } from '../targets.js';
@@ -390,6 +391,52 @@ function clusterNameOf(object: unknown): string | null {
   return typeof label === 'string' ? label : null;
 }
 
+/**
+ * kubeadm's Kubernetes minor → default etcd image tag: kubernetes/kubernetes,
+ * cmd/kubeadm/app/constants/constants.go, `SupportedEtcdVersion`, taken from the release
+ * branches' tables (1.29–1.32: "3.5.24-0" on release-1.32; 1.33: "3.5.24-0" on release-1.33) and
+ * master (34–36: "3.6.9-0"). Only the minor of etcd matters to the gate; the patches are kept as
+ * kubeadm writes them so the table can be checked against the source. A Kubernetes minor outside
+ * the table takes its nearest entry, as kubeadm's EtcdSupportedVersion does.
+ */
+export const KUBEADM_DEFAULT_ETCD: ReadonlyMap<number, string> = new Map([
+  [29, '3.5.24-0'],
+  [30, '3.5.24-0'],
+  [31, '3.5.24-0'],
+  [32, '3.5.24-0'],
+  [33, '3.5.24-0'],
+  [34, '3.6.9-0'],
+  [35, '3.6.9-0'],
+  [36, '3.6.9-0'],
+]);
+
+const IMAGE_TAG_POINTER = '/spec/kubeadmConfigSpec/clusterConfiguration/etcd/local/imageTag';
+const VERSION_POINTER = '/spec/version';
+
+/** kubeadm's default etcd for a KCP spec.version ("v1.34.2"), nearest table entry outside it; null when unparsable. */
+export function kubeadmDefaultEtcd(kubernetesVersion: unknown): string | null {
+  if (typeof kubernetesVersion !== 'string') return null;
+  const match = /^v?1\.(\d{1,3})(?:\.\d{1,6})?(?:[-+].*)?$/.exec(kubernetesVersion.trim());
+  if (!match) return null;
+  const minor = Number(match[1]);
+  const known = [...KUBEADM_DEFAULT_ETCD.keys()];
+  const nearest = Math.min(Math.max(minor, Math.min(...known)), Math.max(...known));
+  return KUBEADM_DEFAULT_ETCD.get(nearest) ?? null;
+}
+
+/**
+ * The etcd a KCP object runs, as text: its explicit image tag, else kubeadm's default for its
+ * Kubernetes version (null when neither tells); `source` says which, for the denial.
+ */
+function kubeadmEtcd(object: unknown): { version: string | null; source: string } {
+  const tag = valueAtPointer(object, IMAGE_TAG_POINTER);
+  if (typeof tag === 'string' && tag !== '') return { version: tag, source: `etcd imageTag ${clipped(tag)}` };
+  const kubernetes = valueAtPointer(object, VERSION_POINTER);
+  const etcd = kubeadmDefaultEtcd(kubernetes);
+  const named = typeof kubernetes === 'string' ? clipped(kubernetes) : 'unset';
+  return { version: etcd, source: `kubeadm's default etcd ${etcd ?? 'unknown'} for Kubernetes ${named}` };
+}
+
 /** KCP's Machines: owned by the KCP, each standing for the stacked etcd member named after its Node. */
 export const KCP_MACHINES: KindMachines = { ownerKind: KUBEADM_CONTROL_PLANE.kind, clusterNameOf };
 
@@ -431,7 +478,7 @@ export const kubeadmControlPlane: ControllerKind = {
   },
   removal: { projectionOptions: kcpOptions, effectiveChange },
   machines: KCP_MACHINES,
-  kubeadmEtcdUpgrade: true,
+  etcdVersion: kubeadmEtcd,
   discovery: {
     source: 'capi',
     lists: [
