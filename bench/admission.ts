@@ -348,6 +348,8 @@ async function eventsComparison(
         `off p99 1 conn ${percentile(offFirst.serial.latenciesMs, 99).toFixed(2)} then ${percentile(offAgain.serial.latenciesMs, 99).toFixed(2)} ms`,
     );
     const info = { kind: 'info' } as const;
+    const [onPid, offPid] = [on.child.pid, off.child.pid];
+    if (onPid === undefined || offPid === undefined) throw new Error('a denial-path webhook has no pid');
     const offSerial = [...offFirst.serial.latenciesMs, ...offAgain.serial.latenciesMs];
     const offRate = (offFirst.parallel.requestsPerSecond + offAgain.parallel.requestsPerSecond) / 2;
     return [
@@ -366,6 +368,16 @@ async function eventsComparison(
         baseline: offRate,
         unit: 'req/s',
         target: { kind: 'ratio-min', min: 0.9 },
+      },
+      {
+        // The Events recorder loads @kubernetes/client-node, as the ConfigMap store and access
+        // reviews do in the manifests' config: what that client costs the webhook's memory.
+        section: 'admission',
+        figure: 'denial path: peak RSS, Events on (loads @kubernetes/client-node) vs off',
+        ours: peakRssMiB(onPid),
+        baseline: peakRssMiB(offPid),
+        unit: 'MiB',
+        target: info,
       },
       {
         section: 'admission',
