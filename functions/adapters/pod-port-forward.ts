@@ -9,12 +9,12 @@
 // A small adapter on `ws` instead of client-node's PortForward, which has no handshake deadline
 // (a hung API server would leave a pending socket per attempt), never ends the local socket when
 // the WebSocket closes, and only copies the error channel to a stream.
-import net, { isIP, type AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
 import WebSocket from 'ws';
 import type { Deadline } from '../domain/deadline.js';
 import { SpdyPortForward } from './spdy-port-forward.js';
-import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
+import { serverNameOptions, type WorkloadEndpoint } from './workload-kubeconfig.js';
 import { connectWorkload, proxyFor } from './workload-tunnel.js';
 
 const DATA_CHANNEL = 0;
@@ -292,13 +292,8 @@ function connectOptions(workload: WorkloadEndpoint): ForwardOptions {
     followRedirects: false,
     headers: workload.token === undefined ? {} : { Authorization: `Bearer ${workload.token}` },
   };
-  const name = workload.tlsServerName;
-  if (name !== undefined) {
-    // No SNI for an IP (RFC 6066); the certificate is checked against the name either way.
-    options.servername = isIP(name) === 0 ? name : '';
-    options.checkServerIdentity = serverIdentityCheck(name);
-  }
-  return options;
+  // Without a tls-server-name the URL's host is verified, as ws does by default.
+  return workload.tlsServerName === undefined ? options : { ...options, ...serverNameOptions(workload.tlsServerName) };
 }
 
 /**

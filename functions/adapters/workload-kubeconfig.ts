@@ -298,3 +298,14 @@ export function parseWorkloadKubeconfig(data: Record<string, string> | undefined
 export function serverIdentityCheck(tlsServerName: string): (host: string, cert: PeerCertificate) => Error | undefined {
   return (_host, cert) => checkServerIdentity(tlsServerName, cert);
 }
+
+/**
+ * The TLS options that verify the workload API server as `name`: the certificate is always checked
+ * against it; it is sent as SNI only when it is a DNS name (RFC 6066 allows no IP there).
+ */
+export function serverNameOptions(name: string): {
+  servername: string;
+  checkServerIdentity: (host: string, cert: PeerCertificate) => Error | undefined;
+} {
+  return { servername: isIP(name) === 0 ? name : '', checkServerIdentity: serverIdentityCheck(name) };
+}

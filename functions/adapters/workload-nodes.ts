@@ -7,9 +7,8 @@
 // reads at most MAX_NODE_LIST_BYTES and never quotes what came back.
 import { request, type RequestOptions } from 'node:https';
 import type { ConnectionOptions } from 'node:tls';
-import { isIP } from 'node:net';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
-import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
+import { serverNameOptions, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 /** kubeadm labels every control-plane Node with it. */
 export const CONTROL_PLANE_NODE_LABEL = 'node-role.kubernetes.io/control-plane';
@@ -49,7 +48,7 @@ export function listWorkloadControlPlaneNodes(workload: WorkloadEndpoint, timeou
     rejectUnauthorized: true,
     headers: { Accept: 'application/json', ...(workload.token !== undefined && { Authorization: `Bearer ${workload.token}` }) },
     signal: AbortSignal.timeout(timeoutMs),
-    ...(name !== undefined && { servername: isIP(name) === 0 ? name : '', checkServerIdentity: serverIdentityCheck(name) }),
+    ...(name !== undefined && serverNameOptions(name)),
   };
   return new Promise((resolve, reject) => {
     const call = request(url, options);

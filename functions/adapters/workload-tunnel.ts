@@ -5,7 +5,7 @@
 import net, { BlockList, isIP } from 'node:net';
 import tls from 'node:tls';
 import type { Deadline } from '../domain/deadline.js';
-import { serverIdentityCheck, type WorkloadEndpoint } from './workload-kubeconfig.js';
+import { serverNameOptions, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 /** The most of a proxy's CONNECT answer read before its blank line: a status line and a few headers. */
 const MAX_PROXY_RESPONSE_BYTES = 16 * 1024;
@@ -146,16 +146,12 @@ async function connectThroughProxy(proxy: ProxySetting, host: string, port: numb
 
 /** The kubeconfig's TLS settings: its CA and client certificate, the name to verify, never less. */
 export function workloadTlsOptions(workload: WorkloadEndpoint, host: string): tls.ConnectionOptions {
-  const options: tls.ConnectionOptions = {
+  return {
     secureContext: workload.secureContext,
     rejectUnauthorized: true,
     ALPNProtocols: ['http/1.1'],
+    ...serverNameOptions(workload.tlsServerName ?? host),
   };
-  const name = workload.tlsServerName ?? host;
-  // No SNI for an IP (RFC 6066); the certificate is checked against the name either way.
-  options.servername = isIP(name) === 0 ? name : '';
-  options.checkServerIdentity = serverIdentityCheck(name);
-  return options;
 }
 
 /**
