@@ -25,7 +25,12 @@ const nodeFlags = nodeFlagsFor({
   heapLimitMiB: getHeapStatistics().heap_size_limit / (1024 * 1024),
 });
 if (nodeFlags.length > 0 && typeof process.execve === 'function' && process.channel === undefined) {
-  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...nodeFlags, ...process.argv.slice(1)]);
+  try {
+    process.execve(process.execPath, [process.execPath, ...process.execArgv, ...nodeFlags, ...process.argv.slice(1)]);
+  } catch {
+    // The flags only bound memory: when the exec fails (a seccomp profile, a vanished binary),
+    // running without them is better than not running.
+  }
 }
 
 // Node 22.1+ keeps V8's compiled code of every module loaded after this call on disk (in
