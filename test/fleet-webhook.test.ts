@@ -12,10 +12,9 @@ import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { staticTarget, type Target } from '../functions/domain/targets.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { AdmissionRequest } from '../webhook/domain/contract.js';
-import { parseAdmissionReview } from '../webhook/domain/review.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
-import { fixtureReview, type TestReview } from './harness/reviews.js';
+import { fixtureReview, parsedRequest, type TestReview } from './harness/reviews.js';
 import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const json = (file: string): unknown => JSON.parse(readFileSync(new URL(file, import.meta.url), 'utf8'));
@@ -24,9 +23,7 @@ const object = (name: string) => json(`./fixtures/discovery/${name}.json`) as Fa
 /** An AdmissionReview fixture aimed at another object (namespace/name), as the apiserver would send it for that one. */
 function review(fixture: string, namespace: string, name: string): { raw: TestReview; request: AdmissionRequest } {
   const raw = fixtureReview(fixture, { namespace, name });
-  const parsed = parseAdmissionReview(raw);
-  if (!parsed.ok) throw new Error(parsed.message);
-  return { raw, request: parsed.review.request };
+  return { raw, request: parsedRequest(raw) };
 }
 
 const config = parseGuardConfig(

@@ -5,10 +5,9 @@
 // - a writer whose clock is 10 minutes off (either way) stamped its evaluation 10 minutes wrong,
 //   and the write displaced a fresh, present evaluation with one every reader saw as stale or
 //   from the future, so the webhook denied a healthy cluster's changes.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigMapStore } from '../functions/adapters/configmap-store.js';
 import { FileStore } from '../functions/adapters/file-store.js';
@@ -19,8 +18,8 @@ import { createLogger } from '../functions/shared/logger.js';
 import { EvaluationCache } from '../webhook/server/cache.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import { decide } from '../webhook/domain/decide.js';
-import { parseAdmissionReview } from '../webhook/domain/review.js';
-import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+import { stampedEvaluation } from './harness/evaluation-fixture.js';
+import { admissionFixture, parsedRequest } from './harness/reviews.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 
 const TARGET = 'prod';
@@ -32,31 +31,15 @@ const config = guardConfigSchema.parse({
   maxAgeSeconds: 60,
   targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:12379'], match: {} }],
 });
-const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission', 'kcp-scale-up-3-to-5.json');
 
 function admissionOf(cache: EvaluationCache): 'allowed' | 'denied' | 'overridden' {
-  const parsed = parseAdmissionReview(JSON.parse(readFileSync(FIXTURE, 'utf8')) as unknown);
-  if (!parsed.ok) throw new Error(parsed.message);
-  const request = parsed.review.request;
+  const request = parsedRequest(admissionFixture('kcp-scale-up-3-to-5.json'));
   const classification = classifyRequest(request, config);
   if (classification.kind !== 'needs-evaluation') throw new Error(`expected needs-evaluation, got ${classification.kind}`);
   return decide({ request, config, classification, evaluation: cache.get(TARGET), now: new Date() }).result;
 }
 
-/** An evaluation made `offsetMs` from the real now, as a writer with that clock stamps it. */
-function stampedAt(offsetMs: number, verdict: 'Healthy' | 'Unhealthy'): Evaluation {
-  const evaluatedAt = new Date(Date.now() + offsetMs).toISOString();
-  if (verdict === 'Healthy') return makeEvaluation({ target: TARGET, evaluatedAt });
-  return makeEvaluation({
-    target: TARGET,
-    evaluatedAt,
-    verdict: 'Unhealthy',
-    passed: false,
-    members: [makeMember(0), makeMember(1), makeMember(2, { healthy: false, error: 'deadline exceeded after 2000ms' })],
-    reasons: ['member etcd-2 (https://127.0.0.1:2399) unreachable: deadline exceeded after 2000ms'],
-    checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-2 unreachable' }],
-  });
-}
+const stampedAt = (offsetMs: number, verdict: 'Healthy' | 'Unhealthy') => stampedEvaluation(TARGET, offsetMs, verdict);
 
 type SequencedStore = EvaluationStore & Required<Pick<EvaluationStore, 'readSequenced'>>;
 let dir: string;

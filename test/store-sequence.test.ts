@@ -4,10 +4,9 @@
 // so the webhook denies. The second case is what the sequence alone fixes: the webhook's clock runs
 // 150 s ahead of the writers', so to it the future stamp looks 50 s old and fresh, and ranking the
 // two documents by their stamps kept the Healthy one and allowed.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigMapStore } from '../functions/adapters/configmap-store.js';
 import { FileStore } from '../functions/adapters/file-store.js';
@@ -18,8 +17,8 @@ import { createLogger } from '../functions/shared/logger.js';
 import { EvaluationCache } from '../webhook/server/cache.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import { decide } from '../webhook/domain/decide.js';
-import { parseAdmissionReview } from '../webhook/domain/review.js';
-import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+import { stampedEvaluation } from './harness/evaluation-fixture.js';
+import { admissionFixture, parsedRequest } from './harness/reviews.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 
 const TARGET = 'prod';
@@ -28,35 +27,16 @@ const config = guardConfigSchema.parse({
   maxAgeSeconds: 60,
   targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:12379'], match: {} }],
 });
-const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission', 'kcp-scale-up-3-to-5.json');
-
-function scaleUpRequest() {
-  const parsed = parseAdmissionReview(JSON.parse(readFileSync(FIXTURE, 'utf8')) as unknown);
-  if (!parsed.ok) throw new Error(`fixture does not parse: ${parsed.message}`);
-  return parsed.review.request;
-}
 
 /** What the webhook answers for a KCP scale-up judged by the cache's evaluation at `now`. */
 function admissionOf(cache: EvaluationCache, now: Date): 'allowed' | 'denied' | 'overridden' {
-  const request = scaleUpRequest();
+  const request = parsedRequest(admissionFixture('kcp-scale-up-3-to-5.json'));
   const classification = classifyRequest(request, config);
   if (classification.kind !== 'needs-evaluation') throw new Error(`expected needs-evaluation, got ${classification.kind}`);
   return decide({ request, config, classification, evaluation: cache.get(TARGET), now }).result;
 }
 
-function stampedAt(offsetMs: number, verdict: 'Healthy' | 'Unhealthy'): Evaluation {
-  const evaluatedAt = new Date(Date.now() + offsetMs).toISOString();
-  if (verdict === 'Healthy') return makeEvaluation({ target: TARGET, evaluatedAt });
-  return makeEvaluation({
-    target: TARGET,
-    evaluatedAt,
-    verdict: 'Unhealthy',
-    passed: false,
-    members: [makeMember(0), makeMember(1), makeMember(2, { healthy: false, error: 'deadline exceeded after 2000ms' })],
-    reasons: ['member etcd-2 (https://127.0.0.1:2399) unreachable: deadline exceeded after 2000ms'],
-    checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-2 unreachable' }],
-  });
-}
+const stampedAt = (offsetMs: number, verdict: 'Healthy' | 'Unhealthy') => stampedEvaluation(TARGET, offsetMs, verdict);
 
 type SequencedStore = EvaluationStore & Required<Pick<EvaluationStore, 'readSequenced'>>;
 

@@ -84,3 +84,21 @@ export function makeEvaluationAt(secondsAfterEpoch: number, overrides: Partial<E
   const instant = new Date(Date.parse('2026-01-01T00:00:00.000Z') + secondsAfterEpoch * 1000);
   return makeEvaluation({ ...overrides, evaluatedAt: instant.toISOString() });
 }
+
+/**
+ * An evaluation of `target` made `offsetMs` from the real now, as a writer with that clock stamps
+ * it: Healthy, or Unhealthy with one of three members past its deadline.
+ */
+export function stampedEvaluation(target: string, offsetMs: number, verdict: 'Healthy' | 'Unhealthy'): Evaluation {
+  const evaluatedAt = new Date(Date.now() + offsetMs).toISOString();
+  if (verdict === 'Healthy') return makeEvaluation({ target, evaluatedAt });
+  return makeEvaluation({
+    target,
+    evaluatedAt,
+    verdict: 'Unhealthy',
+    passed: false,
+    members: [makeMember(0), makeMember(1), makeMember(2, { healthy: false, error: 'deadline exceeded after 2000ms' })],
+    reasons: ['member etcd-2 (https://127.0.0.1:2399) unreachable: deadline exceeded after 2000ms'],
+    checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-2 unreachable' }],
+  });
+}

@@ -3,6 +3,8 @@
 // request uid, so a test may edit what it gets.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { AdmissionRequest } from '../../webhook/domain/contract.js';
+import { parseAdmissionReview } from '../../webhook/domain/review.js';
 
 const FIXTURE_DIR = path.join(import.meta.dirname, '..', 'fixtures', 'admission');
 
@@ -101,4 +103,11 @@ export function kcpReplicasReview(from: number, to: number, aim: ReviewAim = {})
 /** The apiserver's /scale review of a KubeadmControlPlane (autoscaling/v1 Scale, no labels), `from` → `to`. */
 export function kcpScaleReview(from: number, to: number, aim: ReviewAim = {}): TestReview {
   return withReplicas(fixtureReview('kcp-scale-up-3-to-5.json', aim), from, to);
+}
+
+/** The review's request as the webhook's core reads it (for tests that call classify and decide directly). */
+export function parsedRequest(review: TestReview): AdmissionRequest {
+  const parsed = parseAdmissionReview(review);
+  if (!parsed.ok) throw new Error(`the review does not parse: ${parsed.message}`);
+  return parsed.review.request;
 }
