@@ -5,41 +5,18 @@ import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { KCP_MACHINES } from '../domain/kinds/kubeadm-control-plane.js';
 import type { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
-import { machineFromObject, type ControlPlaneMachine } from '../domain/machines.js';
+import { machineFromObject, machineSelector, ownedBy, type ControlPlaneMachine, type MachinesQuery } from '../domain/machines.js';
 import { loadKubeConfig } from './kube.js';
 import { listCustomObjects, MACHINES } from './kube-discovery.js';
 import { inventoryAddresses } from './kube-nodes.js';
 
-export interface MachinesQuery {
-  namespace: string;
-  /** The control plane's name; Machines owned by another control plane are left out. */
-  controlPlaneName: string;
-  /** The owner reference kind of the control plane's Machines (its kind's `machines.ownerKind`; KCP's when absent). */
-  ownerKind?: string;
-  /** The KCP's `cluster.x-k8s.io/cluster-name` label; null on a /scale request (no labels). */
-  clusterName: string | null;
-}
-
-export type MachineReader = (query: MachinesQuery, deadline: Deadline) => Promise<ControlPlaneMachine[]>;
+export type { MachinesQuery } from '../domain/machines.js';
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-/** Owned by this KCP, or carrying no owner at all (adopted Machines keep none until adoption). */
-function ownedBy(item: unknown, controlPlaneName: string, ownerKind: string): boolean {
-  const metadata = isRecord(item) && isRecord(item.metadata) ? item.metadata : {};
-  const owners = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
-  if (owners.length === 0) return true;
-  return owners.some((owner) => isRecord(owner) && owner.kind === ownerKind && owner.name === controlPlaneName);
-}
-
-/** Control-plane Machines: by cluster and the control-plane label, else by the control-plane name label. */
-export function machineSelector(query: MachinesQuery): string {
-  return query.clusterName !== null
-    ? `cluster.x-k8s.io/cluster-name=${query.clusterName},cluster.x-k8s.io/control-plane`
-    : `cluster.x-k8s.io/control-plane-name=${query.controlPlaneName}`;
-}
+export type MachineReader = (query: MachinesQuery, deadline: Deadline) => Promise<ControlPlaneMachine[]>;
 
 /** The Machine objects `query` selects in its namespace, within the deadline. */
 function listMachineObjects(api: CustomObjectsApi, query: MachinesQuery, deadline: Deadline): Promise<unknown[]> {

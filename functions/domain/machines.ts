@@ -1,7 +1,8 @@
-// Cluster API control-plane Machines, reduced to what etcd-guard reads: which Node (and so which
-// stacked etcd member: kubeadm names the member after the Node) a Machine stands for, whether the
-// user asked KCP to remove it first, and when it was made. Pure; shared by the webhook's
-// projection and the evaluation's inventory.
+// Cluster API control-plane Machines, reduced to what etcd-guard reads: which Machines belong to a
+// control plane (Cluster API's labels, owned by the kind its module names in `machines.ownerKind`),
+// which Node (and so which stacked etcd member: kubeadm names the member after the Node) a Machine
+// stands for, whether the user asked for it to go first, and when it was made. Pure; shared by the
+// webhook's projection and the evaluation's inventory (capi-machines.ts does the listing).
 
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 
@@ -41,6 +42,31 @@ function conditionStatus(conditions: unknown, type: string): boolean | null {
   const found: unknown = conditions.find((condition) => isRecord(condition) && condition.type === type);
   if (!isRecord(found)) return null;
   return found.status === 'True' ? true : found.status === 'False' ? false : null;
+}
+
+export interface MachinesQuery {
+  namespace: string;
+  /** The control plane's name; Machines owned by another control plane are left out. */
+  controlPlaneName: string;
+  /** The owner reference kind of the control plane's Machines (its kind's `machines.ownerKind`; KCP's when absent). */
+  ownerKind?: string;
+  /** The KCP's `cluster.x-k8s.io/cluster-name` label; null on a /scale request (no labels). */
+  clusterName: string | null;
+}
+
+/** Owned by this control plane, or carrying no owner at all (adopted Machines keep none until adoption). */
+export function ownedBy(item: unknown, controlPlaneName: string, ownerKind: string): boolean {
+  const metadata = isRecord(item) && isRecord(item.metadata) ? item.metadata : {};
+  const owners = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
+  if (owners.length === 0) return true;
+  return owners.some((owner) => isRecord(owner) && owner.kind === ownerKind && owner.name === controlPlaneName);
+}
+
+/** Control-plane Machines: by cluster and the control-plane label, else by the control-plane name label. */
+export function machineSelector(query: MachinesQuery): string {
+  return query.clusterName !== null
+    ? `cluster.x-k8s.io/cluster-name=${query.clusterName},cluster.x-k8s.io/control-plane`
+    : `cluster.x-k8s.io/control-plane-name=${query.controlPlaneName}`;
 }
 
 /** A Machine as the apiserver returns it (either API version); null when it has no name. */
