@@ -458,8 +458,10 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
       { target: enforced.target, decision: enforced.decision, mode: enforced.mode, reason: enforced.reason },
       seconds,
     );
-    logDecision(ctx.decisionLogger, request, outcome, seconds);
     sendJson(res, 200, ctx.core.buildAdmissionReviewResponse(response));
+    // The line (its duration measured above) goes out after the answer, in the same turn of the
+    // event loop: the apiserver does not wait for it to be formatted and handed to stdout.
+    logDecision(ctx.decisionLogger, request, outcome, seconds);
     // After the answer: the recorder only queues, and a failing or slow write never reaches it.
     if (enforced.event !== null) ctx.recordEvent?.(enforced.event);
   } catch (error) {
