@@ -43,7 +43,12 @@ await writeFile(
 const port = 20000 + Math.floor(Math.random() * 20000);
 const flags = (name: string) => [
   '--max-semi-space-size=2',
-  ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', path.join(profDir, name)] : []),
+  // HEAP_PROF=1: a sampling allocation profile (--heap-prof) instead of the CPU profile.
+  ...(profDir
+    ? process.env.HEAP_PROF === '1'
+      ? ['--heap-prof', '--heap-prof-dir', path.join(profDir, name)]
+      : ['--cpu-prof', '--cpu-prof-dir', path.join(profDir, name)]
+    : []),
 ];
 const child = spawn(
   process.execPath,
@@ -161,15 +166,19 @@ console.log(
 for (const c of [32, 1]) {
   const rate = new Map<string, number[]>();
   const cpu = new Map<string, number[]>();
+  const measure = async (name: string, u: string, p: ChildProcess) => {
+    const b = cpuMs(p);
+    const r = await run(u, c, seconds, name);
+    const used = cpuMs(p) - b;
+    if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx ${r.errors} errors`);
+    rate.set(name, [...(rate.get(name) ?? []), r.requests.total / r.duration]);
+    cpu.set(name, [...(cpu.get(name) ?? []), (used * 1000) / r.requests.total]);
+  };
   for (let round = 0; round < rounds; round++) {
-    for (const [name, u, p] of servers) {
-      const b = cpuMs(p);
-      const r = await run(u, c, seconds, name);
-      const used = cpuMs(p) - b;
-      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx ${r.errors} errors`);
-      rate.set(name, [...(rate.get(name) ?? []), r.requests.total / r.duration]);
-      cpu.set(name, [...(cpu.get(name) ?? []), (used * 1000) / r.requests.total]);
-    }
+    // TOGETHER=1: every server under load at the same time, so a load swing on the shared machine
+    // hits all of them alike (CPU per request is then comparable even at load 20).
+    if (process.env.TOGETHER === '1') await Promise.all(servers.map(([name, u, p]) => measure(name, u, p)));
+    else for (const [name, u, p] of servers) await measure(name, u, p);
   }
   const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const bareRate = avg(rate.get('bare')!);
