@@ -35,13 +35,20 @@ export interface LoggerOptions {
   destination?: DestinationStream;
   name?: string;
   /**
-   * Write stdout without blocking (ignored with `destination`): lines that arrive while a write
-   * is in flight go out together in the next one, instead of one blocking write(2) per line. For
-   * the webhook, whose one line per decision was a blocking syscall on every request; pino
-   * flushes what is pending when the process exits.
+   * Write stdout without blocking and in batches (ignored with `destination`): lines collect until
+   * BUFFERED_MIN_BYTES are waiting or BUFFERED_FLUSH_MS have passed, then go out in one write on
+   * libuv's thread pool. For the webhook, whose line per decision otherwise cost a thread-pool
+   * round trip per request (measured at 120-150 µs of CPU per request on 2 shared cores, more
+   * than the rest of the decision), and earlier a blocking write(2) each. pino flushes what is
+   * pending when the process exits; a process killed outright loses at most the last batch.
    */
   buffered?: boolean;
 }
+
+/** A buffered logger writes once this much is waiting (SonicBoom's limit for one write is 16 KiB)... */
+export const BUFFERED_MIN_BYTES = 8 * 1024;
+/** ...or once this long has passed, whichever comes first. */
+export const BUFFERED_FLUSH_MS = 100;
 
 /** The second isoTime last formatted, and its ISO text up to and including the ".". */
 let formattedSecond = Number.NaN;
@@ -80,7 +87,11 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     base: undefined,
     formatters: { level: (label: string) => ({ level: label }) },
   };
-  const destination = options.destination ?? (options.buffered === true ? pinoDestination({ dest: 1, sync: false }) : undefined);
+  const destination =
+    options.destination ??
+    (options.buffered === true
+      ? pinoDestination({ dest: 1, sync: false, minLength: BUFFERED_MIN_BYTES, periodicFlush: BUFFERED_FLUSH_MS })
+      : undefined);
   const logger = destination ? pino(settings, destination) : pino(settings);
   if (env.LOG_LEVEL !== undefined && logLevelFromEnv(env) !== env.LOG_LEVEL.trim().toLowerCase()) {
     logger.warn({ logLevel: env.LOG_LEVEL }, 'unknown LOG_LEVEL, using info');
