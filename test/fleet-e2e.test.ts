@@ -19,7 +19,13 @@ import { resolveTargets } from '../functions/usecases/resolve-targets.js';
 import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
 import { runScheduledEvaluation, type ScheduledResult } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
-import { putCapiSecrets, secretObject, startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
+import {
+  controlPlaneMachine,
+  putCapiSecrets,
+  secretObject,
+  startCapiWorkload,
+  type CapiWorkload,
+} from './harness/capi-workload.js';
 import { generateTestCerts } from './harness/certs.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 import { httpRequest } from './harness/https-client.js';
@@ -75,23 +81,7 @@ function putKubeadmControlPlane(workload: CapiWorkload, apiVersion: string): voi
     metadata: { name: workload.cluster.clusterName, namespace: workload.cluster.namespace, uid: clusterUid },
     spec: { controlPlaneRef: { apiVersion, kind: 'KubeadmControlPlane', name: controlPlaneOf(workload) } },
   });
-  for (const node of workload.nodeNames) {
-    management.putObject('machines', {
-      apiVersion: 'cluster.x-k8s.io/v1beta1',
-      kind: 'Machine',
-      metadata: {
-        name: `${node}-machine`,
-        namespace: workload.cluster.namespace,
-        creationTimestamp: '2026-11-02T09:15:00Z',
-        labels: {
-          'cluster.x-k8s.io/cluster-name': workload.cluster.clusterName,
-          'cluster.x-k8s.io/control-plane': '',
-          'cluster.x-k8s.io/control-plane-name': controlPlaneOf(workload),
-        },
-      },
-      status: { nodeRef: { name: node } },
-    });
-  }
+  for (const node of workload.nodeNames) management.putObject('machines', controlPlaneMachine(workload.cluster, node));
 }
 
 beforeAll(async () => {

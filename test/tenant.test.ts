@@ -24,7 +24,13 @@ import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
 import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { TargetRegistry } from '../functions/usecases/live-target-set.js';
-import { putCapiSecrets, secretObject, startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
+import {
+  controlPlaneMachine,
+  putCapiSecrets,
+  secretObject,
+  startCapiWorkload,
+  type CapiWorkload,
+} from './harness/capi-workload.js';
 import { generateTestCerts } from './harness/certs.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
@@ -78,23 +84,7 @@ function clusterObject(namespace: string, name: string, uidOfCluster: string, co
   };
 }
 
-function machine(namespace: string, cluster: string, node: string): FakeObject {
-  return {
-    apiVersion: 'cluster.x-k8s.io/v1beta1',
-    kind: 'Machine',
-    metadata: {
-      name: `${node}-machine`,
-      namespace,
-      creationTimestamp: '2026-11-02T09:15:00Z',
-      labels: {
-        'cluster.x-k8s.io/cluster-name': cluster,
-        'cluster.x-k8s.io/control-plane': '',
-        'cluster.x-k8s.io/control-plane-name': `${cluster}-control-plane`,
-      },
-    },
-    status: { nodeRef: { name: node } },
-  };
-}
+const machine = (namespace: string, clusterName: string, node: string) => controlPlaneMachine({ namespace, clusterName }, node);
 
 /** The KCP, Cluster and Machines of a tenant's cluster, linked as Cluster API links them. */
 function putControlPlane(tenant: Tenant): void {

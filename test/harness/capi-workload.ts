@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { generateTestCerts } from './certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './etcd-cluster.js';
-import { startFakeKubeApiServer, type FakeKubeApiServer } from './fake-kube-apiserver.js';
+import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './fake-kube-apiserver.js';
 
 /**
  * A workload API server stand-in over HTTPS with a CA of its own, which its kubeconfig carries as
@@ -138,18 +138,25 @@ export function putControlPlaneObjects(
     },
     spec: { replicas: nodeNames.length, version: 'v1.30.4' },
   });
-  for (const node of nodeNames) {
-    management.putObject('machines', {
-      apiVersion: 'cluster.x-k8s.io/v1beta1',
-      kind: 'Machine',
-      metadata: {
-        name: `${node}-machine`,
-        namespace,
-        creationTimestamp: '2026-11-02T09:15:00Z',
-        labels: { ...label, 'cluster.x-k8s.io/control-plane': '', 'cluster.x-k8s.io/control-plane-name': kcpName },
-      },
-      status: { nodeRef: { name: node } },
-    });
-  }
+  for (const node of nodeNames) management.putObject('machines', controlPlaneMachine(cluster, node));
   return { kcpName };
+}
+
+/** The control-plane Machine of KCP `<clusterName>-control-plane` on `node`, labelled as KCP labels it. */
+export function controlPlaneMachine(cluster: { namespace: string; clusterName: string }, node: string): FakeObject {
+  return {
+    apiVersion: 'cluster.x-k8s.io/v1beta1',
+    kind: 'Machine',
+    metadata: {
+      name: `${node}-machine`,
+      namespace: cluster.namespace,
+      creationTimestamp: '2026-11-02T09:15:00Z',
+      labels: {
+        'cluster.x-k8s.io/cluster-name': cluster.clusterName,
+        'cluster.x-k8s.io/control-plane': '',
+        'cluster.x-k8s.io/control-plane-name': `${cluster.clusterName}-control-plane`,
+      },
+    },
+    status: { nodeRef: { name: node } },
+  };
 }

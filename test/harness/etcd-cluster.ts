@@ -46,19 +46,8 @@ export interface EtcdTestMember {
   pid: number | undefined;
 }
 
-export interface EtcdTlsFiles {
-  caFile: string;
-  /** The CA's key (kubeadm's traditional PEM), for tests that mint client certificates like KCP. */
-  caKeyFile: string;
-  certFile: string;
-  keyFile: string;
-  wrongCaFile: string;
-  wrongCertFile: string;
-  wrongKeyFile: string;
-  /** A client certificate from the right CA that has already expired. */
-  expiredCertFile: string;
-  expiredKeyFile: string;
-}
+/** The test PKI as etcd's clients see it: the CA (and its key, to mint like KCP), client certs good, wrong and expired. */
+export type EtcdTlsFiles = Omit<TestCerts, 'dir' | 'serverCertFile' | 'serverKeyFile'>;
 
 export interface EtcdctlResult {
   code: number;
