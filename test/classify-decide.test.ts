@@ -15,14 +15,13 @@ import { detectGuardedChange, escapePointerToken } from '../webhook/domain/detec
 import { buildAdmissionReviewResponse, parseAdmissionReview } from '../webhook/domain/review.js';
 import type { GuardedPointer } from '../webhook/domain/rules.js';
 import { makeEvaluation, makeMember, makeMembers } from './harness/evaluation-fixture.js';
+import { admissionFixture, parsedRequest } from './harness/reviews.js';
 
 const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
 const NOW = new Date('2026-11-30T02:00:00.000Z');
 
 function loadFixture(name: string): AdmissionRequest {
-  const parsed = parseAdmissionReview(JSON.parse(readFileSync(path.join(FIXTURE_DIR, name), 'utf8')) as unknown);
-  if (!parsed.ok) throw new Error(`fixture ${name} does not parse: ${parsed.message}`);
-  return parsed.review.request;
+  return parsedRequest(admissionFixture(name));
 }
 
 function makeConfig(overrides: Record<string, unknown> = {}): GuardConfig {

@@ -4,9 +4,6 @@
 // failing, a nodeRef, creation time or UpToDate condition blanked, a member name blanked, external
 // etcd or StatefulSet ordinals removed, a maxSurge made unreadable — must never turn decide()'s
 // deny into an allow. Seeded, so a failure names an input that reproduces.
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { guardConfigSchema } from '../functions/entrypoints/config.js';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
@@ -17,8 +14,8 @@ import { decide } from '../webhook/domain/decide.js';
 import type { MachinesRead } from '../webhook/domain/removal.js';
 import { parseAdmissionReview } from '../webhook/domain/review.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+import { admissionFixture } from './harness/reviews.js';
 
-const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
 const NOW = new Date('2026-11-30T02:00:00.000Z');
 const CONFIG = guardConfigSchema.parse({
   maxAgeSeconds: 60,
@@ -32,8 +29,7 @@ const INPUTS = 1500;
 type Json = Record<string, unknown>;
 
 function loadRequest(name: string): Json {
-  const review = JSON.parse(readFileSync(path.join(FIXTURE_DIR, name), 'utf8')) as { request: Json };
-  return review.request;
+  return admissionFixture(name).request;
 }
 const FIXTURES = {
   kcpScale: loadRequest('kcp-scale-down-3-to-2.json'),

@@ -1,8 +1,5 @@
 // Which member leaves, through the whole pure decision: real AdmissionReview fixtures (edited the
 // way kubectl would edit them), an evaluation, and the Machines as the apiserver lists them.
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { guardConfigSchema } from '../functions/entrypoints/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
@@ -11,10 +8,9 @@ import { classifyRequest } from '../webhook/domain/classify.js';
 import type { AdmissionRequest } from '../webhook/domain/contract.js';
 import { decide } from '../webhook/domain/decide.js';
 import { kcpRemovalOrder, ordinalRemovalOrder, type MachinesRead } from '../webhook/domain/removal.js';
-import { parseAdmissionReview } from '../webhook/domain/review.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+import { admissionFixture, parsedRequest } from './harness/reviews.js';
 
-const FIXTURE_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'admission');
 const NOW = new Date('2026-11-30T02:00:00.000Z');
 const CONFIG = guardConfigSchema.parse({
   maxAgeSeconds: 60,
@@ -36,11 +32,9 @@ interface EditableRequest {
 }
 
 function fixture(name: string, edit: (request: EditableRequest) => void = () => {}): AdmissionRequest {
-  const review = JSON.parse(readFileSync(path.join(FIXTURE_DIR, name), 'utf8')) as { request: EditableRequest };
-  edit(review.request);
-  const parsed = parseAdmissionReview(review);
-  if (!parsed.ok) throw new Error(`fixture ${name} does not parse: ${parsed.message}`);
-  return parsed.review.request;
+  const review = admissionFixture(name);
+  edit(review.request as unknown as EditableRequest);
+  return parsedRequest(review);
 }
 
 /** 3 members etcd-0..2 (or `count`), those in `dead` unreachable. */
