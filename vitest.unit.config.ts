@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // processes; test/harness/no-io.ts then makes any socket or process in it fail, so the selection
 // cannot drift. Everything else runs in `npm test` (vitest.config.ts).
 const IO = [
-  /harness\/(etcd-cluster|hold-etcd-cluster|fake-kube|fake-portforward|https-client|process|peer-proxy|capi-workload|free-port|sockets|manifests)/,
+  /harness\/(etcd-cluster|etcd-webhook|webhook|certs|hold-etcd-cluster|fake-kube|fake-portforward|https-client|process|peer-proxy|capi-workload|free-port|sockets|manifests)/,
   /node:(child_process|net|http|https|tls|dgram)/,
   /from 'express'|bin\/etcd-guard|webhook\/(server\/)?(main|app)\.js|startWebhook|\.listen\(/,
   /from 'esbuild'|bindAsync|EtcdProbeSession/,
