@@ -163,7 +163,7 @@ console.log(
     .map((x) => x.toFixed(2))
     .join(' / ')}`,
 );
-for (const c of [32, 1]) {
+for (const c of (process.env.CONNS ?? '32,1').split(',').map(Number)) {
   const rate = new Map<string, number[]>();
   const cpu = new Map<string, number[]>();
   const measure = async (name: string, u: string, p: ChildProcess) => {
