@@ -545,7 +545,7 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
         ours: oursParallel.requestsPerSecond,
         baseline: bareParallel.requestsPerSecond,
         unit: 'req/s',
-        target: { kind: 'ratio-min', min: 0.7 },
+        target: { kind: 'ratio-min', min: 0.85 },
       },
       {
         section: 'admission',

@@ -218,7 +218,7 @@ export async function runEvaluationBench(cluster: EtcdTestCluster, options: Eval
       ours: percentile(evaluationMs, 50),
       baseline: percentile(rawColdMs, 50),
       unit: 'ms',
-      target: { kind: 'ratio-max', max: 3 },
+      target: { kind: 'ratio-max', max: 2.5 },
     },
     {
       section: 'evaluation',
