@@ -5,7 +5,10 @@
 // puts in its place what @grpc/grpc-js's loadPackageDefinition needs for a client: per method its
 // path, streaming flags, name and serializers over a protobufjs Root built from the JSON of the
 // parsed files (decoding with etcd3's options: keepCase, int64 as strings, enums as strings,
-// defaults, oneofs). Without the bundle (tsx, tsc output) etcd3 runs unchanged.
+// defaults, oneofs). The methods the probe calls go further: their messages get the encoders,
+// decoders and converters protobufjs would generate at their first use, generated here, and the
+// Root is built only when another method is first called. Without the bundle (tsx, tsc output)
+// etcd3 runs unchanged.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -146,7 +149,8 @@ export function staticDefinition({ protobuf, root, methods }) {
 }
 
 /** The source of the module that stands in for proto-loader's package definition. */
-function packageDefinitionSource(described) {
+function packageDefinitionSource(described, staticCodecs) {
+  if (!staticCodecs) return definitionSource(described, null);
   let generated = null;
   try {
     generated = staticDefinition(described);
@@ -239,8 +243,11 @@ for (const method of METHODS) {
 `;
 }
 
-/** The plugin: etcd3's connection-pool.js gets the prebuilt package definition. */
-export function etcdGrpcDefinitionPlugin(rootDir) {
+/**
+ * The plugin: etcd3's connection-pool.js gets the prebuilt package definition. `staticCodecs:
+ * false` builds the fallback (every method through a protobufjs Root), for the tests.
+ */
+export function etcdGrpcDefinitionPlugin(rootDir, { staticCodecs = true } = {}) {
   return {
     name: 'etcd-grpc-definition',
     setup(build) {
@@ -256,7 +263,7 @@ export function etcdGrpcDefinitionPlugin(rootDir) {
       }));
       build.onLoad({ filter: /.*/, namespace: 'etcd-guard' }, () => {
         const described = describeServices(rootDir);
-        return { contents: packageDefinitionSource(described), loader: 'js', resolveDir: described.loaderDir };
+        return { contents: packageDefinitionSource(described, staticCodecs), loader: 'js', resolveDir: described.loaderDir };
       });
     },
   };
