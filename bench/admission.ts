@@ -10,16 +10,26 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation, makeMember } from '../test/harness/evaluation-fixture.js';
 import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
-import { BENCH_DIR, firstMessage, killAndWait, peakRssMiB, percentile, REPO_DIR, spawnTsx, type ResultRow } from './lib.js';
+import { freePort } from '../test/harness/free-port.js';
+import {
+  BENCH_DIR,
+  firstMessage,
+  killAndWait,
+  peakRssMiB,
+  percentile,
+  REPO_DIR,
+  spawnTsx,
+  waitReady,
+  webhookArgs,
+  type ResultRow,
+} from './lib.js';
 
 const FIXTURE = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
 const TARGET = 'bench';
@@ -166,43 +176,6 @@ async function buildImageLayout(): Promise<void> {
   await writeFile(path.join(IMAGE_DIR, 'bench/bare-child.mjs'), bare.code);
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** GET /readyz until it answers 200 (the cache holds the target's evaluation), within `timeoutMs`. */
-async function waitReady(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  let exited = false;
-  child.once('exit', () => (exited = true));
-  let last = 'no answer yet';
-  while (performance.now() < deadline) {
-    if (exited) throw new Error(`webhook at ${url} exited before it was ready`);
-    const status = await new Promise<number>((resolve) => {
-      const request = https.get(`${url}/readyz`, { rejectUnauthorized: false, agent: false, timeout: 1_000 }, (response) => {
-        response.resume();
-        resolve(response.statusCode ?? 0);
-      });
-      request.on('timeout', () => request.destroy(new Error('timeout')));
-      request.on('error', (error) => {
-        last = error.message;
-        resolve(0);
-      });
-    });
-    if (status === 200) return;
-    if (status !== 0) last = `status ${status}`;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`webhook at ${url} not ready within ${timeoutMs} ms (${last})`);
-}
-
 /** The bundle's chunk of webhook/server/main.ts: the one that exports runWebhookCommand. */
 function webhookChunk(): string {
   const dir = path.join(IMAGE_DIR, 'dist/cli');
@@ -234,18 +207,7 @@ async function spawnImageWebhook(
     process.exitCode = await runWebhookCommand({ configFile, listen, tlsCertFile, tlsKeyFile, insecureHttp: false }, process.env);`;
   const args =
     entry === 'cli'
-      ? [
-          path.join(IMAGE_DIR, 'bin/etcd-guard.mjs'),
-          'webhook',
-          '--config',
-          files.configFile,
-          '--listen',
-          listen,
-          '--tls-cert',
-          files.certFile,
-          '--tls-key',
-          files.keyFile,
-        ]
+      ? webhookArgs(path.join(IMAGE_DIR, 'bin/etcd-guard.mjs'), files.configFile, listen, files.certFile, files.keyFile)
       : ['--input-type=module', '-e', direct, files.configFile, listen, files.certFile, files.keyFile];
   const logFd = openSync(files.logFile, 'a');
   const child = spawn(process.execPath, [...nodeFlags, ...args], {

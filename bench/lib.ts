@@ -2,6 +2,7 @@
 // through tsx (so a server's RSS is its own), and the result table every section adds rows to.
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -168,4 +169,35 @@ export async function waitFor(condition: () => boolean | Promise<boolean>, timeo
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   throw new Error(`${what}: not true within ${timeoutMs} ms`);
+}
+
+/** `etcd-guard webhook` over HTTPS on `listen` with the given config and certificate: argv after node and its flags. */
+export function webhookArgs(bin: string, configFile: string, listen: string, certFile: string, keyFile: string): string[] {
+  return [bin, 'webhook', '--config', configFile, '--listen', listen, '--tls-cert', certFile, '--tls-key', keyFile];
+}
+
+/** GET /readyz until it answers 200 (the cache holds the target's evaluation), within `timeoutMs`. */
+export async function waitReady(url: string, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  let last = 'no answer yet';
+  while (performance.now() < deadline) {
+    if (exited) throw new Error(`webhook at ${url} exited before it was ready`);
+    const status = await new Promise<number>((resolve) => {
+      const request = https.get(`${url}/readyz`, { rejectUnauthorized: false, agent: false, timeout: 1_000 }, (response) => {
+        response.resume();
+        resolve(response.statusCode ?? 0);
+      });
+      request.on('timeout', () => request.destroy(new Error('timeout')));
+      request.on('error', (error) => {
+        last = error.message;
+        resolve(0);
+      });
+    });
+    if (status === 200) return;
+    if (status !== 0) last = `status ${status}`;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`webhook at ${url} not ready within ${timeoutMs} ms (${last})`);
 }

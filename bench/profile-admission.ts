@@ -10,7 +10,7 @@ import { transform } from 'esbuild';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
-import { REPO_DIR, BENCH_DIR, firstMessage } from './lib.js';
+import { REPO_DIR, BENCH_DIR, firstMessage, waitReady, webhookArgs } from './lib.js';
 
 const profDir = process.env.PROF_DIR;
 const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-prof-'));
@@ -54,16 +54,13 @@ const child = spawn(
   process.execPath,
   [
     ...flags('webhook'),
-    path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
-    'webhook',
-    '--config',
-    configFile,
-    '--listen',
-    `127.0.0.1:${port}`,
-    '--tls-cert',
-    certs.serverCertFile,
-    '--tls-key',
-    certs.serverKeyFile,
+    ...webhookArgs(
+      path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
+      configFile,
+      `127.0.0.1:${port}`,
+      certs.serverCertFile,
+      certs.serverKeyFile,
+    ),
   ],
   {
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -79,15 +76,7 @@ const bare = spawn(
 const { url: bareUrl } = await firstMessage<{ url: string }>(bare, 30000, 'bare');
 const url = `https://127.0.0.1:${port}`;
 process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-for (let i = 0; i < 300; i++) {
-  try {
-    const r = await fetch(`${url}/readyz`);
-    if (r.status === 200) break;
-  } catch {
-    /* not yet */
-  }
-  await new Promise((r) => setTimeout(r, 100));
-}
+await waitReady(url, child);
 // BEFORE_DIR: one or more checkouts (comma-separated), each with its own dist/, run side by side.
 const befores = (process.env.BEFORE_DIR ?? '').split(',').filter((dir) => dir !== '');
 const olds = befores.map((before, index) => {
@@ -96,32 +85,20 @@ const olds = befores.map((before, index) => {
     process.execPath,
     [
       '--max-semi-space-size=2',
-      path.join(before, 'bin/etcd-guard.mjs'),
-      'webhook',
-      '--config',
-      configFile,
-      '--listen',
-      `127.0.0.1:${beforePort}`,
-      '--tls-cert',
-      certs.serverCertFile,
-      '--tls-key',
-      certs.serverKeyFile,
+      ...webhookArgs(
+        path.join(before, 'bin/etcd-guard.mjs'),
+        configFile,
+        `127.0.0.1:${beforePort}`,
+        certs.serverCertFile,
+        certs.serverKeyFile,
+      ),
     ],
     { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' }, cwd: before },
   );
   const name = befores.length === 1 ? 'before' : `before ${path.basename(before)}`;
   return [name, `https://127.0.0.1:${beforePort}`, proc] as [string, string, ChildProcess];
 });
-for (const [, oldUrl] of olds)
-  for (let i = 0; i < 300; i++) {
-    try {
-      const r = await fetch(`${oldUrl}/readyz`);
-      if (r.status === 200) break;
-    } catch {
-      /* not yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+for (const [, oldUrl, proc] of olds) await waitReady(oldUrl, proc);
 const cpuMs = (c: ChildProcess) => {
   const f = readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100;

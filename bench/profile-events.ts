@@ -7,14 +7,14 @@ import autocannon from 'autocannon';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation, makeMember } from '../test/harness/evaluation-fixture.js';
 import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
-import { REPO_DIR } from './lib.js';
+import { freePort } from '../test/harness/free-port.js';
+import { REPO_DIR, waitReady, webhookArgs } from './lib.js';
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-events-'));
 const certs = await generateTestCerts(dir);
@@ -37,17 +37,6 @@ async function store(name: string, unhealthy: boolean): Promise<string> {
   return storeDir;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 async function webhook(name: string, storeDir: string, events: boolean): Promise<[string, string, ChildProcess]> {
   const configFile = path.join(dir, `${name}.json`);
   await writeFile(
@@ -65,16 +54,13 @@ async function webhook(name: string, storeDir: string, events: boolean): Promise
     process.execPath,
     [
       '--max-semi-space-size=2',
-      path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
-      'webhook',
-      '--config',
-      configFile,
-      '--listen',
-      `127.0.0.1:${port}`,
-      '--tls-cert',
-      certs.serverCertFile,
-      '--tls-key',
-      certs.serverKeyFile,
+      ...webhookArgs(
+        path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
+        configFile,
+        `127.0.0.1:${port}`,
+        certs.serverCertFile,
+        certs.serverKeyFile,
+      ),
     ],
     {
       stdio: ['ignore', 'ignore', 'inherit'],
@@ -86,17 +72,6 @@ async function webhook(name: string, storeDir: string, events: boolean): Promise
 }
 
 process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-async function ready(url: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) return;
-    } catch {
-      /* not yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${url} not ready`);
-}
 
 const healthy = await store('healthy', false);
 const sick = await store('sick', true);
@@ -106,7 +81,7 @@ const servers = [
   await webhook('deny, events off', sick, false),
   await webhook('deny, events on', sick, true),
 ];
-for (const [, url] of servers) await ready(url);
+for (const [, url, child] of servers) await waitReady(url, child);
 
 const cpuMs = (c: ChildProcess) => {
   const f = readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
