@@ -20,6 +20,7 @@ import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
 import { freePort } from '../test/harness/free-port.js';
 import {
   BENCH_DIR,
+  benchGuardConfig,
   firstMessage,
   killAndWait,
   peakRssMiB,
@@ -265,16 +266,7 @@ async function eventsComparison(
     );
     const configFor = async (events: boolean) => {
       const configFile = path.join(dir, `guard-deny-events-${events ? 'on' : 'off'}.json`);
-      await writeFile(
-        configFile,
-        JSON.stringify({
-          store: { kind: 'file', dir: storeDir },
-          maxAgeSeconds: 600,
-          inlineRefresh: false,
-          events,
-          targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
-        }),
-      );
+      await writeFile(configFile, benchGuardConfig(storeDir, TARGET, { events }));
       return { ...files(`webhook-deny-events-${events ? 'on' : 'off'}`), configFile };
     };
     const on = await spawnImageWebhook(flags, await configFor(true), 'cli', { KUBECONFIG: kube.kubeconfigFile });
@@ -374,15 +366,7 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     await mkdir(storeDir);
     await new FileStore(storeDir).write(makeEvaluation({ target: TARGET, evaluatedAt: new Date().toISOString() }));
     const configFile = path.join(dir, 'guard.json');
-    await writeFile(
-      configFile,
-      JSON.stringify({
-        store: { kind: 'file', dir: storeDir },
-        maxAgeSeconds: 600,
-        inlineRefresh: false,
-        targets: [{ name: TARGET, endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
-      }),
-    );
+    await writeFile(configFile, benchGuardConfig(storeDir, TARGET));
     await buildImageLayout();
     options.log(`admission: the image's node flags: ${flagsText}`);
 

@@ -171,6 +171,24 @@ export async function waitFor(condition: () => boolean | Promise<boolean>, timeo
   throw new Error(`${what}: not true within ${timeoutMs} ms`);
 }
 
+/**
+ * A guard config for a webhook that serves one file-store target from its cache only (no inline
+ * refresh), so a bench measures admission and not etcd. The address is never dialled.
+ */
+export function benchGuardConfig(
+  storeDir: string,
+  target: string,
+  options: { maxAgeSeconds?: number; events?: boolean } = {},
+): string {
+  return JSON.stringify({
+    store: { kind: 'file', dir: storeDir },
+    maxAgeSeconds: options.maxAgeSeconds ?? 600,
+    inlineRefresh: false,
+    ...(options.events !== undefined && { events: options.events }),
+    targets: [{ name: target, endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
+  });
+}
+
 /** `etcd-guard webhook` over HTTPS on `listen` with the given config and certificate: argv after node and its flags. */
 export function webhookArgs(bin: string, configFile: string, listen: string, certFile: string, keyFile: string): string[] {
   return [bin, 'webhook', '--config', configFile, '--listen', listen, '--tls-cert', certFile, '--tls-key', keyFile];

@@ -10,7 +10,7 @@ import { transform } from 'esbuild';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
-import { REPO_DIR, BENCH_DIR, firstMessage, waitReady, webhookArgs } from './lib.js';
+import { REPO_DIR, BENCH_DIR, benchGuardConfig, firstMessage, waitReady, webhookArgs } from './lib.js';
 
 const profDir = process.env.PROF_DIR;
 const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-prof-'));
@@ -21,15 +21,7 @@ const storeDir = path.join(dir, 'store');
 await mkdir(storeDir);
 await new FileStore(storeDir).write(makeEvaluation({ target: 'bench', evaluatedAt: new Date().toISOString() }));
 const configFile = path.join(dir, 'guard.json');
-await writeFile(
-  configFile,
-  JSON.stringify({
-    store: { kind: 'file', dir: storeDir },
-    maxAgeSeconds: 600,
-    inlineRefresh: false,
-    targets: [{ name: 'bench', endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
-  }),
-);
+await writeFile(configFile, benchGuardConfig(storeDir, 'bench'));
 // --cpu-prof writes its profile on exit: the bare server gets a SIGINT handler that exits.
 const exitOnInt = path.join(dir, 'exit-on-int.cjs');
 await writeFile(exitOnInt, "process.on('SIGINT', () => process.exit(0));\n");

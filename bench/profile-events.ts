@@ -14,7 +14,7 @@ import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation, makeMember } from '../test/harness/evaluation-fixture.js';
 import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
 import { freePort } from '../test/harness/free-port.js';
-import { REPO_DIR, waitReady, webhookArgs } from './lib.js';
+import { benchGuardConfig, REPO_DIR, waitReady, webhookArgs } from './lib.js';
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-events-'));
 const certs = await generateTestCerts(dir);
@@ -39,16 +39,7 @@ async function store(name: string, unhealthy: boolean): Promise<string> {
 
 async function webhook(name: string, storeDir: string, events: boolean): Promise<[string, string, ChildProcess]> {
   const configFile = path.join(dir, `${name}.json`);
-  await writeFile(
-    configFile,
-    JSON.stringify({
-      store: { kind: 'file', dir: storeDir },
-      maxAgeSeconds: 3600,
-      inlineRefresh: false,
-      events,
-      targets: [{ name: 'bench', endpoints: ['https://127.0.0.1:2379'], timeout: '2s' }],
-    }),
-  );
+  await writeFile(configFile, benchGuardConfig(storeDir, 'bench', { maxAgeSeconds: 3600, events }));
   const port = await freePort();
   const child = spawn(
     process.execPath,
