@@ -25,15 +25,13 @@ export function plainNamesCollateByCodeUnit(env: Readonly<Record<string, string 
   return ROOT_OR_ENGLISH_LOCALE.test(env.LC_ALL || env.LC_MESSAGES || env.LANG || '');
 }
 
-let byCodeUnit: boolean | undefined;
-
 /**
- * `a.localeCompare(b)`, without creating ICU's collator where it cannot change the answer (see
- * plainNamesCollateByCodeUnit): the collator's first use costs 15–25 ms of an `evaluate`
- * process's CPU, to sort three member names. Any other name or locale goes to localeCompare.
+ * `a.localeCompare(b)`, without creating ICU's collator where it cannot change the answer: the
+ * collator's first use costs 15–25 ms of an `evaluate` process's CPU, to sort three member names.
+ * `plainByCodeUnit` is plainNamesCollateByCodeUnit of the process's environment, read by the
+ * caller so this stays pure. Any other name, or `false`, goes to localeCompare.
  */
-export function compareNames(a: string, b: string): number {
-  byCodeUnit ??= plainNamesCollateByCodeUnit(process.env);
-  if (byCodeUnit && PLAIN_NAME.test(a) && PLAIN_NAME.test(b)) return a < b ? -1 : a > b ? 1 : 0;
+export function compareNames(a: string, b: string, plainByCodeUnit: boolean): number {
+  if (plainByCodeUnit && PLAIN_NAME.test(a) && PLAIN_NAME.test(b)) return a < b ? -1 : a > b ? 1 : 0;
   return a.localeCompare(b);
 }

@@ -18,6 +18,7 @@ import { Deadline, withDeadline } from '../domain/deadline.js';
 import type { EndpointMemberList, MemberListAnswer } from '../domain/member-view.js';
 import type { ProbeFailureKind } from '../domain/probe-failure.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
+import { plainNamesCollateByCodeUnit } from '../shared/names.js';
 
 export { readTargetCredentials } from './etcd-access.js';
 
@@ -363,6 +364,7 @@ export async function evaluateThroughAccess(
     evaluatedAt: evaluatedAt.toISOString(),
     durationMs: 0,
     learnersFirstSeen: learnerSightings(await previous),
+    namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };
   if (target.learnerGrace !== undefined) input.thresholds = { learnerGraceMs: target.learnerGrace };
   const controlPlaneNodes = await inventoryRun;

@@ -25,7 +25,7 @@ export function judgedMembers(input: EvaluationInput, memberList: Outcome<Discov
   const probeByEndpoint = new Map(input.probes.map((probe) => [probe.endpoint, probe]));
   if (memberList.ok) {
     return [...memberList.value]
-      .sort((a, b) => compareNames(a.name || a.id, b.name || b.id))
+      .sort((a, b) => compareNames(a.name || a.id, b.name || b.id, input.namesCollateByCodeUnit === true))
       .map((member) => {
         // A member may be reached through its advertised client URL or through a given endpoint
         // that turned out to be it (e.g. a load balancer or another host name): prefer an answer.

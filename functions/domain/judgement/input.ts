@@ -53,4 +53,9 @@ export interface EvaluationInput {
    * evaluation: the age of a learner no inventory entry dates.
    */
   learnersFirstSeen?: Readonly<Record<string, string>>;
+  /**
+   * Whether the process's locale orders plain member names by code unit (plainNamesCollateByCodeUnit
+   * of its environment), so the members can be sorted without ICU's collator. Absent: localeCompare.
+   */
+  namesCollateByCodeUnit?: boolean;
 }
