@@ -1,7 +1,7 @@
 // Member names are sorted without ICU's collator where code-unit order is the collator's order:
 // plain names (lowercase letters, digits, '.', '-') under the root or an English locale.
 import { describe, expect, it } from 'vitest';
-import { compareNames, plainNamesCollateByCodeUnit } from '../functions/shared/names.js';
+import { compareCodeUnits, compareNames, plainNamesCollateByCodeUnit } from '../functions/shared/names.js';
 
 describe('compareNames', () => {
   it('orders like localeCompare under this test run’s locale', () => {
@@ -48,5 +48,19 @@ describe('plainNamesCollateByCodeUnit', () => {
     [{ LC_ALL: 'lt_LT', LANG: 'en_US.UTF-8' }, false],
   ])('%j: %s', (env, expected) => {
     expect(plainNamesCollateByCodeUnit(env)).toBe(expected);
+  });
+});
+
+describe('compareCodeUnits', () => {
+  it.each([
+    ['cp-1', 'cp-2', -1],
+    ['cp-ch', 'cp-h', -1],
+    ['etcd', 'etcd-0', -1],
+    ['etcd-0', 'etcd-0', 0],
+    ['Node-b', 'node-a', -1],
+    ['node-é', 'node-f', 1],
+  ])('puts %j before or after %j by code unit, whatever the locale', (a, b, sign) => {
+    expect(Math.sign(compareCodeUnits(a, b))).toBe(sign);
+    expect(Math.sign(compareCodeUnits(b, a))).toBe(-sign || 0);
   });
 });

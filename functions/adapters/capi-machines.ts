@@ -6,6 +6,7 @@ import { KCP_MACHINES } from '../domain/kinds/kubeadm-control-plane.js';
 import type { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { machineFromObject, machineSelector, ownedBy, type ControlPlaneMachine, type MachinesQuery } from '../domain/machines.js';
+import { compareCodeUnits } from '../shared/names.js';
 import { loadKubeConfig } from './kube.js';
 import { listCustomObjects, MACHINES } from './kube-discovery.js';
 import { inventoryAddresses } from './kube-nodes.js';
@@ -64,5 +65,7 @@ export async function listControlPlaneMachines(
       ...(machine.nodeName === null && { provisioning: true }),
     });
   }
-  return entries.sort((a, b) => a.name.localeCompare(b.name));
+  // For determinism only (which entry a member meets first, the order of findings), and the
+  // names come from untrusted Machines: code units, never the process's locale.
+  return entries.sort((a, b) => compareCodeUnits(a.name, b.name));
 }

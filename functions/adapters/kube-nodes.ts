@@ -7,6 +7,7 @@ import type { InventoryConfig } from '../entrypoints/config.js';
 import { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { StoreError } from '../domain/store.js';
+import { compareCodeUnits } from '../shared/names.js';
 import { callKube, createCoreV1Api } from './kube.js';
 
 export type { ControlPlaneNode };
@@ -77,5 +78,7 @@ export async function listControlPlaneNodes(
     }
     continueToken = page.metadata?._continue || undefined;
   } while (continueToken !== undefined);
-  return nodes.sort((a, b) => a.name.localeCompare(b.name));
+  // For determinism only (which entry a member meets first, the order of findings), and the
+  // names come from the workload cluster's Nodes: code units, never the process's locale.
+  return nodes.sort((a, b) => compareCodeUnits(a.name, b.name));
 }

@@ -16,6 +16,7 @@
 import { createHash } from 'node:crypto';
 import type { TargetConfig } from '../entrypoints/config.js';
 import type { DiscoverySource } from './controller-kinds.js';
+import { compareCodeUnits } from '../shared/names.js';
 
 export type TargetSource = 'static' | DiscoverySource;
 
@@ -136,7 +137,9 @@ export function mergeTargets(staticTargets: readonly TargetConfig[], discovered:
   const byName = new Map<string, DiscoveredTarget[]>();
   for (const target of discovered) byName.set(target.name, [...(byName.get(target.name) ?? []), target]);
   const problems: DiscoveryProblem[] = [];
-  for (const [name, claimants] of [...byName.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+  // Code units: every process (CronJob, webhook, CLI) lists the targets in one order whatever its
+  // locale; discovered names are DNS labels, for which that is also the English alphabetical order.
+  for (const [name, claimants] of [...byName.entries()].sort(([a], [b]) => compareCodeUnits(a, b))) {
     const [only, ...others] = claimants;
     if (only !== undefined && others.length === 0 && !staticNames.has(name)) {
       targets.push(only);

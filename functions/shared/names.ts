@@ -35,3 +35,14 @@ export function compareNames(a: string, b: string, plainByCodeUnit: boolean): nu
   if (plainByCodeUnit && PLAIN_NAME.test(a) && PLAIN_NAME.test(b)) return a < b ? -1 : a > b ? 1 : 0;
   return a.localeCompare(b);
 }
+
+/**
+ * Code-unit order, the same in every process whatever its locale. For orders that exist only to
+ * make output deterministic (inventories, target lists): for the plain names Kubernetes objects
+ * usually have it is also the order localeCompare gives under the root or an English locale (see
+ * plainNamesCollateByCodeUnit), and for the untrusted names they may have it never depends on
+ * where the process runs (a CronJob and the webhook may run under different locales).
+ */
+export function compareCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
