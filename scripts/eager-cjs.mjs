@@ -9,6 +9,9 @@
 import { transform } from 'esbuild';
 
 const OPENER = /^ {2}("[^"\n]+")\(([\w$, ]*)\) \{$/;
+// esbuild's lazy ES module initializers (`__esm({ "path"() { … } })`, the etcd package definition
+// among them: ~10 ms of generated codecs compiled at its first call) have the same shape.
+const WRAPPER = /= __(?:commonJS|esm)\(\{$/;
 
 /**
  * `source` with every esbuild CommonJS wrapper made a parenthesized function expression, and how
@@ -21,7 +24,7 @@ export function eagerCommonJsWrappers(source) {
   let count = 0;
   for (let index = 0; index < lines.length; index++) {
     const line = lines[index];
-    if (!line.endsWith('= __commonJS({')) {
+    if (!WRAPPER.test(line)) {
       out.push(line);
       continue;
     }
@@ -42,7 +45,7 @@ export function eagerCommonJsWrappers(source) {
  * source must have been rewritten; otherwise the source comes back unchanged with the reason.
  */
 export async function eagerCommonJsChunk(source) {
-  const wrappers = source.split('= __commonJS({').length - 1;
+  const wrappers = source.split('\n').filter((line) => WRAPPER.test(line)).length;
   if (wrappers === 0) return { source, count: 0 };
   const result = eagerCommonJsWrappers(source);
   if (result.count !== wrappers) return { source, count: 0, skipped: `${result.count} of ${wrappers} wrappers matched` };

@@ -18,7 +18,9 @@ const rewriteChecked = eagerCommonJsChunk as (source: string) => Promise<Rewrite
 /** Two CommonJS modules (one requiring the other, one with a multi-line template) bundled as ESM by esbuild. */
 const MODULES: Record<string, string> = {
   'a.cjs':
-    'const b = require("./b.cjs");\nexports.greet = (name) => `${b.prefix}, ${name}`;\nexports.self = function () { return this === exports; };\n',
+    'const b = require("./b.cjs");\nconst c = require("./c.mjs");\nexports.greet = (name) => `${b.prefix}, ${name}${c.suffix}`;\nexports.self = function () { return this === exports; };\n',
+  // An ES module required from CommonJS: esbuild wraps it in a lazy `__esm` initializer.
+  'c.mjs': 'export const suffix = [1, 2].map((n) => `${n}`).length === 2 ? "!" : "?";\n',
   'b.cjs': 'module.exports = { prefix: "hello", text: `line one\n  }\nline three` };\n',
   'entry.mjs':
     'import a from "./a.cjs";\nimport b from "./b.cjs";\nexport const greeting = a.greet("etcd");\nexport const text = b.text;\nexport const self = a.self();\n',
@@ -52,21 +54,23 @@ describe('eager CommonJS wrappers', () => {
     return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   }
 
-  it('rewrites every wrapper of an esbuild bundle into a parenthesized function, same exports', async () => {
+  it('rewrites every wrapper of an esbuild bundle (CommonJS and ES module initializers) into a parenthesized function, same exports', async () => {
+    expect(bundled).toContain('= __esm({');
     const result = await rewriteChecked(bundled);
     expect(result.skipped).toBeUndefined();
-    expect(result.count).toBe(2);
-    expect(result.source.match(/": \(function \(/g)).toHaveLength(2);
+    expect(result.count).toBe(3);
+    expect(result.source.match(/": \(function \(/g)).toHaveLength(3);
     expect(result.source).not.toMatch(/^ {2}"[^"]+"\([^)]*\) \{$/m);
     const [rewritten, original] = [{ ...(await run(result.source)) }, { ...(await run(bundled)) }];
     expect(rewritten).toEqual(original);
-    expect(rewritten).toEqual({ greeting: 'hello, etcd', text: 'line one\n  }\nline three', self: true });
+    expect(rewritten).toEqual({ greeting: 'hello, etcd!', text: 'line one\n  }\nline three', self: true });
   });
 
   it.each([
     ['no CommonJS wrapper', 'export const x = 1;\n'],
     ['a wrapper esbuild did not print that way', 'var require_x = __commonJS({\n  "x.js": function (exports) {\n  }\n});\n'],
     ['a wrapper that never closes', 'var require_x = __commonJS({\n  "x.js"(exports) {\n    exports.x = 1;\n'],
+    ['an ES module initializer esbuild did not print that way', 'var init_x = __esm({\n  "x.mjs": () => {\n  }\n});\n'],
   ])('leaves a chunk unchanged when it has %s', async (_, source) => {
     expect(rewrite(source)).toEqual({ source, count: 0 });
     expect((await rewriteChecked(source)).source).toBe(source);
