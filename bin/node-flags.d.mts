@@ -12,6 +12,7 @@ export declare function nodeFlagsFor(input: {
   limitBytes: number | null;
   execArgv: readonly string[];
   nodeOptions: string | undefined;
-  heapLimitMiB?: number;
+  /** Called only when a cap is in question (reading it loads node:v8). */
+  heapLimitMiB?: number | (() => number);
 }): string[];
 export declare function readMemoryLimitBytes(env: NodeJS.ProcessEnv): number | null;

@@ -8,8 +8,12 @@
 // 32-connection load then peaked at 143 MiB and a 100-cluster fleet at 424 MiB, with a live heap
 // of ~22 and ~58 MB. Any old-generation cap of 1 GiB or less brings V8's growing factor down to
 // 1.3-1.6x, which is what holds those peaks to ~104 and ~230 MiB (BENCHMARKS.md).
-import { readFileSync } from 'node:fs';
-import os from 'node:os';
+import { createRequire } from 'node:module';
+
+// Through require, not an ES module import: see bin/etcd-guard.mjs.
+const require = createRequire(import.meta.url);
+const { readFileSync } = require('node:fs');
+const os = require('node:os');
 
 const MIB = 1024 * 1024;
 
@@ -79,7 +83,9 @@ const YOUNG_GENERATION_SLACK_MIB = 64;
  * most. No cap either when V8's heap limit (`heapLimitMiB`) is already within it: node sizes the
  * heap from a cgroup limit it can read (half of it on 64-bit, but at least 256 MiB), so with limits
  * of 512Mi or more nothing needs re-executing; under the manifests' 384Mi it lowers 256 to 192.
- * @param {{ command: string | undefined, limitBytes: number | null, execArgv: readonly string[], nodeOptions: string | undefined, heapLimitMiB?: number }} input
+ * `heapLimitMiB` may be a function, called only when a cap is in question: reading it loads
+ * node:v8 (~4 ms of every one-shot start, which never needs it on a host without a limit).
+ * @param {{ command: string | undefined, limitBytes: number | null, execArgv: readonly string[], nodeOptions: string | undefined, heapLimitMiB?: number | (() => number) }} input
  * @returns {string[]}
  */
 export function nodeFlagsFor({ command, limitBytes, execArgv, nodeOptions, heapLimitMiB }) {
@@ -88,8 +94,10 @@ export function nodeFlagsFor({ command, limitBytes, execArgv, nodeOptions, heapL
   const flags = [];
   if (server && !SEMI_SPACE_FLAG.test(given)) flags.push(`--max-semi-space-size=${WEBHOOK_SEMI_SPACE_MIB}`);
   const cap = oldSpaceMiB(limitBytes);
-  const alreadyWithin = heapLimitMiB !== undefined && heapLimitMiB <= cap + YOUNG_GENERATION_SLACK_MIB;
-  if ((server || limitBytes !== null) && !OLD_SPACE_FLAG.test(given) && !alreadyWithin) flags.push(`--max-old-space-size=${cap}`);
+  if (!(server || limitBytes !== null) || OLD_SPACE_FLAG.test(given)) return flags;
+  const heapLimit = typeof heapLimitMiB === 'function' ? heapLimitMiB() : heapLimitMiB;
+  const alreadyWithin = heapLimit !== undefined && heapLimit <= cap + YOUNG_GENERATION_SLACK_MIB;
+  if (!alreadyWithin) flags.push(`--max-old-space-size=${cap}`);
   return flags;
 }
 

@@ -133,4 +133,27 @@ describe('the flags added for a command', () => {
     const execArgv = ['--max-semi-space-size=2'];
     expect(nodeFlagsFor({ command, limitBytes, execArgv, nodeOptions: undefined, heapLimitMiB })).toEqual(expected);
   });
+
+  it.each([
+    ['evaluate on a host: never read (no cap is in question)', 'evaluate', null, [], 0],
+    ['evaluate under a limit: read once, and it decides', 'evaluate', 384 * MIB, ['--max-old-space-size=192'], 1],
+    [
+      'the webhook on a host: read once',
+      'webhook',
+      null,
+      ['--max-semi-space-size=2', `--max-old-space-size=${DEFAULT_OLD_SPACE_MIB}`],
+      1,
+    ],
+  ] as const)(
+    'a heap limit given as a function (the launcher, which loads node:v8 for it): %s',
+    (_case, command, limitBytes, expected, reads) => {
+      let calls = 0;
+      const heapLimitMiB = () => {
+        calls++;
+        return 4144;
+      };
+      expect(nodeFlagsFor({ command, limitBytes, execArgv: [], nodeOptions: undefined, heapLimitMiB })).toEqual(expected);
+      expect(calls).toBe(reads);
+    },
+  );
 });
