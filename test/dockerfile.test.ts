@@ -51,6 +51,31 @@ describe('Dockerfile', () => {
       expect(finalStage.filter((line) => line.startsWith('COPY') && line.includes(`/app/${directory}`))).toEqual([]);
   });
 
+  it('copies into the build stage every file the build script imports', () => {
+    const buildStage = stages.find((stage) => stage.some((line) => /node scripts\/build\.mjs/.test(line))) ?? [];
+    const copied = buildStage
+      .filter((line) => /^COPY /.test(line) && !line.includes('--from='))
+      .flatMap((line) =>
+        line
+          .replace(/^COPY\s+/, '')
+          .split(/\s+/)
+          .slice(0, -1),
+      );
+    const covered = (file: string) =>
+      copied.some((source) => file === source || file.startsWith(`${source.replace(/\/$/, '')}/`));
+    const needed = new Set<string>();
+    const visit = (file: string) => {
+      if (needed.has(file)) return;
+      needed.add(file);
+      const source = readFileSync(path.join(ROOT, file), 'utf8');
+      for (const [, relative] of source.matchAll(/from '(\.\.?\/[^']+)'/g))
+        visit(path.posix.join(path.posix.dirname(file), relative ?? ''));
+    };
+    visit('scripts/build.mjs');
+    expect(needed.size).toBeGreaterThan(3);
+    expect([...needed].filter((file) => !covered(file))).toEqual([]);
+  });
+
   it('starts node with the memory flags the benchmark measured (small young generation)', () => {
     const entrypoint = finalStage.filter((line) => /^ENTRYPOINT /.test(line)).at(-1) ?? '';
     const words = JSON.parse(entrypoint.replace(/^ENTRYPOINT\s+/, '')) as string[];
