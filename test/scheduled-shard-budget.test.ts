@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { staticTarget } from '../functions/domain/targets.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../functions/entrypoints/cli.js';
-import { loadGuardConfigFile } from '../functions/entrypoints/config.js';
+import { loadGuardConfigFile } from '../functions/entrypoints/config-file.js';
 import { evaluationSchema } from '../functions/domain/evaluation-document.js';
 import { buildScheduledDeps, runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

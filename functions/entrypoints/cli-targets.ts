@@ -1,7 +1,8 @@
 // `etcd-guard targets --config FILE`: every target the config yields now, static and discovered,
 // with its source, the object it guards and how it is reached; what discovery skipped and why on
 // stderr. Reads the management cluster only when the config has a discovery section.
-import { ConfigError, loadGuardConfigFile, type GuardConfig } from './config.js';
+import { ConfigError, type GuardConfig } from './config.js';
+import { loadGuardConfigFile } from './config-file.js';
 import { describeGuarded, type Target } from '../domain/targets.js';
 import { resolveTargets } from '../usecases/resolve-targets.js';
 import { formatTable } from './format-table.js';

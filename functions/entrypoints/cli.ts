@@ -2,15 +2,7 @@
 // / 2 usage or configuration error) and `webhook` (hands its flags to the webhook server).
 import type { Target } from '../domain/targets.js';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import {
-  ConfigError,
-  loadGuardConfigFile,
-  storeConfigSchema,
-  targetSchema,
-  type GuardConfig,
-  type StoreConfig,
-  type TargetConfig,
-} from './config.js';
+import { ConfigError, storeConfigSchema, targetSchema, type GuardConfig, type StoreConfig, type TargetConfig } from './config.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { EvaluationContext } from '../usecases/evaluate-target.js';
 import type { EvaluationStore } from '../domain/store.js';
@@ -133,7 +125,8 @@ interface EvaluateCommand {
 
 interface EvaluateConfigCommand {
   kind: 'config';
-  config: GuardConfig;
+  /** Read by runEvaluateConfig: only a config round loads the YAML parser. */
+  configFile: string;
   output: OutputFormat;
   /** undefined: the config's own store; null: --store none. */
   store: StoreConfig | null | undefined;
@@ -200,14 +193,7 @@ function parseConfigCommand(
   const everyMs = parseDurationFlag('--every', flags.every, 1000) ?? null;
   const budgetMs = parseDurationFlag('--budget', flags.budget, 1000);
   const shard = parseShard(flags, env);
-  let config: GuardConfig;
-  try {
-    config = loadGuardConfigFile(configFile);
-  } catch (error) {
-    if (error instanceof ConfigError) throw new UsageError(error.message);
-    throw error;
-  }
-  return { kind: 'config', config, output, store, everyMs, shard, budgetMs };
+  return { kind: 'config', configFile, output, store, everyMs, shard, budgetMs };
 }
 
 function parseEvaluateCommand(
@@ -307,6 +293,14 @@ async function runEvaluateConfig(
   env: Record<string, string | undefined>,
   io: CliIo,
 ): Promise<number> {
+  const { loadGuardConfigFile } = await import('./config-file.js');
+  let config: GuardConfig;
+  try {
+    config = loadGuardConfigFile(command.configFile);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(error.message);
+    throw error;
+  }
   const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, { default: pino }] =
     await Promise.all([
       import('../usecases/scheduled-run.js'),
@@ -314,7 +308,6 @@ async function runEvaluateConfig(
       import('../adapters/store-factory.js'),
       import('pino'),
     ]);
-  const config = command.config;
   const wired = buildScheduledDeps(config, env);
   const latest = new Map<string, Evaluation>();
   const deps = {
