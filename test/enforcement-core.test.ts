@@ -2,7 +2,7 @@
 // decision carries (bounded, whatever the untrusted evaluation held), and which Event it asks for.
 import { describe, expect, it } from 'vitest';
 import type { AdmissionRequest, Decision, GuardedObjectRef } from '../webhook/domain/contract.js';
-import { enforce, warningChunks, MAX_AUDIT_VALUE_LENGTH } from '../webhook/domain/enforcement.js';
+import { enforce, regardingOf, warningChunks, MAX_AUDIT_VALUE_LENGTH } from '../webhook/domain/enforcement.js';
 import { allowDecision, denyDecision, MAX_WARNING_LENGTH, MAX_WARNINGS } from '../webhook/domain/respond.js';
 
 const request: AdmissionRequest = {
@@ -107,6 +107,36 @@ describe('enforce', () => {
       for (const warning of result.response.warnings ?? []) expect(warning.length).toBeLessThanOrEqual(MAX_WARNING_LENGTH);
       expect((result.response.warnings ?? []).length).toBeLessThanOrEqual(MAX_WARNINGS);
     }
+  });
+});
+
+describe('regardingOf: the uid kubectl describe selects Events by', () => {
+  const UID = '1b4e28ba-2fa1-11d2-883f-0016d3cca427';
+  const scale = (uid: unknown) => ({ apiVersion: 'autoscaling/v1', kind: 'Scale', metadata: { name: 'cp', uid } });
+  it.each([
+    {
+      case: 'an UPDATE: both objects carry it',
+      object: { metadata: { uid: UID } },
+      oldObject: { metadata: { uid: UID } },
+      uid: UID,
+    },
+    { case: 'a /scale UPDATE: the Scale carries its parent’s', object: scale(UID), oldObject: scale(UID), uid: UID },
+    { case: 'a CREATE: only the new object has one', object: { metadata: { uid: UID } }, oldObject: null, uid: UID },
+    { case: 'a DELETE: only the old object has one', object: null, oldObject: { metadata: { uid: UID } }, uid: UID },
+    { case: 'none anywhere', object: { metadata: {} }, oldObject: { metadata: {} }, uid: undefined },
+    { case: 'no metadata', object: { spec: {} }, oldObject: 'not an object', uid: undefined },
+    { case: 'malformed in both', object: scale(`${UID}\n`), oldObject: scale(7), uid: undefined },
+    { case: 'too long', object: scale('a'.repeat(65)), oldObject: scale('a'.repeat(65)), uid: undefined },
+    { case: 'malformed in the old, good in the new', object: scale(UID), oldObject: scale('../x'), uid: UID },
+  ])('$case → $uid', ({ object: newObject, oldObject, uid }) => {
+    const regarding = regardingOf(object, { ...request, object: newObject, oldObject });
+    expect(regarding).toEqual({
+      apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1',
+      kind: 'KubeadmControlPlane',
+      namespace: 'capi',
+      name: 'cp',
+      ...(uid === undefined ? {} : { uid }),
+    });
   });
 });
 

@@ -1,7 +1,11 @@
 // Verdict transitions from the scheduled run become Events in the loopback API stand-in, with a
 // real 3-member etcd: Healthy (first run, no Event), a member killed → EtcdUnhealthy on the
-// KubeadmControlPlane the target guards, still Unhealthy → no new Event, restarted → EtcdHealthy.
-// A static target on a ConfigMap store gets its Event on its evaluation ConfigMap.
+// KubeadmControlPlane the target guards (discovered from the stand-in, so the Event carries the
+// KCP's uid and kubectl describe shows it), still Unhealthy → no new Event, restarted →
+// EtcdHealthy. A discovered object's uid reaches its Events only when it is one; a recreated
+// object (same name, new uid) starts a new Event series. A static target on a ConfigMap store
+// gets its Event on its evaluation ConfigMap.
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,13 +16,28 @@ import { transitionEvent } from '../functions/domain/events.js';
 import { staticTarget, type Target } from '../functions/domain/targets.js';
 import type { EvaluationStore } from '../functions/domain/store.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
-import { EventRecorder, lazyKubeEventSink } from '../functions/usecases/event-recorder.js';
+import { EVENT_FINISH_MS, EventRecorder, lazyKubeEventSink } from '../functions/usecases/event-recorder.js';
+import { resolveTargets } from '../functions/usecases/resolve-targets.js';
 import { EVALUATOR_EVENT_CONTROLLER, runScheduledEvaluation, type ScheduledEvents } from '../functions/usecases/scheduled-run.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
-import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
+import { makeEvaluation } from './harness/evaluation-fixture.js';
+import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
 
 const silent = createLogger({ env: { LOG_LEVEL: 'silent' } });
+const fixture = (name: string): FakeObject =>
+  JSON.parse(readFileSync(new URL(`./fixtures/discovery/${name}.json`, import.meta.url), 'utf8')) as FakeObject;
+const KCP = fixture('kcp-v1beta1');
+const KCP_UID = String(KCP.metadata.uid);
+
+/** What discovery finds in the stand-in now (capi and druid, every namespace). */
+async function discovered(): Promise<Target[]> {
+  const resolved = await resolveTargets(
+    parseGuardConfig({ targets: [], discovery: { kubeconfigFile: kube.kubeconfigFile, capi: {}, druid: {} } }, 'discovery'),
+  );
+  expect(resolved.failures).toEqual([]);
+  return resolved.targets;
+}
 
 let workDir: string;
 let cluster: EtcdTestCluster;
@@ -39,12 +58,14 @@ beforeAll(async () => {
     'scheduled events config',
   );
   store = createStore(config.store);
-  // The target as discovery makes it for a KubeadmControlPlane: it guards that object.
-  target = {
-    ...staticTarget(config.targets[0]!),
-    source: 'capi',
-    guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'fleet', name: 'transit-cp' },
-  };
+  // A KubeadmControlPlane with its Cluster, as the management cluster serves them: discovery
+  // finds it, and the target keeps what it guards (and its uid) but reaches the test's etcd.
+  kube.putObject('kubeadmcontrolplanes', KCP);
+  kube.putObject('clusters', fixture('cluster-prod'));
+  const kcpTarget = (await discovered()).find((found) => found.guards?.name === KCP.metadata.name);
+  if (kcpTarget === undefined) throw new Error('discovery did not find the KubeadmControlPlane fixture');
+  const { source, guards, guardsUid } = kcpTarget;
+  target = { ...staticTarget(config.targets[0]!), source, guards, ...(guardsUid === undefined ? {} : { guardsUid }) };
   const recorder = new EventRecorder({
     sink: lazyKubeEventSink(kube.kubeconfigFile),
     reportingController: EVALUATOR_EVENT_CONTROLLER,
@@ -90,7 +111,8 @@ describe('verdict transitions from the scheduled run', () => {
         apiVersion: 'controlplane.cluster.x-k8s.io/v1beta1',
         kind: 'KubeadmControlPlane',
         namespace: 'fleet',
-        name: 'transit-cp',
+        name: 'prod-control-plane',
+        uid: KCP_UID,
       },
       metadata: { namespace: 'fleet' },
     });
@@ -103,6 +125,103 @@ describe('verdict transitions from the scheduled run', () => {
     await cluster.waitHealthy();
     expect(await run()).toBe('Healthy');
     expect(transitions()).toEqual(['EtcdUnhealthy:Warning', 'EtcdHealthy:Normal']);
+    expect(kube.events()[1]?.regarding.uid).toBe(KCP_UID);
+  });
+});
+
+describe('the uid on the transition Events of discovered objects', () => {
+  const etcd = (name: string, uid: unknown): FakeObject => {
+    const object = fixture('etcd-druid');
+    object.metadata = { ...object.metadata, namespace: 'uids', name };
+    if (uid === undefined) delete object.metadata.uid;
+    else object.metadata.uid = uid;
+    return object;
+  };
+  const DRUID_UID = String(fixture('etcd-druid').metadata.uid);
+  const cases = [
+    { case: 'a UUID', name: 'etcd-uuid', uid: DRUID_UID, expected: DRUID_UID },
+    { case: 'another API server’s short form', name: 'etcd-short', uid: 'A1b2-C3', expected: 'A1b2-C3' },
+    { case: 'no uid', name: 'etcd-absent', uid: undefined, expected: undefined },
+    { case: 'an empty uid', name: 'etcd-empty', uid: '', expected: undefined },
+    { case: 'a number', name: 'etcd-number', uid: 42, expected: undefined },
+    { case: 'an object', name: 'etcd-object', uid: { forged: true }, expected: undefined },
+    { case: 'a uid with a newline', name: 'etcd-newline', uid: `${DRUID_UID}\nforged`, expected: undefined },
+    { case: 'a path', name: 'etcd-path', uid: '../../kube-system', expected: undefined },
+    { case: 'a uid of 65 characters', name: 'etcd-long', uid: 'a'.repeat(65), expected: undefined },
+    { case: 'non-ASCII digits', name: 'etcd-digits', uid: '١٢٣', expected: undefined },
+  ];
+
+  beforeAll(async () => {
+    for (const row of cases) kube.putObject('etcds', etcd(row.name, row.uid));
+    const targets = (await discovered()).filter((found) => found.guards?.namespace === 'uids');
+    expect(targets).toHaveLength(cases.length);
+    // First evaluation Unhealthy: one EtcdUnhealthy Event per target, through the scheduled run.
+    const results = await runScheduledEvaluation({
+      config,
+      store,
+      targets,
+      evaluate: async (found) =>
+        makeEvaluation({
+          target: found.name,
+          evaluatedAt: new Date().toISOString(),
+          verdict: 'Unhealthy',
+          reasons: ['no leader'],
+        }),
+      logger: silent,
+      events,
+    });
+    expect(results.every((result) => result.ok)).toBe(true);
+  });
+
+  it.each(cases)('$case: regarding.uid is $expected', ({ name, expected }) => {
+    const written = kube.events().filter((event) => event.regarding.name === name);
+    expect(written.map((event) => event.reason)).toEqual(['EtcdUnhealthy']);
+    expect(written[0]?.regarding).toEqual({
+      apiVersion: 'druid.gardener.cloud/v1alpha1',
+      kind: 'Etcd',
+      namespace: 'uids',
+      name,
+      ...(expected === undefined ? {} : { uid: expected }),
+    });
+  });
+});
+
+describe('a recreated object (same name, new uid)', () => {
+  it('starts a new Event series regarding the new uid, and shares the name’s write budget', async () => {
+    let clockMs = 0;
+    const recorder = new EventRecorder({
+      sink: lazyKubeEventSink(kube.kubeconfigFile),
+      reportingController: EVALUATOR_EVENT_CONTROLLER,
+      reportingInstance: 'etcd-guard-recreate-test',
+      clockMs: () => clockMs,
+      spamBurst: 3,
+    });
+    const unhealthy = (uid: string) =>
+      recorder.record({
+        regarding: { apiVersion: 'druid.gardener.cloud/v1alpha1', kind: 'Etcd', namespace: 'recreated', name: 'etcd-main', uid },
+        type: 'Warning',
+        reason: 'EtcdUnhealthy',
+        action: 'Evaluation',
+        note: 'etcd of target t is Unhealthy',
+      });
+    const about = () => kube.events().filter((event) => event.metadata.namespace === 'recreated');
+    unhealthy('11111111-1111-4111-8111-111111111111');
+    unhealthy('11111111-1111-4111-8111-111111111111');
+    await recorder.flush();
+    unhealthy('22222222-2222-4222-8222-222222222222');
+    await recorder.flush();
+    expect(about().map((event) => [event.regarding.uid, event.series?.count ?? 1])).toEqual([
+      ['11111111-1111-4111-8111-111111111111', 2],
+      ['22222222-2222-4222-8222-222222222222', 1],
+    ]);
+    // Three writes used the name's burst of 3: the new incarnation's second occurrence waits.
+    unhealthy('22222222-2222-4222-8222-222222222222');
+    await recorder.flush();
+    expect(about()[1]?.series).toBeUndefined();
+    clockMs += EVENT_FINISH_MS;
+    recorder.tick();
+    await recorder.flush();
+    expect(about()[1]?.series?.count).toBe(2);
   });
 });
 
@@ -122,6 +241,27 @@ describe('transitionEvent', () => {
       return;
     }
     expect(event).toMatchObject({ regarding: { apiVersion: 'v1', kind, namespace: 'etcd-guard', name: 'etcd-guard-prod' } });
+  });
+
+  it.each([
+    { case: 'a uid', uid: 'c3a1e0f2-1d4b-4b8e-a0c9-8e2d5b7f9a33', expected: 'c3a1e0f2-1d4b-4b8e-a0c9-8e2d5b7f9a33' },
+    { case: 'no uid', uid: undefined, expected: undefined },
+    { case: 'a malformed uid (a target built without discovery)', uid: 'bad uid\n', expected: undefined },
+  ])('a discovered target with $case: regarding.uid is $expected', ({ uid, expected }) => {
+    const guards = { group: 'druid.gardener.cloud', kind: 'Etcd', namespace: 'garden', name: 'etcd-main' };
+    const event = transitionEvent({
+      target: { name: 'prod', guards, ...(uid === undefined ? {} : { guardsUid: uid }) },
+      store: { kind: 'file', dir: '/tmp/x' },
+      previous: 'Healthy',
+      evaluation,
+    });
+    expect(event?.regarding).toEqual({
+      apiVersion: 'druid.gardener.cloud/v1alpha1',
+      kind: 'Etcd',
+      namespace: 'garden',
+      name: 'etcd-main',
+      ...(expected === undefined ? {} : { uid: expected }),
+    });
   });
 
   it.each([

@@ -66,7 +66,7 @@ beforeAll(async () => {
   const target = (name: string, enforcement?: string) => ({
     name,
     endpoints: ['https://127.0.0.1:2379'],
-    match: { namespaces: ['default'], names: [`${name}-cp`, `${name}-burst`, `${name}-dry`, `${name}-hang`] },
+    match: { namespaces: ['default'], names: [`${name}-cp`, `${name}-burst`, `${name}-dry`, `${name}-hang`, `${name}-baduid`] },
     ...(enforcement === undefined ? {} : { enforcement }),
   });
   config = parseGuardConfig(
@@ -169,6 +169,21 @@ describe('enforcement modes through the HTTPS webhook', () => {
       metadata: { namespace: 'default' },
     });
     expect(event?.note).toMatch(/^change by kubernetes-admin (denied|allowed \(enforcement (warn|audit)\), would be denied): /);
+  });
+
+  it('a uid that is not one (the review is untrusted input) is left out of the Event', async () => {
+    const review = scaleUp('enf-baduid');
+    for (const scaled of [review.request.object, review.request.oldObject]) {
+      if (scaled) scaled.metadata = { ...scaled.metadata, uid: `${SCALED_UID}\n"forged"` };
+    }
+    expect((await validate(review)).allowed).toBe(false);
+    await waitFor('the Denied Event about enf-baduid', 10_000, () => eventsAbout('enf-baduid').length > 0);
+    expect(eventsAbout('enf-baduid')[0]?.regarding).toEqual({
+      apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+      kind: 'KubeadmControlPlane',
+      namespace: 'default',
+      name: 'enf-baduid',
+    });
   });
 
   it('an allowed change carries audit annotations and records no Event', async () => {

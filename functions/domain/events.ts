@@ -5,6 +5,7 @@ import type { StoreConfig } from '../entrypoints/config.js';
 import type { Evaluation, Verdict } from './evaluation-document.js';
 import type { Target } from './targets.js';
 import { apiVersionOf } from './kinds/registry.js';
+import { objectUid } from '../shared/object-uid.js';
 
 /** events.k8s.io/v1 `regarding`: the object the Event is about. */
 export interface EventObjectRef {
@@ -50,7 +51,7 @@ export function verdictTransition(
 const MAX_REASONS_IN_NOTE = 3;
 
 export interface TransitionInput {
-  target: Pick<Target, 'name' | 'guards'>;
+  target: Pick<Target, 'name' | 'guards' | 'guardsUid'>;
   /** Where evaluations are stored: a static target's Event goes on its ConfigMap, when there is one. */
   store: StoreConfig;
   previous: Verdict | null;
@@ -69,7 +70,16 @@ export function transitionEvent(input: TransitionInput): EventIntent | null {
   let regarding: EventObjectRef;
   if (target.guards !== null) {
     const { group, kind, namespace, name } = target.guards;
-    regarding = { apiVersion: apiVersionOf({ group, kind }) ?? `${group}/v1`, kind, namespace, name };
+    // With the object's uid kubectl describe shows the Event (it selects by uid); checked again
+    // here, as every transition Event passes here whoever built the target.
+    const uid = objectUid(target.guardsUid);
+    regarding = {
+      apiVersion: apiVersionOf({ group, kind }) ?? `${group}/v1`,
+      kind,
+      namespace,
+      name,
+      ...(uid === undefined ? {} : { uid }),
+    };
   } else if (store.kind === 'configmap') {
     regarding = { apiVersion: 'v1', kind: 'ConfigMap', namespace: store.namespace, name: `etcd-guard-${target.name}` };
   } else {

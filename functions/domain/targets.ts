@@ -55,6 +55,12 @@ export type Target = TargetConfig & {
   source: TargetSource;
   /** The object it guards (discovered targets), or null (static targets guard what `match` says). */
   guards: GuardedObject | null;
+  /**
+   * The metadata.uid of the object `guards` names, as discovery listed it (valid, see
+   * shared/object-uid.ts); absent when it had none or a malformed one. Only Events use it (their
+   * `regarding.uid`); identity stays group, kind, namespace and name.
+   */
+  guardsUid?: string;
   reach: TargetReach;
   machines?: MachineInventory;
 };

@@ -89,6 +89,11 @@ export function microTime(date: Date): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
+/**
+ * One series per object incarnation: the uid is part of it, so an object deleted and created again
+ * under its name starts a new Event (regarding the new uid, which kubectl describe of the new object
+ * selects) instead of counting on in the old one's.
+ */
 function seriesKey(controller: string, event: EventIntent): string {
   const r = event.regarding;
   return JSON.stringify([
@@ -104,6 +109,11 @@ function seriesKey(controller: string, event: EventIntent): string {
   ]);
 }
 
+/**
+ * The spam bucket's key leaves the uid out (client-go's keeps it): the budget belongs to the name,
+ * so recreating an object, or a uid that is there on one request and malformed on the next, never
+ * buys a fresh burst of writes.
+ */
 function objectKey(event: EventIntent): string {
   const r = event.regarding;
   return JSON.stringify([r.apiVersion, r.kind, r.namespace, r.name]);

@@ -19,6 +19,7 @@ import {
 } from '../../functions/domain/events.js';
 import type { AdmissionRequest, AdmissionResponse, Decision, GuardedObjectRef } from './contract.js';
 import { clip, MAX_WARNING_LENGTH, MAX_WARNINGS, oneLine } from './respond.js';
+import { objectUid } from '../../functions/shared/object-uid.js';
 
 export const AUDIT_TARGET = 'target';
 export const AUDIT_VERDICT = 'verdict';
@@ -62,13 +63,14 @@ function metadataOf(object: unknown): Record<string, unknown> {
   return metadata !== null && typeof metadata === 'object' ? (metadata as Record<string, unknown>) : {};
 }
 
-const UID_PATTERN = /^[0-9A-Za-z-]{1,64}$/;
-
-/** The object an Event is about; a /scale request's Scale names its parent (same uid, the parent's resource version). */
+/**
+ * The object an Event is about, with its uid so that kubectl describe shows the Event. A /scale
+ * request's Scale carries its parent's uid (the API server copies it); an UPDATE or DELETE has it
+ * in oldObject, a CREATE (never recorded: always allowed) only in object. A uid that is not one
+ * (shared/object-uid.ts) is left out.
+ */
 export function regardingOf(object: GuardedObjectRef, request: AdmissionRequest): EventObjectRef {
-  const uid = [metadataOf(request.oldObject).uid, metadataOf(request.object).uid].find(
-    (value): value is string => typeof value === 'string' && UID_PATTERN.test(value),
-  );
+  const uid = objectUid(metadataOf(request.oldObject).uid) ?? objectUid(metadataOf(request.object).uid);
   const version = request.resource.version;
   return {
     apiVersion: object.group === '' ? version : `${object.group}/${version}`,

@@ -3,6 +3,7 @@
 // A problem names the object, never quotes its content. Pure.
 import type { DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../../entrypoints/config.js';
 import type { GuardedObject, Target } from '../targets.js';
+import { objectUid } from '../../shared/object-uid.js';
 import type { ControllerKindId, KindDiscovery, ProviderResult } from './kind.js';
 
 export interface DiscoveryDefaults {
@@ -59,8 +60,12 @@ export function provide(
     const problem: Report = (message, options) =>
       void result.problems.push({ source: provider.source, object, message, ...options });
     const target = object === null ? problem(unnamed) : toTarget(item, object, problem);
-    // The provider names the source: a target can never claim another provider's.
-    if (target !== undefined) result.targets.push({ ...target, source: provider.source });
+    if (target === undefined) continue;
+    // The provider names the source (a target can never claim another provider's) and the uid of
+    // the object it lists (for the target's Events), the same way for every kind.
+    const { guardsUid: _ignored, ...rest } = target;
+    const uid = objectUid(at(item, 'metadata', 'uid'));
+    result.targets.push({ ...rest, source: provider.source, ...(uid === undefined ? {} : { guardsUid: uid }) });
   }
   return result;
 }
