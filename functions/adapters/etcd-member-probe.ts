@@ -4,7 +4,7 @@
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
 import { createHash, X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
-import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
+import { checkServerIdentity, createSecureContext, type PeerCertificate, type TLSSocket } from 'node:tls';
 import { noop } from 'cockatiel';
 import {
   Etcd3,
@@ -24,6 +24,7 @@ import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
 import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../ports/etcd-probe.js';
 import type { MemberListAnswer } from '../domain/member-view.js';
 import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../domain/probe-failure.js';
+import { processTlsSessions, sessionKey, type SessionBasis, type TlsSessionCache } from './tls-sessions.js';
 
 export interface ProbeCredentials {
   /** PEM bytes; without a CA the system roots verify https endpoints. */
@@ -43,6 +44,13 @@ export interface ProbeSessionOptions {
    * member (its node name or address). Off by default; see docs for the risk.
    */
   tlsVerify?: 'full' | 'chain-only';
+  /** Where TLS sessions are kept for resumption (tls-sessions.ts); the process's by default. Tests give their own clock. */
+  tlsSessions?: TlsSessionCache;
+}
+
+/** Handshakes of the process's probe sessions that resumed a kept TLS session, and full ones verified. */
+export function tlsHandshakeCounts(): { resumed: number; verified: number } {
+  return processTlsSessions.counts();
 }
 
 /** A key nobody writes: a range on it is a cheap linearizable read. */
@@ -422,8 +430,22 @@ function shareOneChannel(client: Etcd3): void {
 
 /** grpc-js 1.x's connector: wraps each new TCP socket (in TLS, or as it is) for one subchannel connect. */
 interface GrpcConnector {
-  connectionOptions?: { servername?: unknown };
+  connectionOptions?: ConnectionOptionsInternals;
   connect?: (socket: Socket) => Promise<{ socket: Socket; secure: boolean }>;
+}
+/** The tls.connect options grpc-js 1.x's SecureConnectorImpl keeps and passes on each connect. */
+interface ConnectionOptionsInternals {
+  servername?: unknown;
+  host?: unknown;
+  secureContext?: unknown;
+  checkServerIdentity?: unknown;
+}
+
+/** Where a session's connections keep and find TLS sessions, and the scope of its trust. */
+interface Resumption {
+  cache: TlsSessionCache;
+  /** Digest of the CA/certificate/key bytes and the verification mode. */
+  scope: string;
 }
 const INSTRUMENTED = Symbol('etcd-guard: connector instrumented');
 
@@ -463,10 +485,11 @@ class SessionSockets {
  * that an IP endpoint gets no TLS server name: grpc-js sends the endpoint's host as SNI even when
  * it is an IP address, which RFC 6066 forbids and Node answers with the DEP0123 warning. Without a
  * server name Node checks the certificate against the connection's host, i.e. the IP against the
- * certificate's IP SANs, exactly as before; host names keep their SNI. When grpc-js's internals
- * differ, nothing is changed (verification never weakens; only the cleanup is lost).
+ * certificate's IP SANs, exactly as before; host names keep their SNI. With `resumption`, each
+ * TLS connect offers and keeps sessions (resumingConnect). When grpc-js's internals differ,
+ * nothing is changed (verification never weakens; only the cleanup and resumption are lost).
  */
-function instrumentCredentials(credentials: unknown, sockets: SessionSockets): void {
+function instrumentCredentials(credentials: unknown, sockets: SessionSockets, resumption?: Resumption): void {
   if (typeof credentials !== 'object' || credentials === null) return;
   const internals = credentials as ConnectorInternals;
   const create = internals._createSecureConnector;
@@ -477,9 +500,11 @@ function instrumentCredentials(credentials: unknown, sockets: SessionSockets): v
     if (typeof options?.servername === 'string' && isIP(options.servername) !== 0) delete options.servername;
     const connect = connector.connect;
     if (typeof connect === 'function') {
+      const relayedName = relayedServerName(args[1]);
       connector.connect = (socket: Socket) => {
         sockets.track(socket);
-        return connect.call(connector, socket).then((result) => {
+        const connecting = resumption === undefined ? null : resumingConnect(connector, connect, socket, resumption, relayedName);
+        return (connecting ?? connect.call(connector, socket)).then((result) => {
           sockets.track(result.socket);
           return result;
         });
@@ -488,6 +513,71 @@ function instrumentCredentials(credentials: unknown, sockets: SessionSockets): v
     return connector;
   };
   internals[INSTRUMENTED] = true;
+}
+
+/** The server name a relayed channel verifies (channelOptions sets the override only for relays). */
+function relayedServerName(channelOptions: unknown): string | undefined {
+  if (typeof channelOptions !== 'object' || channelOptions === null) return undefined;
+  const name = (channelOptions as Record<string, unknown>)['grpc.ssl_target_name_override'];
+  return typeof name === 'string' ? name : undefined;
+}
+
+/**
+ * One TLS connect through grpc-js's own connector, offering the session kept for this member
+ * (sessionKey) and keeping the one the server sends. The connect runs with a copy of the
+ * connector's options for this attempt alone: the session to offer, and the identity check
+ * wrapped to note the server certificate's notAfter when it passes (Node calls it on every full
+ * handshake, and skips it on a resumed one, which is why the key must pin the name verified).
+ * A session is kept only from a connection that passed: verified in full now, or resumed from a
+ * session that was (keeping that one's basis). A failed connect drops the key's session, so a
+ * member that refuses it (new keys, another certificate) is next met with a full handshake.
+ * Null when grpc-js's options do not look like 1.x's: the caller connects as before.
+ */
+function resumingConnect(
+  connector: GrpcConnector,
+  connect: NonNullable<GrpcConnector['connect']>,
+  socket: Socket,
+  { cache, scope }: Resumption,
+  relayedName: string | undefined,
+): Promise<{ socket: Socket; secure: boolean }> | null {
+  const options = connector.connectionOptions;
+  if (typeof options !== 'object' || options === null || options.secureContext === undefined) return null;
+  if (typeof options.host !== 'string') return null;
+  const name = typeof options.servername === 'string' ? options.servername : options.host;
+  const key = sessionKey(scope, { relayedName, name, host: options.host, port: socket.remotePort });
+  if (key === undefined) return null;
+  const check = (
+    typeof options.checkServerIdentity === 'function' ? options.checkServerIdentity : checkServerIdentity
+  ) as typeof checkServerIdentity;
+  let verified: SessionBasis | undefined;
+  const offered = cache.offer(key);
+  const attemptOptions: ConnectionOptionsInternals & { session?: Buffer } = {
+    ...options,
+    checkServerIdentity: (hostname: string, cert: PeerCertificate) => {
+      const mismatch = check(hostname, cert);
+      if (mismatch === undefined) verified = { verifiedAt: cache.now(), notAfter: Date.parse(cert.valid_to) };
+      return mismatch;
+    },
+  };
+  if (offered !== undefined) attemptOptions.session = offered.session;
+  const attempt = Object.create(connector, { connectionOptions: { value: attemptOptions } }) as GrpcConnector;
+  return connect.call(attempt, socket).then(
+    (result) => {
+      const tls = result.socket as Partial<TLSSocket>;
+      const resumed = offered !== undefined && typeof tls.isSessionReused === 'function' && tls.isSessionReused();
+      const basis = resumed ? { verifiedAt: offered.verifiedAt, notAfter: offered.notAfter } : verified;
+      if (resumed) cache.noteResumed();
+      else if (verified !== undefined) cache.noteVerified();
+      if (basis !== undefined && typeof tls.on === 'function') {
+        tls.on('session', (session: Buffer) => cache.keep(key, session, basis));
+      }
+      return result;
+    },
+    (error: unknown) => {
+      cache.drop(key);
+      throw error;
+    },
+  );
 }
 
 /** What Node's TLS layer says about bad key material, in words that name no content. */
@@ -620,6 +710,16 @@ export class EtcdProbeSession {
     return invalidity === null ? failure : { ...failure, text: `${endpoint}: TLS rejected: ${invalidity}` };
   }
 
+  /**
+   * Sessions are shared only within the same trust, client identity and verification mode: a
+   * session verified with chain-only never stands in for a full check, and another CA or client
+   * certificate never finds one.
+   */
+  private resumption(): Resumption {
+    const cache = this.options.tlsSessions ?? processTlsSessions;
+    return { cache, scope: `${credentialsDigest(this.credentials)}\0${this.options.tlsVerify ?? 'full'}` };
+  }
+
   /** The channel options for an endpoint: ours, plus the server name to verify when a relay is dialled. */
   private channelOptions(endpoint: string): Record<string, string | number> {
     const serverName = this.options.serverNameFor?.(endpoint);
@@ -660,7 +760,7 @@ export class EtcdProbeSession {
     const client = new Etcd3(options);
     const host = onlyHost(client);
     if (host?.channelCredentials !== undefined) {
-      instrumentCredentials(host.channelCredentials, this.sockets);
+      instrumentCredentials(host.channelCredentials, this.sockets, this.resumption());
       if (endpoint.startsWith('https:') && this.tlsChannelCredentials === undefined) {
         if (withCa) rememberSecureContext(credentialsDigest(this.credentials), host.channelCredentials);
         withIdentityCheck(host.channelCredentials, this.options.tlsVerify ?? 'full');
@@ -678,7 +778,7 @@ export class EtcdProbeSession {
     if (!endpoint.startsWith('https://') || this.credentials.ca === undefined) return undefined;
     const credentials = credentialsAround(credentialsDigest(this.credentials));
     if (credentials === undefined) return undefined;
-    instrumentCredentials(credentials, this.sockets);
+    instrumentCredentials(credentials, this.sockets, this.resumption());
     withIdentityCheck(credentials, this.options.tlsVerify ?? 'full');
     return credentials;
   }
