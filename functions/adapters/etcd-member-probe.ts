@@ -629,8 +629,9 @@ interface SecureCredentialsInternals {
 /**
  * OpenSSL contexts of earlier sessions, by digest of the CA/certificate/key bytes they were built
  * from (the CLI's scheduled loop, the webhook's refreshes and a fleet's repeat runs evaluate the
- * same targets with the same files). A context holds no connection state: each connection makes
- * its own TLS session with a full handshake and verification, and grpc-js resumes none. Bounded,
+ * same targets with the same files). A context holds no connection state (Node keeps no client
+ * sessions in it): each connection makes its own handshake, resuming only a session
+ * resumingConnect offers it explicitly. Bounded,
  * least recently used first out; a fleet of more credential sets just builds contexts as before.
  */
 const SECURE_CONTEXTS = new Map<string, { context: unknown; make: SecureCredentialsInternals['constructor'] }>();
