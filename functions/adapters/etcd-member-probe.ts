@@ -630,9 +630,9 @@ interface SecureCredentialsInternals {
  * OpenSSL contexts of earlier sessions, by digest of the CA/certificate/key bytes they were built
  * from (the CLI's scheduled loop, the webhook's refreshes and a fleet's repeat runs evaluate the
  * same targets with the same files). A context holds no connection state (Node keeps no client
- * sessions in it): each connection makes its own handshake, resuming only a session
- * resumingConnect offers it explicitly. Bounded,
- * least recently used first out; a fleet of more credential sets just builds contexts as before.
+ * sessions in it): each connection makes its own handshake, resuming only a session that
+ * resumingConnect offers it explicitly. Bounded, least recently used first out; a fleet of more
+ * credential sets just builds contexts as before.
  */
 const SECURE_CONTEXTS = new Map<string, { context: unknown; make: SecureCredentialsInternals['constructor'] }>();
 const SECURE_CONTEXTS_KEPT = 32;
