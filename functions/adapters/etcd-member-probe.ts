@@ -3,7 +3,7 @@
 // One client per member with retries and circuit breakers off: etcd3's defaults would retry a
 // sick member on another host and hide it, or later throw BrokenCircuitError for a healthy one.
 import { createHash, X509Certificate } from 'node:crypto';
-import { isIP, type Socket } from 'node:net';
+import { isIP, isIPv4, isIPv6, type Socket } from 'node:net';
 import { checkServerIdentity, createSecureContext, type PeerCertificate, type TLSSocket } from 'node:tls';
 import { noop } from 'cockatiel';
 import {
@@ -428,6 +428,33 @@ function shareOneChannel(client: Etcd3): void {
   };
 }
 
+/** The part of etcd3 1.1.2's Host that names its gRPC target ("host:port", scheme removed). */
+interface HostTarget {
+  host?: unknown;
+}
+
+/**
+ * Gives an IP endpoint grpc-js's ipv4:/ipv6: target instead of its default dns: one. The DNS
+ * resolver answers an IP literal without a lookup too, but builds a c-ares channel per channel
+ * first (a quarter of a millisecond per member per evaluation). The address dialled, the TLS
+ * name checked and the :authority sent stay the same. When etcd3's internals differ, nothing
+ * changes.
+ */
+function resolveIpDirectly(client: Etcd3): void {
+  const host = onlyHost(client) as HostTarget | null;
+  if (host === null || typeof host.host !== 'string') return;
+  const target = ipTarget(host.host);
+  if (target !== undefined) host.host = target;
+}
+
+/** "ipv4:1.2.3.4:2379" or "ipv6:[::1]:2379" for an IP authority, undefined for a name. */
+function ipTarget(authority: string): string | undefined {
+  const v6 = /^\[([^\]]+)\](:\d+)?$/.exec(authority);
+  if (v6 !== null) return isIPv6(v6[1] ?? '') ? `ipv6:${authority}` : undefined;
+  const v4 = /^([\d.]+)(:\d+)?$/.exec(authority);
+  return v4 !== null && isIPv4(v4[1] ?? '') ? `ipv4:${authority}` : undefined;
+}
+
 /** grpc-js 1.x's connector: wraps each new TCP socket (in TLS, or as it is) for one subchannel connect. */
 interface GrpcConnector {
   connectionOptions?: ConnectionOptionsInternals;
@@ -735,6 +762,7 @@ export class EtcdProbeSession {
     try {
       client = this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
       shareOneChannel(client);
+      resolveIpDirectly(client);
     } catch (error) {
       // etcd3 builds TLS credentials in its constructor, which throws on a key that does not
       // match its certificate: that must be this member's failure, never the caller's exception.
