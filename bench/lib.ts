@@ -45,6 +45,17 @@ export function spawnTsx(
   });
 }
 
+/** A bench child that ended before it answered; `signal` says it was killed (e.g. SIGSEGV). */
+export class ChildEndedEarly extends Error {
+  constructor(
+    what: string,
+    readonly code: number | null,
+    readonly signal: NodeJS.Signals | null,
+  ) {
+    super(`${what}: exited (code ${String(code)}, signal ${String(signal)}) before answering`);
+  }
+}
+
 /** The first IPC message of `child`, or an error when it exits or `timeoutMs` passes first. */
 export function firstMessage<T>(child: ChildProcess, timeoutMs: number, what: string): Promise<T> {
   return new Promise((resolve, reject) => {
@@ -58,7 +69,7 @@ export function firstMessage<T>(child: ChildProcess, timeoutMs: number, what: st
     };
     const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
       cleanup();
-      reject(new Error(`${what}: exited (code ${String(code)}, signal ${String(signal)}) before answering`));
+      reject(new ChildEndedEarly(what, code, signal));
     };
     const cleanup = () => {
       clearTimeout(timer);
