@@ -4,41 +4,53 @@
 // management cluster; a client certificate is then minted in memory and signed by that CA.
 //
 // Like KCP's (CN cluster-api.x-k8s.io; ours CN etcd-guard): key usage digitalSignature, extended
-// key usage clientAuth, NotBefore backdated 5 minutes for clock skew, client key of the CA's type. Unlike KCP (10-year
-// certificates cached a day) ours live 1 hour and are reused until 15 minutes before expiry, per
-// cluster and CA fingerprint, so a rotated CA mints anew at once.
+// key usage clientAuth, NotBefore backdated 5 minutes for clock skew, client key of the CA's type.
+// Ours also carries basic constraints CA:false and, when the CA names its key, the authority key
+// identifier. Unlike KCP (10-year certificates cached a day) ours live 1 hour and are reused until
+// 15 minutes before expiry, per cluster and CA fingerprint, so a rotated CA mints anew at once.
 //
-// X.509 is @peculiar/x509 on Node's WebCrypto: maintained, typed, does RSA and ECDSA (node-forge
-// does no ECDSA; pkijs is the lower layer it builds on). It needs the reflect-metadata polyfill.
+// X.509 is our own DER writer (x509-mint.ts) and node:crypto's `sign`: the certificate never
+// varies, and @peculiar/x509 (with pkijs, asn1js, tsyringe, reflect-metadata) cost 5-9 ms of CPU
+// per certificate warm and ~35 ms cold, where this costs 0.3-1.6 ms (BENCHMARKS.md, CAPI
+// section). Signing is RSA PKCS #1 v1.5 with SHA-256, or ECDSA on P-256/P-384/P-521 with
+// SHA-256/384/512, following the CA key; other CA key types are refused when the Secret is read.
 //
 // The CA key and the minted key live in memory only: never written, logged, or put in an error.
-import 'reflect-metadata';
-import { createHash, createPrivateKey, createPublicKey, KeyObject, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
 import {
-  AuthorityKeyIdentifierExtension,
-  BasicConstraintsExtension,
-  cryptoProvider,
-  ExtendedKeyUsage,
-  ExtendedKeyUsageExtension,
-  KeyUsageFlags,
-  KeyUsagesExtension,
-  SubjectKeyIdentifierExtension,
-  X509Certificate as IssuerCertificate,
-  X509CertificateGenerator,
-} from '@peculiar/x509';
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPair,
+  KeyObject,
+  randomBytes,
+  X509Certificate,
+} from 'node:crypto';
+import { promisify } from 'node:util';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
 import { EtcdAccessError } from '../usecases/etcd-access.js';
 import type { ProbeCredentials } from './etcd-member-probe.js';
 import { callKube } from './kube.js';
 import { boundedSecretValue, parseWorkloadKubeconfig, type WorkloadEndpoint } from './workload-kubeconfig.js';
+import {
+  certificatePem,
+  clientAuthExtensions,
+  commonNameOnly,
+  describeKeyType,
+  issuerOf,
+  signatureAlgorithmFor,
+  signCertificate,
+  type SignatureAlgorithm,
+} from './x509-mint.js';
 
-cryptoProvider.set(webcrypto as unknown as Parameters<typeof cryptoProvider.set>[0]);
+const generateKeyPairAsync = promisify(generateKeyPair);
 
 const CERTIFICATE_LIFETIME_MS = 60 * 60 * 1000;
 const RENEW_BEFORE_EXPIRY_MS = 15 * 60 * 1000;
 const BACKDATE_MS = 5 * 60 * 1000;
 const CLIENT_COMMON_NAME = 'etcd-guard';
+const CLIENT_SUBJECT = commonNameOnly(CLIENT_COMMON_NAME);
+const RSA_CLIENT_KEY_BITS = 2048;
 
 export interface CapiCluster {
   namespace: string;
@@ -52,46 +64,11 @@ interface EtcdCa {
   key: KeyObject;
   /** SHA-256 of the CA certificate's DER: a rotated CA is another cache entry. */
   fingerprint: string;
-  algorithm: SigningAlgorithm;
+  algorithm: SignatureAlgorithm;
 }
-
-interface SigningAlgorithm {
-  /** Cache key of the client key pair type: "RSA-2048", "ECDSA-P-256", ... */
-  id: string;
-  sign: webcrypto.RsaHashedImportParams | webcrypto.EcKeyImportParams;
-  generate: webcrypto.RsaHashedKeyGenParams | webcrypto.EcKeyGenParams;
-  signature: { name: string; hash: string };
-}
-
-const RSA_SHA256: SigningAlgorithm = {
-  id: 'RSA-2048',
-  sign: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
-  generate: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]) },
-  signature: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
-};
-
-const EC_CURVES: Record<string, { curve: string; hash: string }> = {
-  prime256v1: { curve: 'P-256', hash: 'SHA-256' },
-  secp384r1: { curve: 'P-384', hash: 'SHA-384' },
-  secp521r1: { curve: 'P-521', hash: 'SHA-512' },
-};
 
 function secretName(cluster: CapiCluster, suffix: string): string {
   return `${cluster.namespace}/${cluster.clusterName}-${suffix}`;
-}
-
-/** The algorithm that signs with the CA key and makes client keys of the same type; null if unsupported. */
-function algorithmFor(key: KeyObject): SigningAlgorithm | null {
-  if (key.asymmetricKeyType === 'rsa') return RSA_SHA256;
-  const namedCurve = key.asymmetricKeyDetails?.namedCurve;
-  const ec = key.asymmetricKeyType === 'ec' && namedCurve !== undefined ? EC_CURVES[namedCurve] : undefined;
-  if (ec === undefined) return null;
-  return {
-    id: `ECDSA-${ec.curve}`,
-    sign: { name: 'ECDSA', namedCurve: ec.curve },
-    generate: { name: 'ECDSA', namedCurve: ec.curve },
-    signature: { name: 'ECDSA', hash: ec.hash },
-  };
 }
 
 /** Parses `<cluster>-etcd`; every failure names the Secret and key, never their content. */
@@ -115,10 +92,10 @@ export function parseEtcdCa(data: Record<string, string> | undefined, secret: st
   if (!publicDer(createPublicKey(key)).equals(publicDer(cert.publicKey))) {
     throw new EtcdAccessError(`Secret ${secret}: "tls.key" does not belong to the certificate in "tls.crt"`);
   }
-  const algorithm = algorithmFor(key);
+  const algorithm = signatureAlgorithmFor(key);
   if (algorithm === null) {
     throw new EtcdAccessError(
-      `Secret ${secret}: CA key type ${key.asymmetricKeyType ?? 'unknown'} is not supported (RSA or ECDSA)`,
+      `Secret ${secret}: CA key type ${describeKeyType(key)} is not supported (RSA, or ECDSA on P-256, P-384 or P-521)`,
     );
   }
   const fingerprint = createHash('sha256').update(cert.raw).digest('hex');
@@ -126,7 +103,7 @@ export function parseEtcdCa(data: Record<string, string> | undefined, secret: st
 }
 
 interface ClientKeyPair {
-  keys: webcrypto.CryptoKeyPair;
+  publicKey: KeyObject;
   pem: Buffer;
   createdAt: number;
 }
@@ -166,12 +143,15 @@ export class ClientCertificateMinter {
     }
   }
 
-  private keyPair(algorithm: SigningAlgorithm): Promise<ClientKeyPair> {
+  private keyPair(algorithm: SignatureAlgorithm): Promise<ClientKeyPair> {
     const existing = this.keyPairs.get(algorithm.id);
     const fresh = async (): Promise<ClientKeyPair> => {
-      const keys = (await webcrypto.subtle.generateKey(algorithm.generate, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-      const pem = KeyObject.from(keys.privateKey).export({ type: 'pkcs8', format: 'pem' });
-      return { keys, pem: Buffer.from(pem), createdAt: this.now() };
+      const { publicKey, privateKey } =
+        algorithm.namedCurve === undefined
+          ? await generateKeyPairAsync('rsa', { modulusLength: RSA_CLIENT_KEY_BITS })
+          : await generateKeyPairAsync('ec', { namedCurve: algorithm.namedCurve });
+      const pem = privateKey.export({ type: 'pkcs8', format: 'pem' });
+      return { publicKey, pem: Buffer.from(pem), createdAt: this.now() };
     };
     const renewed = (existing ?? fresh()).then((pair) =>
       this.now() - pair.createdAt < CERTIFICATE_LIFETIME_MS - RENEW_BEFORE_EXPIRY_MS ? pair : fresh(),
@@ -183,36 +163,22 @@ export class ClientCertificateMinter {
 
   private async mint(ca: EtcdCa): Promise<MintedCertificate> {
     const pair = await this.keyPair(ca.algorithm);
-    const signingKey = await webcrypto.subtle.importKey(
-      'pkcs8',
-      ca.key.export({ type: 'pkcs8', format: 'der' }),
-      ca.algorithm.sign,
-      false,
-      ['sign'],
-    );
-    const issuer = new IssuerCertificate(ca.cert.raw);
+    const issuer = issuerOf(ca.cert.raw);
     const now = this.now();
     const notAfter = now + CERTIFICATE_LIFETIME_MS;
     const serial = randomBytes(16);
-    serial[0] = (serial[0] ?? 0) & 0x7f; // a positive INTEGER
-    const issuerKeyId = issuer.getExtension(SubjectKeyIdentifierExtension)?.keyId;
-    const certificate = await X509CertificateGenerator.create({
-      serialNumber: serial.toString('hex'),
-      subject: `CN=${CLIENT_COMMON_NAME}`,
-      issuer: issuer.subjectName,
+    serial[0] = (serial[0] ?? 0) & 0x7f; // 127 random bits: positive whatever the encoder does with the high bit
+    const certificate = signCertificate({
+      serial,
+      issuer: issuer.subject,
+      subject: CLIENT_SUBJECT,
       notBefore: new Date(now - BACKDATE_MS),
       notAfter: new Date(notAfter),
-      publicKey: pair.keys.publicKey,
-      signingKey,
-      signingAlgorithm: ca.algorithm.signature,
-      extensions: [
-        new BasicConstraintsExtension(false, undefined, true),
-        new KeyUsagesExtension(KeyUsageFlags.digitalSignature, true),
-        new ExtendedKeyUsageExtension([ExtendedKeyUsage.clientAuth]),
-        ...(issuerKeyId !== undefined ? [new AuthorityKeyIdentifierExtension(issuerKeyId)] : []),
-      ],
+      publicKey: pair.publicKey,
+      extensions: clientAuthExtensions(issuer.subjectKeyId),
+      signingKey: ca.key,
     });
-    return { fingerprint: ca.fingerprint, cert: Buffer.from(certificate.toString('pem')), key: pair.pem, notAfter };
+    return { fingerprint: ca.fingerprint, cert: Buffer.from(certificatePem(certificate)), key: pair.pem, notAfter };
   }
 }
 

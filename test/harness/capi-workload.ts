@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { generateTestCerts } from './certs.js';
+import { generateTestCerts, type CaKeyType } from './certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './fake-kube-apiserver.js';
 
@@ -77,7 +77,7 @@ export function routeEtcdPods(relay: PortForwardRelay, etcd: EtcdTestCluster): v
 
 export async function startCapiWorkload(
   management: FakeKubeApiServer,
-  options: { namespace: string; clusterName: string; caKeyType?: 'ec' | 'rsa'; serverCertNames?: string[] },
+  options: { namespace: string; clusterName: string; caKeyType?: CaKeyType; serverCertNames?: string[] },
 ): Promise<CapiWorkload> {
   const cluster = { namespace: options.namespace, clusterName: options.clusterName };
   const [etcd, apiServer] = await Promise.all([

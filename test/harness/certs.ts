@@ -44,23 +44,49 @@ function randomSerial(): string {
 
 export interface TestCertOptions {
   /** The CA's key: ECDSA P-256 (default) or RSA 2048 as kubeadm makes it. */
-  caKeyType?: 'ec' | 'rsa';
+  caKeyType?: CaKeyType;
   /** Extra DNS names on the server certificate (e.g. node names, as kubeadm writes them). */
   serverNames?: string[];
 }
 
 const KEY_ALGORITHMS = {
   ec: ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256'],
+  'ec-p384': ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-384'],
+  'ec-p521': ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-521'],
   rsa: ['-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048'],
+  // Key types a CA Secret may hold that the minter does not sign with.
+  'ec-secp256k1': ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:secp256k1'],
+  'rsa-pss': ['-algorithm', 'RSA-PSS', '-pkeyopt', 'rsa_keygen_bits:2048'],
+  ed25519: ['-algorithm', 'ED25519'],
+  ed448: ['-algorithm', 'ED448'],
 };
 
-async function makeCa(dir: string, name: string, keyType: 'ec' | 'rsa' = 'ec'): Promise<{ cert: string; key: string }> {
+export type CaKeyType = keyof typeof KEY_ALGORITHMS;
+
+/** The types PEM has a traditional form for (RSA PRIVATE KEY / EC PRIVATE KEY); the others stay PKCS #8. */
+const TRADITIONAL_KEY_TYPES: ReadonlySet<CaKeyType> = new Set<CaKeyType>(['ec', 'ec-p384', 'ec-p521', 'rsa', 'ec-secp256k1']);
+
+/**
+ * A self-signed CA in `dir` (`<name>.pem`, `<name>-key.pem`). `subject` is an openssl `-subj`
+ * string read as UTF-8, with `+` joining attributes into one multi-valued RDN; `/CN=<name>` by default.
+ */
+export async function makeTestCa(
+  dir: string,
+  name: string,
+  keyType: CaKeyType = 'ec',
+  subject = `/CN=${name}`,
+): Promise<{ cert: string; key: string }> {
   const pkcs8Key = path.join(dir, `${name}-key.pkcs8.pem`);
   const key = path.join(dir, `${name}-key.pem`);
   const cert = path.join(dir, `${name}.pem`);
   await openssl(['genpkey', ...KEY_ALGORITHMS[keyType], '-out', pkcs8Key], dir);
-  await openssl(['pkey', '-in', pkcs8Key, '-traditional', '-out', key], dir);
-  await openssl(['req', '-x509', '-new', '-key', key, '-sha256', '-days', '2', '-subj', `/CN=${name}`, '-out', cert], dir);
+  await openssl(['pkey', '-in', pkcs8Key, ...(TRADITIONAL_KEY_TYPES.has(keyType) ? ['-traditional'] : []), '-out', key], dir);
+  // Ed25519 and Ed448 sign without a separate digest: openssl refuses -sha256 for them.
+  const digest = keyType === 'ed25519' || keyType === 'ed448' ? [] : ['-sha256'];
+  await openssl(
+    ['req', '-x509', '-new', '-key', key, ...digest, '-days', '2', '-utf8', '-multivalue-rdn', '-subj', subject, '-out', cert],
+    dir,
+  );
   return { cert, key };
 }
 
@@ -105,7 +131,7 @@ async function makeLeaf(
 }
 
 export async function generateTestCerts(dir: string, options: TestCertOptions = {}): Promise<TestCerts> {
-  const [ca, wrongCa] = await Promise.all([makeCa(dir, 'ca', options.caKeyType), makeCa(dir, 'wrong-ca')]);
+  const [ca, wrongCa] = await Promise.all([makeTestCa(dir, 'ca', options.caKeyType), makeTestCa(dir, 'wrong-ca')]);
   const extraNames = (options.serverNames ?? []).map((name) => `,DNS:${name}`).join('');
   const clientExtensions = 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n';
   const [server, client, wrongClient, expiredClient] = await Promise.all([

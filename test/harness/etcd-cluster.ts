@@ -7,7 +7,7 @@ import { rmSync } from 'node:fs';
 import { mkdtemp, mkdir, open, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { generateTestCerts, type TestCerts } from './certs.js';
+import { generateTestCerts, type CaKeyType, type TestCerts } from './certs.js';
 import { freePorts } from './free-port.js';
 import { startPeerProxy, type PeerIsolation, type PeerProxy } from './peer-proxy.js';
 
@@ -97,7 +97,7 @@ export interface StartEtcdClusterOptions {
   quotaBackendBytes?: number;
   name?: string;
   /** The CA's key type; ECDSA P-256 by default, RSA 2048 like kubeadm. */
-  caKeyType?: 'ec' | 'rsa';
+  caKeyType?: CaKeyType;
   /**
    * Another cluster's PKI (its `pki`): both clusters then trust the same CA and accept the same
    * client certificate, so a client reaches a member of either and sees its cluster ID. The files
