@@ -1,35 +1,31 @@
 // probeCredentialsProblem remembers triples that made a TLS context (so each evaluation does not
 // build a second one); a remembered triple must never vouch for other bytes.
-// @peculiar/x509 resolves its services through tsyringe, which needs the metadata polyfill first.
-import 'reflect-metadata';
-import { webcrypto } from 'node:crypto';
-import { cryptoProvider, PemConverter, X509CertificateGenerator } from '@peculiar/x509';
+import { generateKeyPairSync } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { probeCredentialsProblem, type ProbeCredentials } from '../functions/adapters/etcd-member-probe.js';
-
-cryptoProvider.set(webcrypto as unknown as Parameters<typeof cryptoProvider.set>[0]);
+import { certificatePem, commonNameOnly, signCertificate } from '../functions/adapters/x509-mint.js';
 
 /** A self-signed ECDSA certificate and its key, made in memory (no openssl process: a unit suite). */
-async function selfSigned(name: string): Promise<{ cert: Buffer; key: Buffer }> {
-  const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
-  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const cert = await X509CertificateGenerator.createSelfSigned({
-    serialNumber: '01',
-    name: `CN=${name}`,
+function selfSigned(name: string): { cert: Buffer; key: Buffer } {
+  const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+  const cert = signCertificate({
+    serial: Buffer.from([1]),
+    issuer: commonNameOnly(name),
+    subject: commonNameOnly(name),
     notBefore: new Date(Date.now() - 60_000),
     notAfter: new Date(Date.now() + 86_400_000),
-    keys,
-    signingAlgorithm: algorithm,
+    publicKey,
+    extensions: [],
+    signingKey: privateKey,
   });
-  const key = PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
-  return { cert: Buffer.from(cert.toString('pem')), key: Buffer.from(key) };
+  return { cert: Buffer.from(certificatePem(cert)), key: Buffer.from(privateKey.export({ type: 'pkcs8', format: 'pem' })) };
 }
 
 let good: ProbeCredentials = {};
 let otherKey: Buffer = Buffer.alloc(0);
 
-beforeAll(async () => {
-  const [mine, other] = await Promise.all([selfSigned('etcd-guard-client'), selfSigned('someone-else')]);
+beforeAll(() => {
+  const [mine, other] = [selfSigned('etcd-guard-client'), selfSigned('someone-else')];
   good = { ca: mine.cert, cert: mine.cert, key: mine.key };
   otherKey = other.key;
 });

@@ -66,16 +66,17 @@ export type CaKeyType = keyof typeof KEY_ALGORITHMS;
 /** The types PEM has a traditional form for (RSA PRIVATE KEY / EC PRIVATE KEY); the others stay PKCS #8. */
 const TRADITIONAL_KEY_TYPES: ReadonlySet<CaKeyType> = new Set<CaKeyType>(['ec', 'ec-p384', 'ec-p521', 'rsa', 'ec-secp256k1']);
 
-/**
- * A self-signed CA in `dir` (`<name>.pem`, `<name>-key.pem`). `subject` is an openssl `-subj`
- * string read as UTF-8, with `+` joining attributes into one multi-valued RDN; `/CN=<name>` by default.
- */
-export async function makeTestCa(
-  dir: string,
-  name: string,
-  keyType: CaKeyType = 'ec',
-  subject = `/CN=${name}`,
-): Promise<{ cert: string; key: string }> {
+export interface TestCaOptions {
+  keyType?: CaKeyType;
+  /** An openssl `-subj` string read as UTF-8, `+` joining attributes into one multi-valued RDN; `/CN=<name>` by default. */
+  subject?: string;
+  /** false: no subject key identifier (so nothing it signs can carry an authority key identifier). */
+  subjectKeyIdentifier?: boolean;
+}
+
+/** A self-signed CA in `dir`: `<name>.pem` and `<name>-key.pem`. */
+export async function makeTestCa(dir: string, name: string, options: TestCaOptions = {}): Promise<{ cert: string; key: string }> {
+  const keyType = options.keyType ?? 'ec';
   const pkcs8Key = path.join(dir, `${name}-key.pkcs8.pem`);
   const key = path.join(dir, `${name}-key.pem`);
   const cert = path.join(dir, `${name}.pem`);
@@ -83,8 +84,29 @@ export async function makeTestCa(
   await openssl(['pkey', '-in', pkcs8Key, ...(TRADITIONAL_KEY_TYPES.has(keyType) ? ['-traditional'] : []), '-out', key], dir);
   // Ed25519 and Ed448 sign without a separate digest: openssl refuses -sha256 for them.
   const digest = keyType === 'ed25519' || keyType === 'ed448' ? [] : ['-sha256'];
+  const noKeyId =
+    options.subjectKeyIdentifier === false
+      ? ['-addext', 'subjectKeyIdentifier=none', '-addext', 'authorityKeyIdentifier=none']
+      : [];
+  const subject = options.subject ?? `/CN=${name}`;
   await openssl(
-    ['req', '-x509', '-new', '-key', key, ...digest, '-days', '2', '-utf8', '-multivalue-rdn', '-subj', subject, '-out', cert],
+    [
+      'req',
+      '-x509',
+      '-new',
+      '-key',
+      key,
+      ...digest,
+      '-days',
+      '2',
+      '-utf8',
+      '-multivalue-rdn',
+      '-subj',
+      subject,
+      ...noKeyId,
+      '-out',
+      cert,
+    ],
     dir,
   );
   return { cert, key };
@@ -131,7 +153,7 @@ async function makeLeaf(
 }
 
 export async function generateTestCerts(dir: string, options: TestCertOptions = {}): Promise<TestCerts> {
-  const [ca, wrongCa] = await Promise.all([makeTestCa(dir, 'ca', options.caKeyType), makeTestCa(dir, 'wrong-ca')]);
+  const [ca, wrongCa] = await Promise.all([makeTestCa(dir, 'ca', { keyType: options.caKeyType }), makeTestCa(dir, 'wrong-ca')]);
   const extraNames = (options.serverNames ?? []).map((name) => `,DNS:${name}`).join('');
   const clientExtensions = 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n';
   const [server, client, wrongClient, expiredClient] = await Promise.all([
