@@ -558,6 +558,10 @@ function relayedServerName(channelOptions: unknown): string | undefined {
  * A session is kept only from a connection that passed: verified in full now, or resumed from a
  * session that was (keeping that one's basis). A failed connect drops the key's session, so a
  * member that refuses it (new keys, another certificate) is next met with a full handshake.
+ * The 'session' listener goes on once grpc-js hands the socket over: a server that asks for a
+ * client certificate (etcd with client-cert auth) sends its ticket after our Finished, so in a
+ * later read; one that asks for none sends it in its first flight, Node emits it right after
+ * secureConnect, before the listener is on, and such members are simply not resumed.
  * Null when grpc-js's options do not look like 1.x's: the caller connects as before.
  */
 function resumingConnect(
