@@ -6,6 +6,8 @@
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClientCertificateMinter } from '../functions/adapters/capi-credentials.js';
 import { openCapiEtcdAccess } from '../functions/adapters/capi-etcd-access.js';
@@ -172,6 +174,28 @@ describe('a kept session', () => {
     expect(await probedOnce(cache, one ?? '')).toMatchObject({ status: { ok: true }, verified: 1 });
     expect(await probedOnce(cache, two ?? '')).toMatchObject({ status: { ok: true }, resumed: 0, verified: 1 });
     expect(await probedOnce(cache, one ?? '')).toMatchObject({ status: { ok: true }, resumed: 1 });
+  });
+
+  it('is dropped when a connection that offered it fails TLS', async () => {
+    const cache = new TlsSessionCache();
+    // A server of another CA (the harness's foreign client certificate serving).
+    const impostor = http2.createSecureServer({
+      cert: readFileSync(cluster.tls.wrongCertFile),
+      key: readFileSync(cluster.tls.wrongKeyFile),
+    });
+    await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', resolve));
+    try {
+      const impostorEndpoint = `https://127.0.0.1:${(impostor.address() as AddressInfo).port}`;
+      // Relayed under one node name: the impostor's relay is offered the member's ticket.
+      const relayed = { serverName: 'localhost' };
+      const member = cluster.endpoints[0] ?? '';
+      expect(await probedOnce(cache, member, relayed)).toMatchObject({ status: { ok: true }, verified: 1 });
+      const refused = await probedOnce(cache, impostorEndpoint, relayed);
+      expect(refused).toMatchObject({ status: { ok: false, kind: 'tls' }, resumed: 0, verified: 0 });
+      expect(await probedOnce(cache, member, relayed)).toMatchObject({ status: { ok: true }, resumed: 0, verified: 1 });
+    } finally {
+      await new Promise((resolve) => impostor.close(resolve));
+    }
   });
 });
 
