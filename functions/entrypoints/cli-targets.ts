@@ -1,8 +1,7 @@
 // `etcd-guard targets --config FILE`: every target the config yields now, static and discovered,
 // with its source, the object it guards and how it is reached; what discovery skipped and why on
 // stderr. Reads the management cluster only when the config has a discovery section.
-import { ConfigError, type GuardConfig } from './config.js';
-import { loadGuardConfigFile } from './config-file.js';
+import { loadGuardConfigForCommand } from './config-file.js';
 import { describeGuarded, type Target } from '../domain/targets.js';
 import { resolveTargets } from '../usecases/resolve-targets.js';
 import { formatTable } from './format-table.js';
@@ -36,13 +35,7 @@ export async function runTargetsCommand(flags: { config?: string; output?: strin
   const output = flags.output ?? 'table';
   if (output !== 'table' && output !== 'json')
     throw new UsageError(`--output: want table or json (got ${JSON.stringify(output)})`);
-  let config: GuardConfig;
-  try {
-    config = loadGuardConfigFile(flags.config);
-  } catch (error) {
-    if (error instanceof ConfigError) throw new UsageError(error.message);
-    throw error;
-  }
+  const config = loadGuardConfigForCommand(flags.config);
   const resolved = await resolveTargets(config);
   if (output === 'json') {
     const targets = resolved.targets.map(({ name, source, guards, reach, endpoints, timeout, quotaBackendBytes }) => ({

@@ -2,7 +2,7 @@
 // / 2 usage or configuration error) and `webhook` (hands its flags to the webhook server).
 import type { Target } from '../domain/targets.js';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, storeConfigSchema, targetSchema, type GuardConfig, type StoreConfig, type TargetConfig } from './config.js';
+import { ConfigError, storeConfigSchema, targetSchema, type StoreConfig, type TargetConfig } from './config.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { EvaluationContext } from '../usecases/evaluate-target.js';
 import type { EvaluationStore } from '../domain/store.js';
@@ -293,14 +293,8 @@ async function runEvaluateConfig(
   env: Record<string, string | undefined>,
   io: CliIo,
 ): Promise<number> {
-  const { loadGuardConfigFile } = await import('./config-file.js');
-  let config: GuardConfig;
-  try {
-    config = loadGuardConfigFile(command.configFile);
-  } catch (error) {
-    if (error instanceof ConfigError) throw new UsageError(error.message);
-    throw error;
-  }
+  const { loadGuardConfigForCommand } = await import('./config-file.js');
+  const config = loadGuardConfigForCommand(command.configFile);
   const [{ buildScheduledDeps, runScheduledEvaluation, runScheduledLoop }, { createLogger }, { createStore }, { default: pino }] =
     await Promise.all([
       import('../usecases/scheduled-run.js'),

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { UsageError } from '../shared/errors.js';
 import { ConfigError, parseGuardConfig, type GuardConfig } from './config.js';
 
 /**
@@ -51,4 +52,14 @@ export function loadGuardConfigFromEnv(env: Readonly<Record<string, string | und
     throw new ConfigError('environment', ['set ETCD_GUARD_CONFIG (a file) or ETCD_GUARD_CONFIG_JSON (the document)']);
   }
   return loadGuardConfigFile(file);
+}
+
+/** loadGuardConfigFile for a CLI command: a bad file is a usage error (exit 2), worded as the ConfigError. */
+export function loadGuardConfigForCommand(file: string): GuardConfig {
+  try {
+    return loadGuardConfigFile(file);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(error.message);
+    throw error;
+  }
 }
