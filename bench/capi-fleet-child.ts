@@ -26,6 +26,9 @@ export interface CapiFleetSetup {
 export interface CapiFleetReport {
   firstRoundMs: number;
   secondRoundMs: number;
+  /** CPU (user + system, every thread) this process spent in the round: the stand-ins run in the parent. */
+  firstRoundCpuMs: number;
+  secondRoundCpuMs: number;
   evaluations: number;
   passed: number;
   errors: string[];
@@ -71,8 +74,9 @@ let passed = 0;
 let evaluations = 0;
 const errors = new Set<string>();
 
-async function round(): Promise<number> {
+async function round(): Promise<{ wallMs: number; cpuMs: number }> {
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   let next = 0;
   const worker = async () => {
     while (next < jobs.length) {
@@ -85,7 +89,8 @@ async function round(): Promise<number> {
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  return performance.now() - started;
+  const cpu = process.cpuUsage(cpuBefore);
+  return { wallMs: performance.now() - started, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 /** Sockets closed by a finished evaluation may take a few event-loop turns to go. */
@@ -110,15 +115,17 @@ function breakdown(): CapiFleetReport['breakdown'] {
 }
 
 const socketsBefore = openSockets();
-const firstRoundMs = await round();
+const first = await round();
 const socketsAfterFirstRound = await settledSockets(socketsBefore);
 const rssAfterFirstRoundMiB = rssMiB();
-const secondRoundMs = await round();
+const second = await round();
 for (let index = 2; index < rounds; index += 1) await round();
 const socketsAfterAll = await settledSockets(socketsBefore);
 const report: CapiFleetReport = {
-  firstRoundMs,
-  secondRoundMs,
+  firstRoundMs: first.wallMs,
+  secondRoundMs: second.wallMs,
+  firstRoundCpuMs: first.cpuMs,
+  secondRoundCpuMs: second.cpuMs,
   evaluations,
   passed,
   errors: [...errors].slice(0, 3),
