@@ -8,7 +8,7 @@
 // is refused with a reason naming the field, never its value; so is any field we do not know.
 // client-node's KubeConfig is not used for it: its applyToHTTPSOptions runs exec and auth-provider
 // commands and reads token files.
-import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import { checkServerIdentity, createSecureContext, type PeerCertificate, type SecureContext } from 'node:tls';
 import { parse as parseYaml } from 'yaml';
@@ -22,6 +22,9 @@ import { EtcdAccessError } from '../usecases/etcd-access.js';
  */
 export const MAX_SECRET_VALUE_BYTES = 64 * 1024;
 
+/** base64 is 4 characters per 3 bytes: the longest value decoded. */
+const MAX_ENCODED_LENGTH = Math.ceil(MAX_SECRET_VALUE_BYTES / 3) * 4 + 4;
+
 /** What the port-forward needs to reach a workload API server, from static fields only. */
 export interface WorkloadEndpoint {
   /** https://host[:port][/path], without user info, query or fragment. */
@@ -34,6 +37,11 @@ export interface WorkloadEndpoint {
   token?: string;
   /** "<namespace>/<cluster>-kubeconfig": named in reasons. */
   secret: string;
+  /**
+   * Digest of the trust and identity this endpoint connects with (CA, client certificate and key,
+   * token): TLS sessions are only ever resumed within the same one (workload-tunnel.ts).
+   */
+  tlsScope: string;
 }
 
 /** The decoded bytes of a Secret's value, bounded before decoding; errors name the Secret and key only. */
@@ -41,7 +49,7 @@ export function boundedSecretValue(data: Record<string, string> | undefined, key
   const encoded = data?.[key];
   if (encoded === undefined || encoded === '') throw new EtcdAccessError(`Secret ${secret} has no ${JSON.stringify(key)}`);
   // base64 is 4 characters per 3 bytes: refuse by length before decoding anything.
-  if (encoded.length > Math.ceil(MAX_SECRET_VALUE_BYTES / 3) * 4 + 4) {
+  if (encoded.length > MAX_ENCODED_LENGTH) {
     throw new EtcdAccessError(`Secret ${secret}: ${JSON.stringify(key)} is larger than ${MAX_SECRET_VALUE_BYTES / 1024} KiB`);
   }
   return Buffer.from(encoded, 'base64');
@@ -260,6 +268,52 @@ function refuse(secret: string, reasons: string[]): never {
  * the current context: a refused stanza anywhere means the writer expects something we never do.
  */
 export function parseWorkloadKubeconfig(data: Record<string, string> | undefined, secret: string): WorkloadEndpoint {
+  const encoded = data?.value;
+  // Only a value that parsed is kept; a refused one is parsed (and refused) again every time.
+  const key =
+    typeof encoded === 'string' && encoded !== '' && encoded.length <= MAX_ENCODED_LENGTH
+      ? parsedKey(secret, encoded)
+      : undefined;
+  const kept = key === undefined ? undefined : PARSED.get(key);
+  if (key !== undefined && kept !== undefined) {
+    PARSED.delete(key);
+    PARSED.set(key, kept);
+    return kept;
+  }
+  const parsed = Object.freeze(parseFresh(data, secret));
+  if (key !== undefined) {
+    if (PARSED.size >= PARSED_KEPT) PARSED.delete(PARSED.keys().next().value ?? '');
+    PARSED.set(key, parsed);
+  }
+  return parsed;
+}
+
+/**
+ * Kubeconfigs parsed before, by Secret name and digest of the Secret's value exactly as read: the
+ * fleet re-reads every Secret each evaluation, and parsing the YAML and building the TLS context
+ * from its PEM cost ~1.2 ms of CPU per cluster and evaluation (BENCHMARKS.md, CAPI section). The
+ * same bytes always give the same result; different bytes (a rotated CA, new credentials) never
+ * find an entry, so a changed Secret takes effect on the next read. Least recently used out first;
+ * a larger fleet just parses again.
+ */
+const PARSED = new Map<string, WorkloadEndpoint>();
+const PARSED_KEPT = 256;
+
+function parsedKey(secret: string, encoded: string): string {
+  return `${secret}\0${createHash('sha256').update(encoded).digest('hex')}`;
+}
+
+/** Length-prefixed digest of what a TLS session to the workload API server is vouched for with. */
+function tlsScopeOf(ca: Buffer | undefined, user: StaticUser): string {
+  const hash = createHash('sha256');
+  for (const part of [ca, user.cert, user.key, user.token === undefined ? undefined : Buffer.from(user.token)]) {
+    hash.update(part === undefined ? '-1:' : `${part.length}:`);
+    if (part !== undefined) hash.update(part);
+  }
+  return hash.digest('hex');
+}
+
+function parseFresh(data: Record<string, string> | undefined, secret: string): WorkloadEndpoint {
   const config = parseDocument(boundedSecretValue(data, 'value', secret).toString('utf8'), secret);
   const reasons = refusals(config, 'kubeconfig', ALLOWED_TOP);
   const clusters = namedEntries(config, 'clusters', reasons);
@@ -291,6 +345,7 @@ export function parseWorkloadKubeconfig(data: Record<string, string> | undefined
     ...(reach.tlsServerName !== undefined && { tlsServerName: reach.tlsServerName }),
     ...(credentials.token !== undefined && { token: credentials.token }),
     secret,
+    tlsScope: tlsScopeOf(reach.ca, credentials),
   };
 }
 
