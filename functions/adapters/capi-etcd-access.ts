@@ -14,6 +14,7 @@ import { EtcdAccessError, type EtcdAccess } from '../usecases/etcd-access.js';
 import { ClientCertificateMinter, readCapiCredentials, type CapiCluster } from './capi-credentials.js';
 import { listWorkloadControlPlaneNodes } from './workload-nodes.js';
 import { listenForPodPort, type PortForwardListener } from './pod-port-forward.js';
+import type { TlsSessionCache } from './tls-sessions.js';
 
 const ETCD_NAMESPACE = 'kube-system';
 const ETCD_CLIENT_PORT = 2379;
@@ -26,6 +27,8 @@ export interface CapiEtcdAccessOptions {
   minter?: ClientCertificateMinter;
   /** HTTPS_PROXY/NO_PROXY for the workload API servers (default: the process's environment). */
   environment?: Record<string, string | undefined>;
+  /** Where TLS sessions to the workload API servers are kept; the process-wide one by default. */
+  workloadTlsSessions?: TlsSessionCache;
 }
 
 /** "kube-system/etcd-<node>:2379 via port-forward": how a member is named in reasons. */
@@ -52,7 +55,13 @@ export async function openCapiEtcdAccess(
   try {
     for (const node of nodeNames) {
       const target = { namespace: ETCD_NAMESPACE, pod: `etcd-${node}`, port: ETCD_CLIENT_PORT };
-      const listener = await listenForPodPort(credentials.workload, target, deadline, options.environment ?? process.env);
+      const listener = await listenForPodPort(
+        credentials.workload,
+        target,
+        deadline,
+        options.environment ?? process.env,
+        options.workloadTlsSessions,
+      );
       listeners.set(node, listener);
       nodeByEndpoint.set(listener.endpoint, node);
     }

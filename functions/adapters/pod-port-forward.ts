@@ -14,8 +14,9 @@ import type { ConnectionOptions } from 'node:tls';
 import WebSocket from 'ws';
 import type { Deadline } from '../domain/deadline.js';
 import { SpdyPortForward } from './spdy-port-forward.js';
+import type { TlsSessionCache } from './tls-sessions.js';
 import { serverNameOptions, type WorkloadEndpoint } from './workload-kubeconfig.js';
-import { connectWorkload, proxyFor } from './workload-tunnel.js';
+import { connectWorkload, proxyFor, workloadTlsConnect, workloadTlsSessions } from './workload-tunnel.js';
 
 const DATA_CHANNEL = 0;
 const ERROR_CHANNEL = 1;
@@ -89,6 +90,8 @@ interface ForwardContext {
   options: ForwardOptions;
   deadline: Deadline;
   environment: Record<string, string | undefined>;
+  /** Where TLS sessions to the workload API server are kept (workload-tunnel.ts). */
+  tlsSessions: TlsSessionCache;
 }
 
 /** Answers to the WebSocket upgrade that mean "try SPDY": refused by the server or a proxy, not an auth failure. */
@@ -127,7 +130,7 @@ class ForwardedConnection {
       void this.startSpdy();
       return;
     }
-    const { url, options, workload, deadline, environment } = this.context;
+    const { url, options, workload, deadline, environment, tlsSessions } = this.context;
     let proxied: boolean;
     try {
       proxied = proxyFor(new URL(workload.server), environment) !== undefined;
@@ -137,11 +140,12 @@ class ForwardedConnection {
       return;
     }
     if (!proxied) {
-      this.startWebSocket(url, options);
+      // Our TLS connect instead of ws's: the same options, plus a kept session to resume.
+      this.startWebSocket(url, { ...options, createConnection: () => workloadTlsConnect(workload, tlsSessions) });
       return;
     }
     // ws cannot CONNECT through a proxy itself: hand it the tunnelled, verified TLS socket.
-    connectWorkload(workload, deadline, environment).then(
+    connectWorkload(workload, deadline, environment, tlsSessions).then(
       (tlsSocket) => {
         if (this.closed) tlsSocket.destroy();
         else this.startWebSocket(url, { ...options, createConnection: () => tlsSocket });
@@ -184,12 +188,12 @@ class ForwardedConnection {
   /** The SPDY fallback: the same relay over the data stream; the error stream classified as channel 1 is. */
   private async startSpdy(): Promise<void> {
     if (this.closed) return;
-    const { workload, target, deadline, environment } = this.context;
+    const { workload, target, deadline, environment, tlsSessions } = this.context;
     try {
       this.spdy = await SpdyPortForward.open(
         workload,
         target,
-        { deadline, environment, maxFrameBytes: MAX_FRAME_BYTES },
+        { deadline, environment, maxFrameBytes: MAX_FRAME_BYTES, tlsSessions },
         {
           data: (chunk) => {
             if (!this.socket.write(chunk) || this.socket.writableLength >= HIGH_WATER_BYTES) this.spdy?.pause();
@@ -299,13 +303,15 @@ function connectOptions(workload: WorkloadEndpoint): ForwardOptions {
 /**
  * Listens on 127.0.0.1:0; every connection to it is forwarded to `target` through the workload
  * API server. Each handshake (proxy CONNECT, TLS, WebSocket or SPDY upgrade, SPDY streams) must
- * finish before `deadline`. `environment` supplies HTTPS_PROXY/NO_PROXY (the process's by default).
+ * finish before `deadline`. `environment` supplies HTTPS_PROXY/NO_PROXY (the process's by default);
+ * `tlsSessions` keeps the API server's TLS sessions (the process's by default).
  */
 export async function listenForPodPort(
   workload: WorkloadEndpoint,
   target: PodPort,
   deadline: Deadline,
   environment: Record<string, string | undefined> = process.env,
+  tlsSessions: TlsSessionCache = workloadTlsSessions,
 ): Promise<PortForwardListener> {
   const context: ForwardContext = {
     workload,
@@ -314,6 +320,7 @@ export async function listenForPodPort(
     options: connectOptions(workload),
     deadline,
     environment,
+    tlsSessions,
   };
   const connections = new Set<ForwardedConnection>();
   const state: ListenerState = { attempts: 0, opened: 0, detail: undefined, spdy: false };

@@ -20,6 +20,7 @@ import {
   synStreamFrame,
   windowUpdateFrame,
 } from './spdy.js';
+import type { TlsSessionCache } from './tls-sessions.js';
 import { connectWorkload } from './workload-tunnel.js';
 import type { WorkloadEndpoint } from './workload-kubeconfig.js';
 
@@ -130,12 +131,17 @@ export class SpdyPortForward {
   static async open(
     workload: WorkloadEndpoint,
     target: SpdyTarget,
-    options: { deadline: Deadline; environment: Record<string, string | undefined>; maxFrameBytes: number },
+    options: {
+      deadline: Deadline;
+      environment: Record<string, string | undefined>;
+      maxFrameBytes: number;
+      tlsSessions?: TlsSessionCache;
+    },
     handlers: SpdyPortForwardHandlers,
   ): Promise<SpdyPortForward> {
     let socket: tls.TLSSocket;
     try {
-      socket = await connectWorkload(workload, options.deadline, options.environment);
+      socket = await connectWorkload(workload, options.deadline, options.environment, options.tlsSessions);
     } catch (error) {
       throw new SpdyOpenError((error as Error).message);
     }

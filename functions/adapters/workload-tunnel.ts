@@ -5,6 +5,7 @@
 import net, { BlockList, isIP } from 'node:net';
 import tls from 'node:tls';
 import type { Deadline } from '../domain/deadline.js';
+import { sessionKey, TlsSessionCache, type SessionBasis } from './tls-sessions.js';
 import { serverNameOptions, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 /** The most of a proxy's CONNECT answer read before its blank line: a status line and a few headers. */
@@ -155,6 +156,74 @@ export function workloadTlsOptions(workload: WorkloadEndpoint, host: string): tl
 }
 
 /**
+ * TLS sessions of earlier connections to workload API servers, under the same rules as the
+ * probe's to etcd members (tls-sessions.ts): every evaluation of a CAPI cluster opens one
+ * port-forward per member, each a new TLS connection to the same API server, and a full handshake
+ * (certificate chain parsed and verified, name checked, key exchange signed) cost more CPU than
+ * the evaluation's own etcd calls. Resumed, none of that is repeated within the TTL.
+ */
+export const workloadTlsSessions = new TlsSessionCache();
+
+/** Connections to workload API servers that resumed a kept session, and full ones verified. */
+export function workloadTlsHandshakeCounts(): { resumed: number; verified: number } {
+  return workloadTlsSessions.counts();
+}
+
+/** The host (brackets off, lower case) and port the workload API server's URL names. */
+export function workloadAddress(workload: WorkloadEndpoint): { host: string; port: number } {
+  const url = new URL(workload.server);
+  return { host: bareHost(url.hostname), port: Number(url.port || 443) };
+}
+
+/**
+ * tls.connect to the workload API server with the kubeconfig's TLS settings (to host:port, or over
+ * `tcp`, a proxy's tunnel to it), offering the session kept for this server and keeping the one it
+ * sends. The key (sessionKey) pins the kubeconfig's CA, client certificate, key and token (its
+ * tlsScope), the name verified and host:port: a resumed handshake skips Node's certificate and
+ * name checks, so a session only stands in for a full check of that same question. It is kept only
+ * from a connection that passed them now (or resumed one that did, keeping that one's basis), and
+ * dropped when a connection offered it fails before its handshake ends.
+ */
+export function workloadTlsConnect(workload: WorkloadEndpoint, sessions: TlsSessionCache, tcp?: net.Socket): tls.TLSSocket {
+  const { host, port } = workloadAddress(workload);
+  const options = workloadTlsOptions(workload, host);
+  const key = sessionKey(`${workload.tlsScope}\0full`, { name: workload.tlsServerName ?? host, host, port });
+  const offered = key === undefined ? undefined : sessions.offer(key);
+  const check = options.checkServerIdentity ?? tls.checkServerIdentity;
+  let verified: SessionBasis | undefined;
+  const socket = tls.connect({
+    ...options,
+    checkServerIdentity: (hostname, cert) => {
+      const mismatch = check(hostname, cert);
+      if (mismatch === undefined) verified = { verifiedAt: sessions.now(), notAfter: Date.parse(cert.valid_to) };
+      return mismatch;
+    },
+    ...(offered !== undefined && { session: offered.session }),
+    ...(tcp === undefined ? { host, port } : { socket: tcp }),
+  });
+  if (key === undefined) return socket;
+  let basis: SessionBasis | undefined;
+  // TLS 1.2 hands the session over before the identity check: hold it until the check passed.
+  let pending: Buffer | undefined;
+  socket.on('session', (session: Buffer) => {
+    if (basis !== undefined) sessions.keep(key, session, basis);
+    else pending = session;
+  });
+  socket.once('secureConnect', () => {
+    const resumed = offered !== undefined && socket.isSessionReused();
+    basis = resumed ? { verifiedAt: offered.verifiedAt, notAfter: offered.notAfter } : verified;
+    if (resumed) sessions.noteResumed();
+    else if (verified !== undefined) sessions.noteVerified();
+    if (basis !== undefined && pending !== undefined) sessions.keep(key, pending, basis);
+    pending = undefined;
+  });
+  socket.once('close', () => {
+    if (basis === undefined) sessions.drop(key);
+  });
+  return socket;
+}
+
+/**
  * A verified TLS connection to the workload API server (through the proxy when one applies),
  * finished before `deadline`. Errors say which step failed, never what the server or proxy sent.
  */
@@ -162,14 +231,13 @@ export async function connectWorkload(
   workload: WorkloadEndpoint,
   deadline: Deadline,
   environment: Record<string, string | undefined>,
+  sessions: TlsSessionCache = workloadTlsSessions,
 ): Promise<tls.TLSSocket> {
   const url = new URL(workload.server);
-  const host = bareHost(url.hostname);
-  const port = Number(url.port || 443);
+  const { host, port } = workloadAddress(workload);
   const proxy = proxyFor(url, environment);
   const tcp = proxy === undefined ? undefined : await connectThroughProxy(proxy, host, port, deadline);
-  const options = workloadTlsOptions(workload, host);
-  const socket = tcp === undefined ? tls.connect({ ...options, host, port }) : tls.connect({ ...options, socket: tcp });
+  const socket = workloadTlsConnect(workload, sessions, tcp);
   return settleBy<tls.TLSSocket>(deadline, socket, 'TLS handshake with the workload API server', (done) => {
     socket.once('error', () => done(new Error('TLS connection to the workload API server failed')));
     socket.once('secureConnect', () => {
