@@ -2,7 +2,9 @@
 // (16 at a time, as the scheduled run does), either through KCP's way in (Secrets, minted client
 // certificate, pod port-forward: MODE capi) or directly at the same etcd members with TLS files
 // (MODE direct). Timeout 5 s: the bench measures cost, and this shared machine runs at load 15+. Reports wall time of the first and second round, open sockets and RSS over IPC.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import path from 'node:path';
 import { getHeapStatistics } from 'node:v8';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { openCapiEtcdAccess } from '../functions/adapters/capi-etcd-access.js';
@@ -114,11 +116,30 @@ function breakdown(): CapiFleetReport['breakdown'] {
   };
 }
 
+/**
+ * CAPI_FLEET_CPU_PROFILE=<dir>: a CPU profile of each of the first two rounds, written there as
+ * <mode>-<pid>-round<N>.cpuprofile before the report (the bench SIGKILLs its children, so
+ * --cpu-prof would write nothing).
+ */
+const profileDir = process.env.CAPI_FLEET_CPU_PROFILE;
+async function profiled<T>(name: string, run: () => Promise<T>): Promise<T> {
+  if (profileDir === undefined || profileDir === '') return run();
+  const inspector = new Session();
+  inspector.connect();
+  await inspector.post('Profiler.enable');
+  await inspector.post('Profiler.start');
+  const result = await run();
+  const { profile } = await inspector.post('Profiler.stop');
+  writeFileSync(path.join(profileDir, `${mode}-${process.pid}-${name}.cpuprofile`), JSON.stringify(profile));
+  inspector.disconnect();
+  return result;
+}
+
 const socketsBefore = openSockets();
-const first = await round();
+const first = await profiled('round1', round);
 const socketsAfterFirstRound = await settledSockets(socketsBefore);
 const rssAfterFirstRoundMiB = rssMiB();
-const second = await round();
+const second = await profiled('round2', round);
 for (let index = 2; index < rounds; index += 1) await round();
 const socketsAfterAll = await settledSockets(socketsBefore);
 const report: CapiFleetReport = {
