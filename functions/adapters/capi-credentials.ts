@@ -57,15 +57,31 @@ export interface CapiCluster {
   clusterName: string;
 }
 
-/** The etcd CA as read from `<cluster>-etcd`; `key` never leaves this module. */
-interface EtcdCa {
+/** What is learnt from checking a `<cluster>-etcd` Secret's CA: nothing of its key. */
+interface CheckedCa {
   certPem: Buffer;
   cert: X509Certificate;
-  key: KeyObject;
   /** SHA-256 of the CA certificate's DER: a rotated CA is another cache entry. */
   fingerprint: string;
   algorithm: SignatureAlgorithm;
 }
+
+/** The etcd CA as read from `<cluster>-etcd` this time; `keyPem` never leaves this module. */
+interface EtcdCa extends CheckedCa {
+  /** The Secret's key bytes of this read: turned into a key only to mint. */
+  keyPem: Buffer;
+}
+
+/**
+ * CAs checked before, by digest of the Secret's `tls.crt` and `tls.key` values exactly as read:
+ * the fleet re-reads the Secret every evaluation, and parsing the certificate and the key and
+ * comparing their public keys cost ~0.5-1.5 ms of CPU each time (BENCHMARKS.md, CAPI section).
+ * Only what the check found is kept, never the key (it is parsed again when a certificate is
+ * minted: once per cluster per 45 minutes). Other bytes never find an entry. Bounded, least
+ * recently used out first.
+ */
+const CHECKED_CAS = new Map<string, CheckedCa>();
+const CHECKED_CAS_KEPT = 1024;
 
 function secretName(cluster: CapiCluster, suffix: string): string {
   return `${cluster.namespace}/${cluster.clusterName}-${suffix}`;
@@ -75,6 +91,22 @@ function secretName(cluster: CapiCluster, suffix: string): string {
 export function parseEtcdCa(data: Record<string, string> | undefined, secret: string): EtcdCa {
   const certPem = boundedSecretValue(data, 'tls.crt', secret);
   const keyPem = boundedSecretValue(data, 'tls.key', secret);
+  const digest = createHash('sha256');
+  for (const part of [certPem, keyPem]) digest.update(`${part.length}:`).update(part);
+  const cacheKey = digest.digest('hex');
+  const kept = CHECKED_CAS.get(cacheKey);
+  if (kept !== undefined) {
+    CHECKED_CAS.delete(cacheKey);
+    CHECKED_CAS.set(cacheKey, kept);
+    return { ...kept, keyPem };
+  }
+  const checked = checkEtcdCa(certPem, keyPem, secret);
+  if (CHECKED_CAS.size >= CHECKED_CAS_KEPT) CHECKED_CAS.delete(CHECKED_CAS.keys().next().value ?? '');
+  CHECKED_CAS.set(cacheKey, checked);
+  return { ...checked, keyPem };
+}
+
+function checkEtcdCa(certPem: Buffer, keyPem: Buffer, secret: string): CheckedCa {
   let cert: X509Certificate;
   try {
     cert = new X509Certificate(certPem);
@@ -99,7 +131,7 @@ export function parseEtcdCa(data: Record<string, string> | undefined, secret: st
     );
   }
   const fingerprint = createHash('sha256').update(cert.raw).digest('hex');
-  return { certPem, cert, key, fingerprint, algorithm };
+  return { certPem, cert, fingerprint, algorithm };
 }
 
 interface ClientKeyPair {
@@ -176,7 +208,8 @@ export class ClientCertificateMinter {
       notAfter: new Date(notAfter),
       publicKey: pair.publicKey,
       extensions: clientAuthExtensions(issuer.subjectKeyId),
-      signingKey: ca.key,
+      // Checked to parse and to belong to the certificate when the Secret was read (parseEtcdCa).
+      signingKey: createPrivateKey(ca.keyPem),
     });
     return { fingerprint: ca.fingerprint, cert: Buffer.from(certificatePem(certificate)), key: pair.pem, notAfter };
   }
