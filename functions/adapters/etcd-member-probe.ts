@@ -492,7 +492,7 @@ class SessionSockets {
 
   track(socket: Socket): void {
     if (this.closed) {
-      socket.destroy();
+      destroyOutsideReads(socket);
       return;
     }
     if (socket.destroyed) return;
@@ -500,11 +500,35 @@ class SessionSockets {
     socket.once('close', () => this.open.delete(socket));
   }
 
+  /**
+   * `tls` now carries `raw` (grpc-js's TLS connect wraps the TCP socket it was given): only `tls`
+   * is destroyed at close, which closes `raw` under it; destroying `raw` itself would pull the
+   * TCP handle from under a live TLS socket.
+   */
+  wrapped(raw: Socket, tls: Socket): void {
+    if (tls !== raw) this.open.delete(raw);
+    this.track(tls);
+  }
+
   destroyAll(): void {
     this.closed = true;
-    for (const socket of this.open) socket.destroy();
+    for (const socket of this.open) destroyOutsideReads(socket);
     this.open.clear();
   }
+}
+
+/**
+ * Destroys `socket` from the event loop's check phase, never from inside a read. A session closes
+ * when its last answer arrives, i.e. from promise callbacks Node runs while a TLS socket is still
+ * delivering that answer (TLSWrap::ClearOut → EmitRead → JS → microtasks); destroying that very
+ * socket there let Node 22's ClearOut touch its freed TLSWrap: a SIGSEGV in 1 of ~3 runs of 300
+ * evaluations here (core dump: ClearOut after EmitRead, `this` already freed). setImmediate runs
+ * once every read callback has returned; a socket already destroyed by then is left alone.
+ */
+function destroyOutsideReads(socket: Socket): void {
+  setImmediate(() => {
+    if (!socket.destroyed) socket.destroy();
+  });
 }
 
 /**
@@ -532,7 +556,7 @@ function instrumentCredentials(credentials: unknown, sockets: SessionSockets, re
         sockets.track(socket);
         const connecting = resumption === undefined ? null : resumingConnect(connector, connect, socket, resumption, relayedName);
         return (connecting ?? connect.call(connector, socket)).then((result) => {
-          sockets.track(result.socket);
+          sockets.wrapped(socket, result.socket);
           return result;
         });
       };
@@ -1055,7 +1079,7 @@ export class EtcdProbeSession {
     this.cleanups.add(cleanup);
     void cleanup.then(() => {
       this.cleanups.delete(cleanup);
-      if (this.closed && this.cleanups.size === 0) this.release();
+      if (this.closed && this.cleanups.size === 0) setImmediate(() => this.release());
     });
   }
 
@@ -1065,7 +1089,9 @@ export class EtcdProbeSession {
    */
   close(): void {
     this.closed = true;
-    if (this.cleanups.size === 0) this.release();
+    // From the check phase, not from inside the read that delivered the last answer: see
+    // destroyOutsideReads. Calls still in flight were already told to stop (`closed`).
+    if (this.cleanups.size === 0) setImmediate(() => this.release());
   }
 
   private release(): void {
