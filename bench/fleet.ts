@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { EtcdTestCluster } from '../test/harness/etcd-cluster.js';
-import { ChildEndedEarly, firstMessage, killAndWait, spawnTsx, type ResultRow } from './lib.js';
+import { firstMessage, killAndWait, onceMoreIfKilled, spawnTsx, type ResultRow } from './lib.js';
 
 export interface FleetReport {
   wallMs: number;
@@ -50,18 +50,9 @@ export async function runFleetBench(cluster: EtcdTestCluster, options: FleetOpti
   const rows: ResultRow[] = [];
   for (const count of options.sizes) {
     options.log(`fleet: ${count} targets, concurrency ${options.concurrency}`);
-    let report: FleetReport;
-    let crashed = '';
-    try {
-      report = await runFleetSize(cluster, count, options.concurrency);
-    } catch (error) {
-      // A child killed by a signal (twice a SIGSEGV in tsx's child, never reproduced) is run once
-      // more, and the row says so; any other failure, or a second crash, fails the section.
-      if (!(error instanceof ChildEndedEarly) || error.signal === null) throw error;
-      options.log(`fleet: ${count} targets: ${error.message}; running it once more`);
-      crashed = `; the first child died with ${error.signal} and was run again`;
-      report = await runFleetSize(cluster, count, options.concurrency);
-    }
+    const run = await onceMoreIfKilled(() => runFleetSize(cluster, count, options.concurrency), options.log);
+    const report = run.value;
+    const crashed = run.crashed === null ? '' : `; the first child died with ${run.crashed} and was run again`;
     const judged = count >= 300;
     rows.push(
       {

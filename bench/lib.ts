@@ -56,6 +56,25 @@ export class ChildEndedEarly extends Error {
   }
 }
 
+/**
+ * `run`, once more when its child was killed by a signal (a SIGSEGV in Node's TLS code was found
+ * and worked around in the probe on 2026-12-01; a crash is still worth a note, not a lost
+ * section): the value, and what happened to the first child or null. Any other failure, or a
+ * second crash, is thrown.
+ */
+export async function onceMoreIfKilled<T>(
+  run: () => Promise<T>,
+  log: (line: string) => void,
+): Promise<{ value: T; crashed: string | null }> {
+  try {
+    return { value: await run(), crashed: null };
+  } catch (error) {
+    if (!(error instanceof ChildEndedEarly) || error.signal === null) throw error;
+    log(`${error.message}; running it once more`);
+    return { value: await run(), crashed: error.signal };
+  }
+}
+
 /** The first IPC message of `child`, or an error when it exits or `timeoutMs` passes first. */
 export function firstMessage<T>(child: ChildProcess, timeoutMs: number, what: string): Promise<T> {
   return new Promise((resolve, reject) => {
