@@ -24,7 +24,7 @@ import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
 import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../ports/etcd-probe.js';
 import type { MemberListAnswer } from '../domain/member-view.js';
 import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../domain/probe-failure.js';
-import { processTlsSessions, sessionKey, type SessionBasis, type TlsSessionCache } from './tls-sessions.js';
+import { processTlsSessions, resumptionAttempt, sessionKey, type TlsSessionCache } from './tls-sessions.js';
 
 export interface ProbeCredentials {
   /** PEM bytes; without a CA the system roots verify https endpoints. */
@@ -604,25 +604,18 @@ function resumingConnect(
   const check = (
     typeof options.checkServerIdentity === 'function' ? options.checkServerIdentity : checkServerIdentity
   ) as typeof checkServerIdentity;
-  let verified: SessionBasis | undefined;
   const offered = cache.offer(key);
+  const resumption = resumptionAttempt(cache, offered, check);
   const attemptOptions: ConnectionOptionsInternals & { session?: Buffer } = {
     ...options,
-    checkServerIdentity: (hostname: string, cert: PeerCertificate) => {
-      const mismatch = check(hostname, cert);
-      if (mismatch === undefined) verified = { verifiedAt: cache.now(), notAfter: Date.parse(cert.valid_to) };
-      return mismatch;
-    },
+    checkServerIdentity: resumption.checkServerIdentity,
   };
   if (offered !== undefined) attemptOptions.session = offered.session;
   const attempt = Object.create(connector, { connectionOptions: { value: attemptOptions } }) as GrpcConnector;
   return connect.call(attempt, socket).then(
     (result) => {
       const tls = result.socket as Partial<TLSSocket>;
-      const resumed = offered !== undefined && typeof tls.isSessionReused === 'function' && tls.isSessionReused();
-      const basis = resumed ? { verifiedAt: offered.verifiedAt, notAfter: offered.notAfter } : verified;
-      if (resumed) cache.noteResumed();
-      else if (verified !== undefined) cache.noteVerified();
+      const basis = resumption.settle(typeof tls.isSessionReused === 'function' && tls.isSessionReused());
       if (basis !== undefined && typeof tls.on === 'function') {
         tls.on('session', (session: Buffer) => cache.keep(key, session, basis));
       }

@@ -10,6 +10,7 @@
 // same member address (see sessionKey). It is kept only from a handshake that passed our identity
 // check, and offered only until the earlier of the server certificate's notAfter and a TTL after
 // that check; after that the next connection verifies everything again.
+import type { PeerCertificate } from 'node:tls';
 
 /** What a kept session was vouched for by: the full handshake that verified the server. */
 export interface SessionBasis {
@@ -123,4 +124,37 @@ export function sessionKey(
   if (target.relayedName !== undefined) return `${scope}\0relay\0${target.relayedName}`;
   if (target.port === undefined) return undefined;
   return `${scope}\0direct\0${target.name}\0${target.host}\0${target.port}`;
+}
+
+type IdentityCheck = (hostname: string, cert: PeerCertificate) => Error | undefined;
+
+/**
+ * One connection's part in resumption, the same for the etcd probe and the workload tunnel: the
+ * identity check to hand Node in place of `check` (it notes when a full check passed, and the
+ * server certificate's notAfter), and, once the handshake is done, `settle` with whether Node
+ * resumed: the basis any session the connection then receives is kept on (the offered session's
+ * own when it resumed, the check's when it verified in full, none when neither happened), with
+ * the handshake counted.
+ */
+export function resumptionAttempt(
+  cache: TlsSessionCache,
+  offered: SessionBasis | undefined,
+  check: IdentityCheck,
+): { checkServerIdentity: IdentityCheck; settle(reused: boolean): SessionBasis | undefined } {
+  let verified: SessionBasis | undefined;
+  return {
+    checkServerIdentity: (hostname, cert) => {
+      const mismatch = check(hostname, cert);
+      if (mismatch === undefined) verified = { verifiedAt: cache.now(), notAfter: Date.parse(cert.valid_to) };
+      return mismatch;
+    },
+    settle(reused) {
+      if (offered !== undefined && reused) {
+        cache.noteResumed();
+        return { verifiedAt: offered.verifiedAt, notAfter: offered.notAfter };
+      }
+      if (verified !== undefined) cache.noteVerified();
+      return verified;
+    },
+  };
 }

@@ -5,7 +5,7 @@
 import net, { BlockList, isIP } from 'node:net';
 import tls from 'node:tls';
 import type { Deadline } from '../domain/deadline.js';
-import { sessionKey, TlsSessionCache, type SessionBasis } from './tls-sessions.js';
+import { resumptionAttempt, sessionKey, TlsSessionCache, type SessionBasis } from './tls-sessions.js';
 import { serverNameOptions, type WorkloadEndpoint } from './workload-kubeconfig.js';
 
 /** The most of a proxy's CONNECT answer read before its blank line: a status line and a few headers. */
@@ -189,15 +189,10 @@ export function workloadTlsConnect(workload: WorkloadEndpoint, sessions: TlsSess
   const options = workloadTlsOptions(workload, host);
   const key = sessionKey(`${workload.tlsScope}\0full`, { name: workload.tlsServerName ?? host, host, port });
   const offered = key === undefined ? undefined : sessions.offer(key);
-  const check = options.checkServerIdentity ?? tls.checkServerIdentity;
-  let verified: SessionBasis | undefined;
+  const resumption = resumptionAttempt(sessions, offered, options.checkServerIdentity ?? tls.checkServerIdentity);
   const socket = tls.connect({
     ...options,
-    checkServerIdentity: (hostname, cert) => {
-      const mismatch = check(hostname, cert);
-      if (mismatch === undefined) verified = { verifiedAt: sessions.now(), notAfter: Date.parse(cert.valid_to) };
-      return mismatch;
-    },
+    checkServerIdentity: resumption.checkServerIdentity,
     ...(offered !== undefined && { session: offered.session }),
     ...(tcp === undefined ? { host, port } : { socket: tcp }),
   });
@@ -210,10 +205,7 @@ export function workloadTlsConnect(workload: WorkloadEndpoint, sessions: TlsSess
     else pending = session;
   });
   socket.once('secureConnect', () => {
-    const resumed = offered !== undefined && socket.isSessionReused();
-    basis = resumed ? { verifiedAt: offered.verifiedAt, notAfter: offered.notAfter } : verified;
-    if (resumed) sessions.noteResumed();
-    else if (verified !== undefined) sessions.noteVerified();
+    basis = resumption.settle(socket.isSessionReused());
     if (basis !== undefined && pending !== undefined) sessions.keep(key, pending, basis);
     pending = undefined;
   });
