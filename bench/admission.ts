@@ -28,6 +28,7 @@ import {
   REPO_DIR,
   spawnTsx,
   waitReady,
+  validateLoad,
   webhookArgs,
   type ResultRow,
 } from './lib.js';
@@ -56,16 +57,7 @@ async function load(url: string, body: string, connections: number, seconds: num
   const latenciesMs: number[] = [];
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
-      {
-        url: `${url}/validate?timeout=10s`,
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-        connections,
-        pipelining: 1,
-        duration: seconds,
-        timeout: 10,
-      },
+      { ...validateLoad(url, body, connections, seconds), pipelining: 1, timeout: 10 },
       (error, finished) => (error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(finished)),
     );
     instance.on('response', (_client, statusCode, _bytes, responseTimeMs) => {

@@ -1,5 +1,6 @@
 // Shared bench helpers: percentiles, peak RSS from /proc, child processes running TypeScript
 // through tsx (so a server's RSS is its own), and the result table every section adds rows to.
+import type autocannon from 'autocannon';
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
@@ -222,6 +223,43 @@ export function benchGuardConfig(
 /** `etcd-guard webhook` over HTTPS on `listen` with the given config and certificate: argv after node and its flags. */
 export function webhookArgs(bin: string, configFile: string, listen: string, certFile: string, keyFile: string): string[] {
   return [bin, 'webhook', '--config', configFile, '--listen', listen, '--tls-cert', certFile, '--tls-key', keyFile];
+}
+
+/** autocannon's options for POSTing `body` to `url`'s /validate as the apiserver does (its timeout in the query). */
+export function validateLoad(url: string, body: string, connections: number, seconds: number): autocannon.Options {
+  return {
+    url: `${url}/validate?timeout=10s`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+    connections,
+    duration: seconds,
+  };
+}
+
+/**
+ * The webhook of the checkout or image layout at `root` (its bin/ and dist/) on 127.0.0.1:`port`,
+ * as production runs it (NODE_ENV=production), with `nodeArgs` before the script; stderr shown.
+ */
+export function spawnWebhook(
+  root: string,
+  options: {
+    nodeArgs: string[];
+    configFile: string;
+    port: number;
+    certFile: string;
+    keyFile: string;
+    cwd: string;
+    env?: NodeJS.ProcessEnv;
+  },
+): ChildProcess {
+  const { nodeArgs, configFile, port, certFile, keyFile, cwd, env = {} } = options;
+  const bin = path.join(root, 'bin/etcd-guard.mjs');
+  return spawn(process.execPath, [...nodeArgs, ...webhookArgs(bin, configFile, `127.0.0.1:${port}`, certFile, keyFile)], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, NODE_ENV: 'production', ...env },
+    cwd,
+  });
 }
 
 /** GET /readyz until it answers 200 (the cache holds the target's evaluation), within `timeoutMs`. */

@@ -10,7 +10,7 @@ import { transform } from 'esbuild';
 import { FileStore } from '../functions/adapters/file-store.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
-import { REPO_DIR, BENCH_DIR, benchGuardConfig, firstMessage, waitReady, webhookArgs } from './lib.js';
+import { REPO_DIR, BENCH_DIR, benchGuardConfig, firstMessage, spawnWebhook, validateLoad, waitReady } from './lib.js';
 
 const profDir = process.env.PROF_DIR;
 const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-prof-'));
@@ -42,24 +42,13 @@ const flags = (name: string) => [
       : ['--cpu-prof', '--cpu-prof-dir', path.join(profDir, name)]
     : []),
 ];
-const child = spawn(
-  process.execPath,
-  [
-    ...flags('webhook'),
-    ...webhookArgs(
-      path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
-      configFile,
-      `127.0.0.1:${port}`,
-      certs.serverCertFile,
-      certs.serverKeyFile,
-    ),
-  ],
-  {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, NODE_ENV: 'production' },
-    cwd: path.join(REPO_DIR, 'node_modules'),
-  },
-);
+const serverFiles = { configFile, certFile: certs.serverCertFile, keyFile: certs.serverKeyFile };
+const child = spawnWebhook(REPO_DIR, {
+  ...serverFiles,
+  nodeArgs: flags('webhook'),
+  port,
+  cwd: path.join(REPO_DIR, 'node_modules'),
+});
 const bare = spawn(
   process.execPath,
   [...flags('bare'), '-r', exitOnInt, bareJs, certs.serverCertFile, certs.serverKeyFile, uid],
@@ -73,20 +62,7 @@ await waitReady(url, child);
 const befores = (process.env.BEFORE_DIR ?? '').split(',').filter((dir) => dir !== '');
 const olds = befores.map((before, index) => {
   const beforePort = port + 1 + index;
-  const proc = spawn(
-    process.execPath,
-    [
-      '--max-semi-space-size=2',
-      ...webhookArgs(
-        path.join(before, 'bin/etcd-guard.mjs'),
-        configFile,
-        `127.0.0.1:${beforePort}`,
-        certs.serverCertFile,
-        certs.serverKeyFile,
-      ),
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NODE_ENV: 'production' }, cwd: before },
-  );
+  const proc = spawnWebhook(before, { ...serverFiles, nodeArgs: ['--max-semi-space-size=2'], port: beforePort, cwd: before });
   const name = befores.length === 1 ? 'before' : `before ${path.basename(before)}`;
   return [name, `https://127.0.0.1:${beforePort}`, proc] as [string, string, ChildProcess];
 });
@@ -99,17 +75,7 @@ const cpuMs = (c: ChildProcess) => {
 const latencies = new Map<string, number[]>();
 const run = (u: string, c: number, seconds: number, name = '') =>
   new Promise<autocannon.Result>((res, rej) => {
-    const instance = autocannon(
-      {
-        url: `${u}/validate?timeout=10s`,
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-        connections: c,
-        duration: seconds,
-      },
-      (e, r) => (e ? rej(e) : res(r)),
-    );
+    const instance = autocannon(validateLoad(u, body, c, seconds), (e, r) => (e ? rej(e) : res(r)));
     if (c === 1 && name !== '') {
       const into = latencies.get(name) ?? [];
       latencies.set(name, into);

@@ -4,7 +4,7 @@
 // and `events: false`. Runs are interleaved round by round; CPU µs per request is read from /proc,
 // which on a shared machine is far steadier than requests/s. Scratch driver for issue 20.
 import autocannon from 'autocannon';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -14,7 +14,7 @@ import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation, makeMember } from '../test/harness/evaluation-fixture.js';
 import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
 import { freePort } from '../test/harness/free-port.js';
-import { benchGuardConfig, REPO_DIR, waitReady, webhookArgs } from './lib.js';
+import { benchGuardConfig, REPO_DIR, spawnWebhook, validateLoad, waitReady } from './lib.js';
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-events-'));
 const certs = await generateTestCerts(dir);
@@ -41,24 +41,15 @@ async function webhook(name: string, storeDir: string, events: boolean): Promise
   const configFile = path.join(dir, `${name}.json`);
   await writeFile(configFile, benchGuardConfig(storeDir, 'bench', { maxAgeSeconds: 3600, events }));
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      '--max-semi-space-size=2',
-      ...webhookArgs(
-        path.join(REPO_DIR, 'bin/etcd-guard.mjs'),
-        configFile,
-        `127.0.0.1:${port}`,
-        certs.serverCertFile,
-        certs.serverKeyFile,
-      ),
-    ],
-    {
-      stdio: ['ignore', 'ignore', 'inherit'],
-      env: { ...process.env, NODE_ENV: 'production', KUBECONFIG: kube.kubeconfigFile },
-      cwd: dir,
-    },
-  );
+  const child = spawnWebhook(REPO_DIR, {
+    nodeArgs: ['--max-semi-space-size=2'],
+    configFile,
+    port,
+    certFile: certs.serverCertFile,
+    keyFile: certs.serverKeyFile,
+    cwd: dir,
+    env: { KUBECONFIG: kube.kubeconfigFile },
+  });
   return [name, `https://127.0.0.1:${port}`, child];
 }
 
@@ -79,19 +70,7 @@ const cpuMs = (c: ChildProcess) => {
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
 };
 const run = (u: string, c: number, seconds: number) =>
-  new Promise<autocannon.Result>((res, rej) =>
-    autocannon(
-      {
-        url: `${u}/validate?timeout=10s`,
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-        connections: c,
-        duration: seconds,
-      },
-      (e, r) => (e ? rej(e) : res(r)),
-    ),
-  );
+  new Promise<autocannon.Result>((res, rej) => autocannon(validateLoad(u, body, c, seconds), (e, r) => (e ? rej(e) : res(r))));
 for (const [, u] of servers) await run(u, 8, 2);
 const seconds = Number(process.env.SECONDS_EACH ?? 5);
 const rounds = Number(process.env.ROUNDS ?? 3);
