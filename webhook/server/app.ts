@@ -2,6 +2,7 @@
 // and one log line out. Fails closed: anything that goes wrong on a request whose uid is known
 // becomes a denial, never an allow and never a crash.
 import express, { type NextFunction, type Request, type Response } from 'express';
+import type http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
 import { evaluationAgeMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
@@ -34,6 +35,7 @@ import { buildAdmissionReviewResponse, parseAdmissionReview } from '../domain/re
 import { flatLineLogger, type Logger } from '../../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
 import { sendJson } from './send-json.js';
+import { APISERVER_QUERY, VALIDATE_PATH, withFastValidate, type FastValidateParts } from './fast-validate.js';
 
 /** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */
 export const DEFAULT_APISERVER_TIMEOUT_MS = 10_000;
@@ -434,16 +436,15 @@ function logDecision(logger: Logger, request: AdmissionRequest, outcome: Decisio
   );
 }
 
-async function validate(ctx: AppContext, req: Request, res: Response): Promise<void> {
+async function validate(ctx: AppContext, body: unknown, timeout: unknown, res: http.ServerResponse): Promise<void> {
   const startedAt = performance.now();
-  const budgetMs = apiserverTimeoutMs(req.query.timeout);
-  const body: unknown = req.body;
+  const budgetMs = apiserverTimeoutMs(timeout);
   let uid: string | null = null;
   try {
     const parsed = ctx.core.parseAdmissionReview(body);
     if (!parsed.ok) {
       ctx.logger.warn({ err: shorten(parsed.message) }, 'rejected a body that is not an AdmissionReview');
-      res.status(400).json({ error: parsed.message });
+      sendJson(res, 400, { error: parsed.message });
       return;
     }
     const request = parsed.review.request;
@@ -469,7 +470,7 @@ async function validate(ctx: AppContext, req: Request, res: Response): Promise<v
   }
 }
 
-function failClosed(ctx: AppContext, res: Response, uid: string | null, error: unknown, startedAt: number): void {
+function failClosed(ctx: AppContext, res: http.ServerResponse, uid: string | null, error: unknown, startedAt: number): void {
   const message = shorten(errorMessage(error));
   ctx.metrics.recordDecision(
     { target: '', decision: 'denied', mode: 'enforce', reason: 'internal-error' },
@@ -478,7 +479,7 @@ function failClosed(ctx: AppContext, res: Response, uid: string | null, error: u
   ctx.logger.error({ uid, err: message }, 'admission review failed; denying');
   if (res.headersSent) return;
   if (uid === null) {
-    res.status(500).json({ error: `internal error: ${message}` });
+    sendJson(res, 500, { error: `internal error: ${message}` });
     return;
   }
   const response = failClosedResponse(uid, message);
@@ -488,12 +489,12 @@ function failClosed(ctx: AppContext, res: Response, uid: string | null, error: u
   } catch {
     review = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
   }
-  res.status(200).json(review);
+  sendJson(res, 200, review);
 }
 
 function validateHandler(ctx: AppContext): express.RequestHandler {
   return (req, res, next) => {
-    validate(ctx, req, res).catch(next);
+    validate(ctx, req.body, req.query.timeout, res).catch(next);
   };
 }
 
@@ -561,21 +562,39 @@ function notFoundHandler(): express.RequestHandler {
   };
 }
 
-function errorHandler(logger: Logger): express.ErrorRequestHandler {
-  // express recognises an error handler by its four parameters.
-  return (error: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const status = httpStatusOf(error);
-    const message = clientMessage(error, status);
-    if (status >= 500) logger.error({ path: req.path, err: errorMessage(error) }, 'request failed');
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    res.status(status).json({ error: message });
-  };
+/** The answer to a request that failed outside a decision: body-parser's errors, a broken handler. */
+function answerError(logger: Logger, path: string, error: unknown, res: http.ServerResponse): void {
+  const status = httpStatusOf(error);
+  const message = clientMessage(error, status);
+  if (status >= 500) logger.error({ path, err: errorMessage(error) }, 'request failed');
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, status, { error: message });
 }
 
-export function createWebhookApp(deps: WebhookAppDeps): express.Express {
+function errorHandler(logger: Logger): express.ErrorRequestHandler {
+  // express recognises an error handler by its four parameters.
+  return (error: unknown, req: Request, res: Response, _next: NextFunction) => answerError(logger, req.path, error, res);
+}
+
+/**
+ * The webhook's request listener: the apiserver's POST /validate on the fast path
+ * (fast-validate.ts), everything else through the express app.
+ */
+export function createWebhookApp(deps: WebhookAppDeps): http.RequestListener {
+  const routes = createWebhookRoutes(deps);
+  return withFastValidate({ ...routes.fastValidate, fallback: routes.app });
+}
+
+/** The express app (every route, /validate included) and what the fast path shares with it. */
+export interface WebhookRoutes {
+  readonly app: express.Express;
+  readonly fastValidate: Omit<FastValidateParts, 'fallback'>;
+}
+
+export function createWebhookRoutes(deps: WebhookAppDeps): WebhookRoutes {
   const ctx = appContext(deps);
   // The metrics follow the targets the webhook judges, not every document the store lists.
   ctx.metrics.observeTargets({
@@ -594,7 +613,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   // still answered with a clear 400 instead of an empty body.
   const jsonBody = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: true });
 
-  app.post('/validate', jsonBody, validateHandler(ctx));
+  app.post(VALIDATE_PATH, jsonBody, validateHandler(ctx));
   app.use('/evaluations', requireBearerToken(ctx.onDemand));
   app.get('/evaluations', evaluationsOverviewHandler(ctx.targets, ctx.cache));
   app.all('/evaluations/:target', evaluationHandler(ctx.onDemand));
@@ -602,13 +621,18 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   app.get('/readyz', readyzHandler(ctx.cache));
   app.use(notFoundHandler());
   app.use(errorHandler(ctx.logger));
-  return app;
+  return {
+    app,
+    fastValidate: {
+      jsonBody,
+      limitBytes: BODY_LIMIT_BYTES,
+      validate: (body, timeout, res) => validate(ctx, body, timeout, res),
+      fail: (error, res) => answerError(ctx.logger, VALIDATE_PATH, error, res),
+    },
+  };
 }
 
 export type QueryParser = (query: string | null | undefined) => Record<string, unknown>;
-
-/** What the apiserver sends on every call: `timeout=` and a Go duration, nothing to decode. */
-const APISERVER_QUERY = /^timeout=([0-9A-Za-z.]{1,64})$/;
 
 /**
  * express's extended query parser (qs) with a shortcut for the one query the apiserver sends,

@@ -1,5 +1,5 @@
 // The admission answer's JSON response, written without express's generic res.json/res.send.
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 
 /** Below this length express measures a string body; from it on, it sends a Buffer. */
 const STRING_BODY_LIMIT = 1000;
@@ -11,7 +11,7 @@ const STRING_BODY_LIMIT = 1000;
  * of the content type on every response, ~4 % of the CPU of a cached allow.
  * test/send-json.test.ts compares the two on the wire.
  */
-export function sendJson(res: Response, status: number, body: unknown): void {
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.statusCode = status;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
