@@ -48,6 +48,8 @@ function childPointer(pointer: string, key: string): string {
 }
 
 function differsOutsideHarmless(before: unknown, after: unknown, pointer: string, harmless: readonly HarmlessChild[]): boolean {
+  // Most subtrees (a Scale's replicas, a StatefulSet's) have no harmless child: no closures then.
+  if (harmless.length === 0) return !jsonEqual(before, after);
   if (harmless.some((child) => isAtOrUnder(pointer, child.pointer))) return false;
   if (!harmless.some((child) => child.pointer.startsWith(`${pointer}/`))) return !jsonEqual(before, after);
   const children = childrenOf(before, after);
@@ -70,19 +72,57 @@ function childrenOf(
 
 /**
  * The changed children of one guarded subtree, as pointers one level below it (`/spec/version`),
- * or the subtree's own pointer when it is not an object (a Scale's `/spec/replicas`).
+ * or the subtree's own pointer when it is not an object (a Scale's `/spec/replicas`), added to `into`.
  */
-function changedChildren(oldObject: unknown, newObject: unknown, guarded: GuardedPointer): string[] {
+function addChangedChildren(oldObject: unknown, newObject: unknown, guarded: GuardedPointer, into: string[]): void {
   const before = valueAtPointer(oldObject, guarded.pointer);
   const after = valueAtPointer(newObject, guarded.pointer);
   const children = isRecord(before) || isRecord(after) ? childrenOf(before, after) : null;
-  if (children === null) return differsOutsideHarmless(before, after, guarded.pointer, guarded.harmless) ? [guarded.pointer] : [];
-  return children.keys
+  if (children === null) {
+    if (differsOutsideHarmless(before, after, guarded.pointer, guarded.harmless)) into.push(guarded.pointer);
+    return;
+  }
+  const changed = children.keys
     .filter((key) =>
       differsOutsideHarmless(children.before[key], children.after[key], childPointer(guarded.pointer, key), guarded.harmless),
     )
     .map((key) => childPointer(guarded.pointer, key))
     .sort();
+  for (const pointer of changed) into.push(pointer);
+}
+
+function changedChildren(oldObject: unknown, newObject: unknown, guarded: GuardedPointer): string[] {
+  const changed: string[] = [];
+  addChangedChildren(oldObject, newObject, guarded, changed);
+  return changed;
+}
+
+/**
+ * What detectGuardedChange returns: a class, so the lazy `operations` is a getter on the
+ * prototype (an object literal with a getter cost a closure and its context per request).
+ */
+class DetectedChange implements GuardedChange {
+  #operations: Operation[] | undefined;
+  readonly #before: Record<string, unknown>;
+  readonly #after: Record<string, unknown>;
+  readonly #guardedPointers: readonly GuardedPointer[];
+
+  constructor(
+    readonly changedPointers: string[],
+    before: Record<string, unknown>,
+    after: Record<string, unknown>,
+    guardedPointers: readonly GuardedPointer[],
+  ) {
+    this.#before = before;
+    this.#after = after;
+    this.#guardedPointers = guardedPointers;
+  }
+
+  get operations(): Operation[] {
+    this.#operations ??=
+      this.changedPointers.length === 0 ? [] : guardedOperations(this.#before, this.#after, this.#guardedPointers);
+    return this.#operations;
+  }
 }
 
 /**
@@ -105,17 +145,11 @@ export function detectGuardedChange(
   for (const guarded of guardedPointers) {
     // Only pointers into a member of the object count (the diff of those members never saw others).
     if ((cachedPointerTokens(guarded.pointer)?.length ?? 0) === 0) continue;
-    changed.push(...changedChildren(before, after, guarded));
+    addChangedChildren(before, after, guarded, changed);
   }
-  const changedPointers = [...new Set(changed)];
-  let operations: Operation[] | undefined;
-  return {
-    changedPointers,
-    get operations() {
-      operations ??= changedPointers.length === 0 ? [] : guardedOperations(before, after, guardedPointers);
-      return operations;
-    },
-  };
+  // One subtree's children are distinct already; only several subtrees can name one twice.
+  const changedPointers = guardedPointers.length > 1 ? [...new Set(changed)] : changed;
+  return new DetectedChange(changedPointers, before, after, guardedPointers);
 }
 
 /**
