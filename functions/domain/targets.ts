@@ -172,14 +172,20 @@ export function describeGuarded(object: GuardedObject | null): string {
 
 /** The discovered target guarding exactly this object, if any. */
 export function targetGuarding(targets: readonly Target[], object: GuardedObject): Target | undefined {
-  return targets.find(
-    (target) =>
-      target.guards !== null &&
-      target.guards.group === object.group &&
-      target.guards.kind === object.kind &&
-      target.guards.namespace === object.namespace &&
-      target.guards.name === object.name,
-  );
+  // A loop, not find(): this runs on every admission request, and the closure was garbage.
+  for (const target of targets) {
+    const guards = target.guards;
+    if (
+      guards !== null &&
+      guards.group === object.group &&
+      guards.kind === object.kind &&
+      guards.namespace === object.namespace &&
+      guards.name === object.name
+    ) {
+      return target;
+    }
+  }
+  return undefined;
 }
 
 /** One row of the fleet overview (`GET /evaluations`, `etcd-guard targets`). */

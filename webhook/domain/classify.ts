@@ -161,6 +161,12 @@ export function parentObjectOf(request: AdmissionRequest): ParentObjectRef {
   };
 }
 
+/** Whether no target is a discovered one (the usual static config): the list is then used as it is. */
+function allStatic(targets: readonly Target[]): boolean {
+  for (const target of targets) if (target.guards !== null) return false;
+  return true;
+}
+
 /**
  * `parent`: for a /scale request, the scaled object's labels as the server read them (absent on
  * the first pass; see LABELS_UNKNOWN). Ignored for any other request, whose object carries its own.
@@ -200,7 +206,7 @@ export function classifyRequest(
   if (own !== undefined) return classifyDiscovered(rule, request, ref, own, config);
   const owned = classifyOwned(rule, request, ref, config, parent, fleet);
   if (owned !== null && 'kind' in owned) return owned;
-  const staticTargets = targets.filter((target) => target.guards === null);
+  const staticTargets = allStatic(targets) ? targets : targets.filter((target) => target.guards === null);
   let candidates: readonly TargetConfig[] = staticTargets;
   if (rule.scope === 'named-by-target' || owned !== null) {
     candidates = targetsNaming(staticTargets, ref.namespace, ref.name);

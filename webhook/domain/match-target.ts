@@ -50,16 +50,41 @@ export function namesObject(match: TargetMatch, namespace: string, name: string)
   );
 }
 
+const NO_MATCH: TargetMatch = {};
+
+function own(object: object, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(object, key);
+}
+
+/** Whether the match has label criteria at all (requiredLabels non-empty), without building them. */
+function hasRequiredLabels(match: TargetMatch): boolean {
+  if (match.clusterName !== undefined) return true;
+  const selector = match.labelSelector;
+  if (selector !== undefined) for (const key in selector) if (own(selector, key)) return true;
+  return false;
+}
+
+/** Every pair of requiredLabels(match) is on `labels`, read where they live (no copy per request). */
+function hasAllRequiredLabels(match: TargetMatch, labels: Readonly<Record<string, string>>): boolean {
+  const { labelSelector: selector, clusterName } = match;
+  if (selector !== undefined) {
+    for (const key in selector) {
+      // clusterName wins over a labelSelector entry for the same label, as in requiredLabels.
+      if (!own(selector, key) || (clusterName !== undefined && key === CLUSTER_NAME_LABEL)) continue;
+      if (labels[key] !== selector[key]) return false;
+    }
+  }
+  return clusterName === undefined || labels[CLUSTER_NAME_LABEL] === clusterName;
+}
+
 /** First target whose match accepts the subject (see the rules at the top of this file). */
 export function matchTarget(targets: readonly TargetConfig[], subject: MatchSubject): TargetMatchResult {
   for (const target of targets) {
-    const match = target.match ?? {};
+    const match = target.match ?? NO_MATCH;
     if (!passesNameCriteria(match, subject)) continue;
-    const wanted = Object.entries(requiredLabels(match));
-    if (wanted.length === 0) return { kind: 'matched', target };
+    if (!hasRequiredLabels(match)) return { kind: 'matched', target };
     if (subject.labels === null) return { kind: 'labels-unknown', target };
-    const labels = subject.labels;
-    if (wanted.every(([key, value]) => labels[key] === value)) return { kind: 'matched', target };
+    if (hasAllRequiredLabels(match, subject.labels)) return { kind: 'matched', target };
   }
   return { kind: 'none' };
 }

@@ -54,12 +54,17 @@ export function registerControllerKind(kind: ControllerKind): { unregister: () =
 
 /** The kind of a guarded object (group AND kind), or undefined when etcd-guard does not know it. */
 export function kindOf(object: { group: string; kind: string }): ControllerKind | undefined {
-  return controllerKinds().find((entry) => isKind(object, entry.rule));
+  // Loops, not find(): an admission request looks its kind up several times.
+  for (const entry of controllerKinds()) if (isKind(object, entry.rule)) return entry;
+  return undefined;
 }
 
 /** The kind guarding `group`/`resource` (any version), or undefined when it is not guarded. */
 export function kindOfResource(resource: { group: string; resource: string }): ControllerKind | undefined {
-  return controllerKinds().find((entry) => entry.rule.group === resource.group && entry.rule.resource === resource.resource);
+  for (const entry of controllerKinds()) {
+    if (entry.rule.group === resource.group && entry.rule.resource === resource.resource) return entry;
+  }
+  return undefined;
 }
 
 /** The kinds discovery can find, each with its discovery part. */
