@@ -17,6 +17,30 @@ describe('judgeFreshness', () => {
   ])('%s', (_name, evaluation, expected) => {
     expect(judgeFreshness(evaluation, NOW, 60)).toMatchObject(expected);
   });
+
+  it('judges the same with now as a Date or as milliseconds, on a first and a repeated read', () => {
+    for (const seconds of [-12, -200, 3, 100, 0]) {
+      const evaluation = at(seconds);
+      const byDate = judgeFreshness(evaluation, NOW, 60);
+      expect(judgeFreshness(evaluation, NOW.getTime(), 60)).toStrictEqual(byDate);
+      expect(judgeFreshness(evaluation, NOW, 60)).toStrictEqual(byDate);
+    }
+  });
+
+  it('reads a stamp that is not UTC in the time zone of the moment, every time', () => {
+    const local = makeEvaluation();
+    local.evaluatedAt = '2026-11-30T01:59:48';
+    const before = process.env.TZ;
+    try {
+      process.env.TZ = 'UTC';
+      expect(judgeFreshness(local, NOW, 60)).toMatchObject({ fresh: true, ageMs: 12_000 });
+      process.env.TZ = 'Etc/GMT+1';
+      expect(judgeFreshness(local, NOW, 60)).toMatchObject({ fresh: false, reason: 'stale' });
+    } finally {
+      if (before === undefined) delete process.env.TZ;
+      else process.env.TZ = before;
+    }
+  });
 });
 
 describe('chooseEvaluation', () => {

@@ -175,7 +175,32 @@ export function parseEvaluationJson(text: string, source: string): Evaluation {
   return withUnknownChecksExplained(result.data);
 }
 
+/** A few targets' timestamps: bounded, since a long-running webhook sees a new one per evaluation. */
+const PARSED_KEPT = 256;
+const parsedEvaluatedAt = new Map<string, number>();
+
+/**
+ * Date.parse of an evaluation's evaluatedAt, remembered per string: an admission request reads
+ * its evaluation's age several times (freshness, decision, audit), each a parse. Only UTC ("Z")
+ * stamps are kept, the stored format; any other text is parsed each time, as it depends on TZ.
+ */
+export function evaluatedAtMs(evaluatedAt: string): number {
+  const known = parsedEvaluatedAt.get(evaluatedAt);
+  if (known !== undefined) return known;
+  const parsed = Date.parse(evaluatedAt);
+  if (evaluatedAt.endsWith('Z')) {
+    if (parsedEvaluatedAt.size >= PARSED_KEPT) parsedEvaluatedAt.clear();
+    parsedEvaluatedAt.set(evaluatedAt, parsed);
+  }
+  return parsed;
+}
+
+/** Milliseconds since the epoch of a Date or of such a number (a caller without a Date need not make one). */
+export function epochMs(now: Date | number): number {
+  return typeof now === 'number' ? now : now.getTime();
+}
+
 /** Age of an evaluation in whole milliseconds at `now`; never negative (clock skew clamps to 0). */
-export function evaluationAgeMs(evaluation: Pick<Evaluation, 'evaluatedAt'>, now: Date): number {
-  return Math.max(0, now.getTime() - Date.parse(evaluation.evaluatedAt));
+export function evaluationAgeMs(evaluation: Pick<Evaluation, 'evaluatedAt'>, now: Date | number): number {
+  return Math.max(0, epochMs(now) - evaluatedAtMs(evaluation.evaluatedAt));
 }

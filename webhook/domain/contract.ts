@@ -89,7 +89,8 @@ export interface DecisionInput {
   classification: Extract<Classification, { kind: 'needs-evaluation' }>;
   /** Latest evaluation known for the target (cached or freshly made), or null. */
   evaluation: Evaluation | null;
-  now: Date;
+  /** A Date or milliseconds since the epoch (Date.now()): the same decision. */
+  now: Date | number;
   /** The guarded KCP's control-plane Machines, read when they decide which member leaves. */
   machines?: MachinesRead;
   /** Why no fresh evaluation could be had, when that is so (e.g. "inline refresh skipped: budget 0.8s"). */

@@ -1,7 +1,7 @@
 // Whether an evaluation is fresh enough to judge a change by, and what the server should do when
 // it is not: use it as it is, or refresh inline within the apiserver's budget. Pure: the server
 // does the refresh and the metrics; the rules live here once.
-import { evaluationAgeMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
+import { epochMs, evaluatedAtMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
 import { MAX_CLOCK_SKEW_MS } from '../../functions/domain/store.js';
 
 /** Time an inline refresh must leave for the apiserver after the evaluation's own timeout. */
@@ -16,15 +16,16 @@ function formatSeconds(ms: number): string {
   return `${Math.round(ms / 1000)}s`;
 }
 
-export function judgeFreshness(evaluation: Evaluation | null, now: Date, maxAgeSeconds: number): Freshness {
+/** `now` may be a Date or milliseconds since the epoch (Date.now()): the same judgement. */
+export function judgeFreshness(evaluation: Evaluation | null, now: Date | number, maxAgeSeconds: number): Freshness {
   if (evaluation === null) return { fresh: false, reason: 'missing', why: 'none stored' };
-  // evaluationAgeMs clamps clock skew to 0, so an evaluation stamped in the future would look
-  // fresh until that time: beyond a small allowance for clock skew it does not count at all.
-  const aheadMs = Date.parse(evaluation.evaluatedAt) - now.getTime();
+  // The age (evaluationAgeMs) clamps clock skew to 0, so an evaluation stamped in the future would
+  // look fresh until that time: beyond a small allowance for clock skew it does not count at all.
+  const aheadMs = evaluatedAtMs(evaluation.evaluatedAt) - epochMs(now);
   if (aheadMs > MAX_CLOCK_SKEW_MS) {
     return { fresh: false, reason: 'stale', why: `evaluated ${formatSeconds(aheadMs)} in the future; clock skew?` };
   }
-  const ageMs = evaluationAgeMs(evaluation, now);
+  const ageMs = Math.max(0, -aheadMs);
   if (!Number.isFinite(ageMs) || ageMs > maxAgeSeconds * 1000) {
     return { fresh: false, reason: 'stale', why: `age ${formatSeconds(ageMs)}, max ${maxAgeSeconds}s` };
   }
@@ -33,7 +34,8 @@ export function judgeFreshness(evaluation: Evaluation | null, now: Date, maxAgeS
 
 export interface EvaluationChoiceInput {
   cached: Evaluation | null;
-  now: Date;
+  /** A Date or milliseconds since the epoch. */
+  now: Date | number;
   maxAgeSeconds: number;
   inlineRefresh: boolean;
   /** What is left of the apiserver's budget for this request. */
