@@ -86,12 +86,15 @@ async function bundledCore(root: string): Promise<Core> {
 async function loadCore(root: string): Promise<{ one: (text: string) => string; decisions: () => Promise<string> }> {
   const core = await bundledCore(root);
   const config = core.parseGuardConfig(JSON.parse(benchGuardConfig('/nonexistent', 'bench')), 'bench');
-  const evaluation = makeEvaluation({ target: 'bench', evaluatedAt: new Date().toISOString() });
+  // A fixed clock, 5 s after the evaluation: every side and round gives the same answer bytes
+  // (its evaluation-age-seconds), and the app's Date per call is still made.
+  const nowMs = Date.parse('2026-12-01T00:00:05.000Z');
+  const evaluation = makeEvaluation({ target: 'bench', evaluatedAt: '2026-12-01T00:00:00.000Z' });
   const held = new Map([['bench', evaluation]]);
   const cache = { get: (name: string) => held.get(name) ?? null };
   const staticOnly = config.targets.map(core.staticTarget);
   const metrics = core.createWebhookMetrics();
-  const now = () => new Date();
+  const now = () => new Date(nowMs);
   const budgetMs = 10_000;
 
   const one = (text: string): string => {
