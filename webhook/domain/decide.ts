@@ -14,8 +14,8 @@ import type { Decision, DecisionInput, MembershipChange, TargetMove } from './co
 import { judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
 import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
-import { allowDecision, clip, denyDecision, oneLine } from './respond.js';
-import { effectiveChange, hibernationOf, projectionOptionsFor } from './removal.js';
+import { allowDecision, clip, denyDecision, MAX_WARNINGS, oneLine } from './respond.js';
+import { effectiveChange, hibernationOf, projectionOptionsFor, type ProjectionFacts } from './removal.js';
 
 const MAX_REASONS_IN_MESSAGE = 3;
 /** The permission that lets a user override, granted like any other: `verbs: [override]` on `targets` in `etcd-guard.io`. */
@@ -95,7 +95,9 @@ function deny(input: DecisionInput, reason: string, message: string): Decision {
 }
 
 function allow(input: DecisionInput, reason: string, warnings: readonly string[]): Decision {
-  return allowDecision(input.request.uid, reason, warnings, whereToSeeAll(input.classification.target?.name));
+  // The pointer is read only when warnings are cut, which takes more than MAX_WARNINGS of them.
+  const more = warnings.length > MAX_WARNINGS ? whereToSeeAll(input.classification.target?.name) : '';
+  return allowDecision(input.request.uid, reason, warnings, more);
 }
 
 /** Where a reader of a shortened list finds every reason: nothing is cut without saying so. */
@@ -137,29 +139,33 @@ function deniedMessage(input: DecisionInput, evaluation: Evaluation, ageMs: numb
   );
 }
 
+/** A Degraded evaluation's reasons, as warnings naming the target; none for any other verdict. */
+function degradedWarnings(evaluation: Evaluation, target: string): string[] {
+  return evaluation.verdict === 'Degraded' ? evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`) : [];
+}
+
 function judge(original: DecisionInput): Judgement {
   const change = effectiveChange(original.classification, original.request);
   // e.g. only KCP's rollout strategy changed: no member moves, nothing to judge.
   if (change === null) return { allowed: true, reason: 'no-membership-change', warnings: [] };
-  const input: DecisionInput = { ...original, classification: { ...original.classification, change } };
+  // Copied only when the kind changed what moves (the usual change is judged as it came).
+  const input: DecisionInput =
+    change === original.classification.change
+      ? original
+      : { ...original, classification: { ...original.classification, change } };
   const fresh = freshEvaluation(input);
   if (!('evaluation' in fresh)) return fresh;
   const { evaluation, ageMs } = fresh;
   const target = input.classification.target.name;
-  const degradedWarnings = () =>
-    evaluation.verdict === 'Degraded' ? evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`) : [];
   if (change.kind === 'retarget') {
     // Leaving a target must not dodge its verdict: the target left has to be fit for changes.
     if (evaluation.verdict !== 'Unhealthy')
-      return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: degradedWarnings() };
+      return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: degradedWarnings(evaluation, target) };
     return { allowed: false, reason: 'unhealthy', message: deniedMessage(input, evaluation, ageMs, evaluation.reasons) };
   }
-  const options = projectionOptionsFor({
-    classification: input.classification,
-    request: input.request,
-    evaluation,
-    ...(input.machines === undefined ? {} : { machines: input.machines }),
-  });
+  const facts: ProjectionFacts = { classification: input.classification, request: input.request, evaluation };
+  if (input.machines !== undefined) facts.machines = input.machines;
+  const options = projectionOptionsFor(facts);
   const projection = projectOntoEvaluation(evaluation, change, options);
   if (!projection.allowed) {
     // The evaluation's own reasons name the sick member, so they lead when etcd itself is Unhealthy;
@@ -183,7 +189,9 @@ function judge(original: DecisionInput): Judgement {
       `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${upgradeBlocked}`;
     return { allowed: false, reason: 'etcd-upgrade', message };
   }
-  return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: [...projection.warnings, ...degradedWarnings()] };
+  const warnings = projection.warnings;
+  if (evaluation.verdict === 'Degraded') warnings.push(...degradedWarnings(evaluation, target));
+  return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings };
 }
 
 /**

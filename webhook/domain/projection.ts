@@ -87,7 +87,7 @@ interface Walk {
 
 /** Runs the steps from `start`; an undetermined removal takes the worst case, a healthy member. */
 function walk(start: Counts, steps: readonly Step[]): Walk {
-  const state = { ...start };
+  const state: Counts = { voting: start.voting, healthy: start.healthy };
   const result: Walk = { failure: null, singleMemberGrowth: false, worstCaseUsed: false };
   let removed = 0;
   let added = 0;
@@ -125,18 +125,24 @@ function walk(start: Counts, steps: readonly Step[]): Walk {
  * growth condition only gets easier (every joiner starts), and beyond `voting` worst-case removals
  * nothing is left to remove, so longer runs cannot fail where the short one held.
  */
+// Array(n).fill: Array.from over an array-like was a visible share of a cached allow; and these
+// are functions of their own, not closures made per projection.
+function adds(state: MembershipState, count: number): Step[] {
+  return new Array<Step>(Math.max(0, Math.min(count, state.voting + 2))).fill('add');
+}
+
+function removals(state: MembershipState, options: ProjectionOptions, count: number): Step[] {
+  return options.removalOrder !== undefined
+    ? [...options.removalOrder]
+    : new Array<Step>(Math.max(0, Math.min(count, state.voting))).fill(null);
+}
+
 function stepPlans(state: MembershipState, change: MembershipChange, options: ProjectionOptions): Step[][] {
-  // Array(n).fill: Array.from over an array-like was a visible share of a cached allow.
-  const adds = (count: number): Step[] => new Array<Step>(Math.max(0, Math.min(count, state.voting + 2))).fill('add');
-  const removals = (count: number): Step[] =>
-    options.removalOrder !== undefined
-      ? [...options.removalOrder]
-      : new Array<Step>(Math.max(0, Math.min(count, state.voting))).fill(null);
-  if (change.kind === 'scale-up') return [adds(change.to - change.from)];
+  if (change.kind === 'scale-up') return [adds(state, change.to - change.from)];
   if (change.kind === 'scale-down') {
     // If etcd already has more voting members than the object declared (e.g. mid-rollout surge),
     // the controller ends up removing them too: count every removal down to the target size.
-    return [removals(Math.max(change.from - change.to, state.voting - change.to))];
+    return [removals(state, options, Math.max(change.from - change.to, state.voting - change.to))];
   }
   const previous = change.previousReplicas ?? change.replicas;
   // A rollout replaces members that are all healthy (a precondition), so its removal is a healthy one.
@@ -147,7 +153,8 @@ function stepPlans(state: MembershipState, change: MembershipChange, options: Pr
           ['healthy', 'add'],
         ]
       : [options.removeBeforeAdd === true ? ['healthy', 'add'] : ['add', 'healthy']];
-  const scale = previous <= change.replicas ? adds(change.replicas - previous) : removals(previous - change.replicas);
+  const scale =
+    previous <= change.replicas ? adds(state, change.replicas - previous) : removals(state, options, previous - change.replicas);
   // The controller may scale first and replace afterwards or the other way round: both must hold.
   return replaces.flatMap((replace) => [
     [...scale, ...replace],
@@ -204,13 +211,12 @@ function projectExternal(state: MembershipState, change: MembershipChange): Proj
   return { allowed: true, warnings: [], reasons: [] };
 }
 
-function sizeWarnings(size: number): string[] {
-  const warnings: string[] = [];
+/** Adds to `warnings` what the target size tolerates, when that is less than it seems. */
+function addSizeWarnings(size: number, warnings: string[]): void {
   if (size >= 1 && size < 3) warnings.push(`etcd with ${plural(size, 'member')} survives no member failure`);
   if (size >= 1 && size % 2 === 0) {
     warnings.push(`even etcd size ${size} tolerates ${plural(size / 2 - 1, 'failure')}, no more than ${size - 1} members would`);
   }
-  return warnings;
 }
 
 /** Pure projection over plain numbers (exhaustively tested). */
@@ -239,9 +245,16 @@ export function projectChange(
   if (allowed && shrinks && state.verdict === 'Unhealthy') {
     warnings.push(`etcd verdict is Unhealthy (${state.healthyVoting} of ${state.voting} voting members healthy)`);
   }
-  const projection: ProjectionResult = { allowed, warnings: [...warnings, ...sizeWarnings(targetSizeOf(change))], reasons };
+  addSizeWarnings(targetSizeOf(change), warnings);
+  const projection: ProjectionResult = { allowed, warnings, reasons };
   if (hint !== undefined) projection.hint = hint;
   return projection;
+}
+
+function alarmCount(evaluation: Evaluation): number {
+  let alarms = 0;
+  for (const member of evaluation.members) alarms += member.alarms.length;
+  return alarms;
 }
 
 /** The membership numbers an evaluation reports. */
@@ -251,7 +264,7 @@ export function membershipStateOf(evaluation: Evaluation): MembershipState {
     healthyVoting: evaluation.cluster.healthyVoting,
     learners: evaluation.cluster.learners,
     leaderPresent: evaluation.cluster.leaderId !== null,
-    alarms: evaluation.members.reduce((sum, member) => sum + member.alarms.length, 0),
+    alarms: alarmCount(evaluation),
     verdict: evaluation.verdict,
   };
 }

@@ -35,6 +35,7 @@ export function metricReason(reason: string, fallback: string): string {
  */
 export function allowDecision(uid: string, reason: string, warnings: readonly string[] = [], moreWarnings = ''): Decision {
   const response: AdmissionResponse = { uid, allowed: true };
+  if (warnings.length === 0) return { response, result: 'allowed', reason: metricReason(reason, 'allowed') };
   const unique = [...new Set(warnings.map(shortWarning).filter((warning) => warning !== ''))];
   if (unique.length > MAX_WARNINGS) {
     const cut = unique.length - MAX_WARNINGS + 1;
