@@ -16,6 +16,7 @@ import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
 import { freePort } from '../test/harness/free-port.js';
 import { benchGuardConfig, REPO_DIR, spawnWebhook, validateLoad, waitReady } from './lib.js';
 
+const profDir = process.env.PROF_DIR;
 const dir = await mkdtemp(path.join(os.tmpdir(), 'h20-events-'));
 const certs = await generateTestCerts(dir);
 const kube = await startFakeKubeApiServer();
@@ -42,7 +43,11 @@ async function webhook(name: string, storeDir: string, events: boolean): Promise
   await writeFile(configFile, benchGuardConfig(storeDir, 'bench', { maxAgeSeconds: 3600, events }));
   const port = await freePort();
   const child = spawnWebhook(REPO_DIR, {
-    nodeArgs: ['--max-semi-space-size=2'],
+    // PROF_DIR: a CPU profile of each webhook, written when it exits, in PROF_DIR/<name>.
+    nodeArgs: [
+      '--max-semi-space-size=2',
+      ...(profDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', path.join(profDir, name.replace(/[^a-z]+/g, '-'))]),
+    ],
     configFile,
     port,
     certFile: certs.serverCertFile,

@@ -215,7 +215,9 @@ describe('Events are a series, not a flood', () => {
     await recorder.flush();
     const before = eventWrites();
     const reviews = Array.from({ length: 1_000 }, () => scaleUp(name));
+    let lastBatchAt = 0;
     for (let start = 0; start < reviews.length; start += 50) {
+      lastBatchAt = Date.now();
       const answers = await Promise.all(reviews.slice(start, start + 50).map((review) => validate(review)));
       expect(answers.every((answer) => answer.allowed === false)).toBe(true);
     }
@@ -230,6 +232,10 @@ describe('Events are a series, not a flood', () => {
     expect(eventWrites() - before).toBe(3);
     expect(eventsAbout(name)).toHaveLength(1);
     expect(eventsAbout(name)[0]?.series?.count).toBe(1_000);
+    // The last write carries the time of the last denial, not of the second.
+    const lastObserved = eventsAbout(name)[0]?.series?.lastObservedTime ?? '';
+    expect(lastObserved).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}000Z$/);
+    expect(Date.parse(lastObserved)).toBeGreaterThanOrEqual(lastBatchAt);
     expect(await metricsText()).toMatch(
       /etcd_guard_admission_decisions_total\{target="enf",decision="denied",mode="enforce",reason="unhealthy"\} 100[0-9]\n/,
     );

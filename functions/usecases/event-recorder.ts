@@ -80,13 +80,17 @@ interface Entry {
   lastWrittenMs: number;
   /** Occurrences not yet written. */
   dirty: boolean;
+  /** When the last occurrence was seen, formatted only when a write carries it. */
+  lastObserved?: Date;
 }
 
 type Write = { kind: 'create'; entry: Entry; body: EventObject } | { kind: 'patch'; entry: Entry; series: EventSeries };
 
 /** MicroTime: RFC 3339 with microseconds, as the API server wants eventTime and lastObservedTime. */
 export function microTime(date: Date): string {
-  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+  // toISOString always ends in ".sssZ": the microseconds are its milliseconds and three zeros.
+  const iso = date.toISOString();
+  return `${iso.slice(0, -1)}000Z`;
 }
 
 /**
@@ -159,13 +163,15 @@ export class EventRecorder {
     const entry = this.series.get(key);
     if (entry !== undefined) {
       entry.lastSeenMs = nowMs;
-      const lastObservedTime = microTime(this.o.now());
+      // A flood of denials of one object ends here, once per request: count, keep the time, and
+      // leave its formatting to the write that carries it (tick).
+      entry.lastObserved = this.o.now();
       if (entry.event.series !== undefined) {
-        entry.event.series = { count: entry.event.series.count + 1, lastObservedTime };
+        entry.event.series.count += 1;
         entry.dirty = true;
         return;
       }
-      entry.event.series = { count: 2, lastObservedTime };
+      entry.event.series = { count: 2, lastObservedTime: microTime(entry.lastObserved) };
       this.enqueue({ kind: 'patch', entry, series: { ...entry.event.series } }, event);
       return;
     }
@@ -189,6 +195,7 @@ export class EventRecorder {
       const refreshDue = nowMs - entry.lastWrittenMs >= this.o.refreshMs;
       if (entry.event.series !== undefined && entry.dirty && (finished || refreshDue)) {
         entry.dirty = false;
+        if (entry.lastObserved !== undefined) entry.event.series.lastObservedTime = microTime(entry.lastObserved);
         this.enqueue({ kind: 'patch', entry, series: { ...entry.event.series } }, entry.event);
       }
       if (finished) this.series.delete(key);
