@@ -121,7 +121,7 @@ export async function runCapiFleetBench(options: CapiFleetOptions): Promise<Resu
     const unlimited = await runChild('capi', setupFile, options.rounds, hostFlags, options.log);
     check('capi (no memory limit)', unlimited, options.log);
     options.log(`capi fleet: ${relay.streamsOpened()} port-forward streams opened, ${relay.openStreams()} still open`);
-    return [...rows(options, direct, capi, pod), ...unlimitedRows(unlimited)];
+    return [...rows(options, direct, capi, pod), ...unlimitedRows(unlimited, options.clusters)];
   } finally {
     await Promise.all([management?.close(), workload?.close(), ...etcds.map((etcd) => etcd.destroy())]);
     await rm(dir, { recursive: true, force: true });
@@ -204,7 +204,7 @@ function rows(
   ];
 }
 
-function unlimitedRows(unlimited: CapiFleetReport): ResultRow[] {
+function unlimitedRows(unlimited: CapiFleetReport, clusters: number): ResultRow[] {
   return [
     {
       section: 'capi-fleet',
@@ -216,7 +216,7 @@ function unlimitedRows(unlimited: CapiFleetReport): ResultRow[] {
     },
     {
       section: 'capi-fleet',
-      figure: `capi fleet without a memory limit: RSS after ${unlimited.evaluations} evaluations vs after the first 100`,
+      figure: `capi fleet without a memory limit: RSS after ${unlimited.evaluations} evaluations vs after the first ${clusters}`,
       ours: unlimited.rssAfterAllMiB,
       baseline: unlimited.rssAfterFirstRoundMiB,
       unit: 'MiB',

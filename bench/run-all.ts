@@ -3,6 +3,7 @@
 // MISSED), non-zero only when a bench could not run at all.
 //   --write   also replace the measured block of BENCHMARKS.md with this run's table
 //   --quick   shorter runs, for trying the harness out (numbers are noisier)
+//   --smoke   every bench once, briefly (.ci/run): fails only when a bench cannot run
 //   --cli     only the CLI process figures (start-up, evaluate vs etcdctl, hung member), e.g. on
 //             a shared machine; not with --write, which replaces the whole table
 //   --only=a,b  only the named sections (admission, startup, evaluation, fleet, hung, capi-fleet,
@@ -21,6 +22,7 @@ import { runFleetBench } from './fleet.js';
 import { markdownTable, messageOf, REPO_DIR, spawnTsx, targetMet, type ResultRow } from './lib.js';
 
 const args = new Set(process.argv.slice(2));
+const smoke = args.has('--smoke');
 const quick = args.has('--quick');
 const write = args.has('--write');
 const cliOnly = args.has('--cli');
@@ -30,13 +32,59 @@ const PROFILES = ['profile-admission', 'profile-evaluation', 'profile-cli'] as c
 const onlyArg = process.argv.slice(2).find((arg) => arg.startsWith('--only='));
 const only = onlyArg === undefined ? null : new Set(onlyArg.slice('--only='.length).split(',').filter(Boolean));
 for (const arg of process.argv.slice(2)) {
-  if (!['--quick', '--write', '--cli', '--profile'].includes(arg) && arg !== onlyArg)
-    throw new Error(`unknown argument ${JSON.stringify(arg)} (--quick, --write, --cli, --profile, --only=a,b)`);
+  if (!['--quick', '--smoke', '--write', '--cli', '--profile'].includes(arg) && arg !== onlyArg)
+    throw new Error(`unknown argument ${JSON.stringify(arg)} (--quick, --smoke, --write, --cli, --profile, --only=a,b)`);
 }
 for (const name of only ?? []) {
   if (![...SECTIONS, ...PROFILES].includes(name as never))
     throw new Error(`--only: no section ${JSON.stringify(name)} (${[...SECTIONS, ...PROFILES].join(', ')})`);
 }
+/**
+ * How long each bench runs. --smoke is for .ci/run: every bench once, as briefly as it can still
+ * measure something, so a bench that no longer runs (a moved file, a broken image layout) fails CI
+ * while its numbers, far too short to judge, are printed but not judged.
+ */
+const SIZES = {
+  full: {
+    latencyS: 10,
+    throughputS: 10,
+    warmupS: 3,
+    startupRuns: 10,
+    evaluationRuns: 200,
+    processRuns: 10,
+    fleet: [10, 100, 300],
+    hungRuns: 5,
+    capiClusters: 100,
+    capiRounds: 10,
+  },
+  quick: {
+    latencyS: 3,
+    throughputS: 4,
+    warmupS: 1,
+    startupRuns: 3,
+    evaluationRuns: 50,
+    processRuns: 3,
+    fleet: [10, 100, 300],
+    hungRuns: 2,
+    capiClusters: 100,
+    capiRounds: 3,
+  },
+  smoke: {
+    latencyS: 1,
+    throughputS: 1,
+    warmupS: 1,
+    startupRuns: 2,
+    evaluationRuns: 10,
+    processRuns: 2,
+    fleet: [10],
+    hungRuns: 1,
+    capiClusters: 10,
+    // The capi child reports its first and its second round, so it needs two.
+    capiRounds: 2,
+  },
+};
+const size = SIZES[smoke ? 'smoke' : quick ? 'quick' : 'full'];
+
 /** Whether a section runs: --only names it, or (without --only) it is in this mode's set. */
 function runs(name: string): boolean {
   if (only !== null) return only.has(name);
@@ -84,18 +132,18 @@ async function clusterSections(rows: ResultRow[], failures: string[]): Promise<v
     log('starting a 3-member TLS etcd cluster on loopback');
     cluster = await startEtcdCluster({ name: 'bench' });
     const running = cluster;
-    const processRuns = quick ? 3 : 10;
+    const { processRuns } = size;
     if (runs('evaluation'))
       await section('evaluation', rows, failures, () =>
         cliOnly
           ? runCliProcessBench(running, { processRuns, log })
-          : runEvaluationBench(running, { runs: quick ? 50 : 200, processRuns, log }),
+          : runEvaluationBench(running, { runs: size.evaluationRuns, processRuns, log }),
       );
     if (runs('fleet'))
-      await section('fleet', rows, failures, () => runFleetBench(running, { sizes: [10, 100, 300], concurrency: 16, log }));
+      await section('fleet', rows, failures, () => runFleetBench(running, { sizes: size.fleet, concurrency: 16, log }));
     // Last: it pauses a member; the cluster is destroyed right after.
     if (runs('hung'))
-      await section('hung', rows, failures, () => runHungBench(running, { runs: quick ? 2 : 5, timeoutMs: 1_000, log }));
+      await section('hung', rows, failures, () => runHungBench(running, { runs: size.hungRuns, timeoutMs: 1_000, log }));
   } catch (error) {
     failures.push(`etcd cluster: ${messageOf(error)}`);
   } finally {
@@ -112,7 +160,10 @@ async function clusterSections(rows: ResultRow[], failures: string[]): Promise<v
  */
 async function profileSection(name: (typeof PROFILES)[number], outputs: string[], failures: string[]): Promise<void> {
   const started = performance.now();
-  const env = { ...process.env, ...(quick ? { RUNS: '5', ROUNDS: '1', SECONDS_EACH: '3' } : {}) };
+  const env = {
+    ...process.env,
+    ...(smoke ? { RUNS: '2', ROUNDS: '1', SECONDS_EACH: '1' } : quick ? { RUNS: '5', ROUNDS: '1', SECONDS_EACH: '3' } : {}),
+  };
   const child = spawnTsx(`${name}.ts`, [], { stdio: ['ignore', 'pipe', 'inherit'], env });
   let output = '';
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
@@ -135,35 +186,40 @@ async function main(): Promise<number> {
 
   if ((cliOnly || only !== null) && write)
     throw new Error('--cli and --only measure only some rows; --write would replace the whole table with them');
+  if (smoke && (write || quick)) throw new Error('--smoke runs too briefly to --write its table, and is shorter than --quick');
   if (runs('admission')) {
     await section('admission', rows, failures, () =>
-      runAdmissionBench({ latencySeconds: quick ? 3 : 10, throughputSeconds: quick ? 4 : 10, warmupSeconds: quick ? 1 : 3, log }),
+      runAdmissionBench({ latencySeconds: size.latencyS, throughputSeconds: size.throughputS, warmupSeconds: size.warmupS, log }),
     );
   }
 
-  if (runs('startup')) await section('startup', rows, failures, async () => (await runStartupBench(quick ? 3 : 10, log)).rows);
+  if (runs('startup')) await section('startup', rows, failures, async () => (await runStartupBench(size.startupRuns, log)).rows);
 
   if (['evaluation', 'fleet', 'hung'].some(runs)) await clusterSections(rows, failures);
 
   // Its own etcd clusters (RSA and ECDSA CA) behind the stand-ins' pod port-forward.
   if (runs('capi-fleet')) {
-    await section('capi-fleet', rows, failures, () => runCapiFleetBench({ clusters: 100, rounds: quick ? 3 : 10, log }));
+    await section('capi-fleet', rows, failures, () =>
+      runCapiFleetBench({ clusters: size.capiClusters, rounds: size.capiRounds, log }),
+    );
   }
   const profiles: string[] = [];
   for (const name of PROFILES) if (runs(name)) await profileSection(name, profiles, failures);
 
-  const table = markdownTable(rows);
+  // A smoke run's figures are shown without their targets: seconds-long runs judge nothing.
+  const table = markdownTable(smoke ? rows.map((row) => ({ ...row, target: { kind: 'info' as const } })) : rows);
   const missed = rows.filter((row) => targetMet(row) === false);
   const judged = rows.filter((row) => targetMet(row) !== null);
   const loadAfter = loadAverage();
   const durationS = ((Date.now() - startedAt.getTime()) / 1000).toFixed(0);
   const header = [
-    `Run: ${startedAt.toISOString()} (${durationS} s${quick ? ', --quick' : ''}${cliOnly ? ', --cli' : ''}${onlyArg === undefined ? '' : `, ${onlyArg}`})`,
+    `Run: ${startedAt.toISOString()} (${durationS} s${quick ? ', --quick' : ''}${smoke ? ', --smoke' : ''}${cliOnly ? ', --cli' : ''}${onlyArg === undefined ? '' : `, ${onlyArg}`})`,
     `Machine: ${machine()}`,
     `Load average (1/5/15 min): ${loadBefore} before, ${loadAfter} after`,
   ];
-  const verdict =
-    missed.length === 0
+  const verdict = smoke
+    ? `--smoke: every bench ran; its runs are too short to judge ${judged.length} targets by.`
+    : missed.length === 0
       ? `All ${judged.length} judged targets met.`
       : `MISSED ${missed.length} of ${judged.length} judged targets: ${missed.map((row) => row.figure).join('; ')}`;
 
