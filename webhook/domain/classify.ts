@@ -72,21 +72,18 @@ export function describeObject(ref: Pick<GuardedObjectRef, 'kind' | 'namespace' 
   return `${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name}`;
 }
 
-type ReplicaRead = { ok: true; replicas: number } | { ok: false; message: string };
-
-function readReplicas(object: unknown, pointer: string, fallback: number, which: string): ReplicaRead {
+/**
+ * The replica count at `pointer` (`fallback` when absent), or the text saying why it cannot be
+ * judged: a number or a string rather than a result object, as every request reads two counts.
+ */
+function readReplicas(object: unknown, pointer: string, fallback: number, which: string): number | string {
   const value = valueAtPointer(object, pointer);
-  if (value === undefined || value === null) return { ok: true, replicas: fallback };
-  if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_JUDGED_REPLICAS) {
-    return { ok: true, replicas: value };
-  }
+  if (value === undefined || value === null) return fallback;
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_JUDGED_REPLICAS) return value;
   // Named only for a message: building it for every valid count was a visible share of a request.
   const field = `${which} ${pointer.slice(1).replace(/\//g, '.')}`;
   if (typeof value === 'number' && Number.isInteger(value) && value >= 0) {
-    return {
-      ok: false,
-      message: `${field} ${JSON.stringify(value)} is more than the ${MAX_JUDGED_REPLICAS} replicas etcd-guard judges (etcd clusters have 1 to 9 members)`,
-    };
+    return `${field} ${JSON.stringify(value)} is more than the ${MAX_JUDGED_REPLICAS} replicas etcd-guard judges (etcd clusters have 1 to 9 members)`;
   }
   let shown: string;
   try {
@@ -94,7 +91,7 @@ function readReplicas(object: unknown, pointer: string, fallback: number, which:
   } catch {
     shown = typeof value;
   }
-  return { ok: false, message: `${field} is not a non-negative integer (got ${shown.slice(0, 40)})` };
+  return `${field} is not a non-negative integer (got ${shown.slice(0, 40)})`;
 }
 
 /**
@@ -119,35 +116,39 @@ function noTargetMessage(
   return `no etcd-guard target matches ${describeObject(ref)}; add a target whose match selects it`;
 }
 
+/** The pointers other than `pointer`, or null when there are none (the usual replicas-only change). */
+function othersThan(pointers: readonly string[], pointer: string): string[] | null {
+  let others: string[] | null = null;
+  for (const each of pointers) if (each !== pointer) (others ??= []).push(each);
+  return others;
+}
+
+/** The membership change (null: nothing moves), or the text saying why it cannot be judged. */
 function membershipChange(
   rule: GuardRule,
   request: AdmissionRequest,
   changedPointers: readonly string[],
-): { ok: true; change: MembershipChange | null } | { ok: false; message: string } {
+): MembershipChange | null | string {
   const viaScale = request.subResource === SCALE_SUBRESOURCE;
   const replicasPointer = viaScale ? SCALE_REPLICAS_POINTER : rule.replicasPointer;
   const fallback = viaScale ? SCALE_DEFAULT_REPLICAS : rule.defaultReplicas;
   const before = readReplicas(request.oldObject, replicasPointer, fallback, 'oldObject');
-  if (!before.ok) return before;
+  if (typeof before === 'string') return before;
   const after = readReplicas(request.object, replicasPointer, fallback, 'object');
-  if (!after.ok) return after;
-  const replicasChanged = changedPointers.includes(replicasPointer) && before.replicas !== after.replicas;
-  const otherChanged = changedPointers.filter((pointer) => pointer !== replicasPointer);
-  if (otherChanged.length > 0) {
+  if (typeof after === 'string') return after;
+  const replicasChanged = changedPointers.includes(replicasPointer) && before !== after;
+  const otherChanged = othersThan(changedPointers, replicasPointer);
+  if (otherChanged !== null) {
     return {
-      ok: true,
-      change: {
-        kind: 'rollout',
-        replicas: after.replicas,
-        changedPaths: otherChanged,
-        ...(replicasChanged ? { previousReplicas: before.replicas } : {}),
-      },
+      kind: 'rollout',
+      replicas: after,
+      changedPaths: otherChanged,
+      ...(replicasChanged ? { previousReplicas: before } : {}),
     };
   }
-  if (after.replicas === before.replicas) return { ok: true, change: null };
-  if (after.replicas > before.replicas)
-    return { ok: true, change: { kind: 'scale-up', from: before.replicas, to: after.replicas } };
-  return { ok: true, change: { kind: 'scale-down', from: before.replicas, to: after.replicas } };
+  if (after === before) return null;
+  if (after > before) return { kind: 'scale-up', from: before, to: after };
+  return { kind: 'scale-down', from: before, to: after };
 }
 
 /** The object a /scale request scales, for the server's label read. */
@@ -323,18 +324,18 @@ function judgeChange(
   ref: GuardedObjectRef,
 ): Classification {
   const change = membershipChange(rule, request, changedPointers);
-  if (!change.ok) {
+  if (typeof change === 'string') {
     return {
       kind: 'deny',
       object: ref,
       target,
       reason: 'invalid',
-      message: `etcd-guard cannot judge ${describeObject(ref)}: ${change.message}`,
+      message: `etcd-guard cannot judge ${describeObject(ref)}: ${change}`,
     };
   }
   // e.g. replicas written out explicitly with its default value: nothing moves.
-  if (change.change === null) return { kind: 'allow', reason: 'no-guarded-change' };
-  return { kind: 'needs-evaluation', target, change: change.change, object: ref };
+  if (change === null) return { kind: 'allow', reason: 'no-guarded-change' };
+  return { kind: 'needs-evaluation', target, change, object: ref };
 }
 
 function noTarget(

@@ -85,9 +85,9 @@ interface Walk {
   worstCaseUsed: boolean;
 }
 
-/** Runs the steps from `start`; an undetermined removal takes the worst case, a healthy member. */
-function walk(start: Counts, steps: readonly Step[]): Walk {
-  const state: Counts = { voting: start.voting, healthy: start.healthy };
+/** Runs the steps from `voting` and `healthy` members; an undetermined removal takes the worst case, a healthy member. */
+function walk(voting: number, healthy: number, steps: readonly Step[]): Walk {
+  const state: Counts = { voting, healthy };
   const result: Walk = { failure: null, singleMemberGrowth: false, worstCaseUsed: false };
   let removed = 0;
   let added = 0;
@@ -230,9 +230,8 @@ export function projectChange(
   const warnings: string[] = [];
   let hint: string | undefined;
   if (reasons.length === 0) {
-    const start = { voting: state.voting, healthy: state.healthyVoting };
     for (const plan of stepPlans(state, change, options)) {
-      const result = walk(start, plan);
+      const result = walk(state.voting, state.healthyVoting, plan);
       if (result.singleMemberGrowth && !warnings.includes(ONE_MEMBER_GROWTH_WARNING)) warnings.push(ONE_MEMBER_GROWTH_WARNING);
       if (result.failure === null) continue;
       reasons.push(result.failure);
