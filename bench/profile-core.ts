@@ -2,6 +2,8 @@
 // cached allow of test/fixtures/admission/kcp-scale-up-3-to-5.json against a fresh Healthy
 // evaluation, in process, with no HTTP. BEFORE_DIR=<checkout> runs that checkout's core in a
 // second child, rounds interleaved, and prints ratios; PROF_DIR=<dir> adds --cpu-prof to each child.
+// A floor row (the body's JSON.parse and the answer's JSON.stringify alone) is subtracted to show
+// what the core and the app's objects cost above it.
 //
 // Each request runs what webhook/server/app.ts runs for one /validate (JSON.parse of the body
 // text, parse, classify, chooseEvaluation, the age, decide, enforce, recordDecision, the envelope
@@ -37,6 +39,7 @@ type Core = typeof import('../webhook/domain/review.js') &
 
 const FIXTURE = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
 const SEMI_SPACE_MB = '2';
+const FLOOR = 'floor (JSON.parse + JSON.stringify)';
 
 interface RoundResult {
   requests: number;
@@ -175,13 +178,19 @@ async function child(): Promise<void> {
   const root = process.env.PROFILE_CORE_ROOT ?? REPO_DIR;
   const text = readFileSync(FIXTURE, 'utf8');
   const { one, decisions } = await loadCore(root);
-  const round = async (requests: number): Promise<RoundResult> => {
+  // The floor no core change can lower: the body's JSON.parse and the answer's JSON.stringify.
+  const answerObject: unknown = JSON.parse(one(text));
+  const floor = (body: string): string => {
+    JSON.parse(body);
+    return JSON.stringify(answerObject);
+  };
+  const round = async (requests: number, work: (body: string) => string): Promise<RoundResult> => {
     const profiler = new v8.GCProfiler();
     const startUsed = v8.getHeapStatistics().used_heap_size;
     profiler.start();
     const cpu = process.cpuUsage();
     let answer = '';
-    for (let index = 0; index < requests; index++) answer = one(text);
+    for (let index = 0; index < requests; index++) answer = work(text);
     const used = process.cpuUsage(cpu);
     const endUsed = v8.getHeapStatistics().used_heap_size;
     const profile = profiler.stop();
@@ -211,7 +220,7 @@ async function child(): Promise<void> {
     };
   };
   const heap = process.env.PROF_DIR && process.env.HEAP_PROF === '1' ? await allocationSampler() : null;
-  process.on('message', (message: { requests?: number; exit?: true }) => {
+  process.on('message', (message: { requests?: number; floor?: true; exit?: true }) => {
     if (message.exit) {
       void (
         heap?.stop(path.join(process.env.PROF_DIR!, `${process.env.PROFILE_CORE_NAME}.heapprofile`)) ?? Promise.resolve()
@@ -221,7 +230,7 @@ async function child(): Promise<void> {
       });
       return;
     }
-    void round(message.requests ?? 0).then((result) => process.send?.(result));
+    void round(message.requests ?? 0, message.floor ? floor : one).then((result) => process.send?.(result));
   });
   process.send?.({ ready: true });
 }
@@ -246,17 +255,20 @@ async function parent(): Promise<void> {
     await firstMessage(proc, 60_000, name);
     children.set(name, proc);
   }
+  // FLOOR is a row of its own, run by the after child: JSON.parse of the body and JSON.stringify
+  // of the answer alone, what every side pays whatever its core does.
   const ask = (name: string, count: number) => {
-    const proc = children.get(name)!;
+    const proc = children.get(name === FLOOR ? 'after' : name)!;
     const reply = firstMessage<RoundResult>(proc, 600_000, name);
-    proc.send({ requests: count });
+    proc.send(name === FLOOR ? { requests: count, floor: true } : { requests: count });
     return reply;
   };
+  const measured: Array<[string, string]> = [...sides, [FLOOR, REPO_DIR]];
   // Warm-up: the JIT settles on both sides before anything is counted.
-  for (const [name] of sides) await ask(name, requests);
+  for (const [name] of measured) await ask(name, requests);
   const results = new Map<string, RoundResult[]>();
   for (let round = 0; round < rounds; round++) {
-    const order = round % 2 === 0 ? sides : [...sides].reverse();
+    const order = round % 2 === 0 ? measured : [...measured].reverse();
     for (const [name] of order) results.set(name, [...(results.get(name) ?? []), await ask(name, requests)]);
   }
   const per = (name: string, pick: (r: RoundResult) => number) => median(results.get(name)!.map((r) => pick(r) / r.requests));
@@ -268,12 +280,25 @@ async function parent(): Promise<void> {
   });
   console.log(`${requests} requests × ${rounds} rounds per side, medians per request (semi-space ${SEMI_SPACE_MB} MB)`);
   const base = sides.length > 1 ? row('before') : null;
+  const bottom = row(FLOOR);
+  const ratio = (x: number, y: number | undefined) => (y === undefined ? '' : ` (${(x / y).toFixed(2)}×)`);
   for (const [name] of sides) {
     const r = row(name);
-    const ratio = (x: number, y: number | undefined) => (y === undefined ? '' : ` (${(x / y).toFixed(2)}×)`);
     console.log(
       `| ${name} | ${r.cpuUs.toFixed(2)} µs CPU${ratio(r.cpuUs, base?.cpuUs)} | ${(r.bytes / 1024).toFixed(2)} KiB allocated${ratio(r.bytes, base?.bytes)} |` +
         ` ${r.gcUs.toFixed(2)} µs GC${ratio(r.gcUs, base?.gcUs)} | ${r.scavengesPer1k.toFixed(2)} scavenges/1k | answer ${results.get(name)![0]!.answer} |`,
+    );
+  }
+  console.log(
+    `| ${FLOOR} | ${bottom.cpuUs.toFixed(2)} µs CPU | ${(bottom.bytes / 1024).toFixed(2)} KiB allocated | ${bottom.gcUs.toFixed(2)} µs GC | ${bottom.scavengesPer1k.toFixed(2)} scavenges/1k |`,
+  );
+  // Above the floor: what the core and the app's own objects cost.
+  for (const [name] of sides) {
+    const r = row(name);
+    const [cpu, bytes] = [r.cpuUs - bottom.cpuUs, r.bytes - bottom.bytes];
+    const [baseCpu, baseBytes] = base === null ? [undefined, undefined] : [base.cpuUs - bottom.cpuUs, base.bytes - bottom.bytes];
+    console.log(
+      `| ${name} above the floor | ${cpu.toFixed(2)} µs CPU${ratio(cpu, baseCpu)} | ${(bytes / 1024).toFixed(2)} KiB allocated${ratio(bytes, baseBytes)} |`,
     );
   }
   const answers = new Set(sides.map(([name]) => results.get(name)![0]!.answer));
