@@ -7,9 +7,10 @@
 //   --cli     only the CLI process figures (start-up, evaluate vs etcdctl, hung member), e.g. on
 //             a shared machine; not with --write, which replaces the whole table
 //   --only=a,b  only the named sections (admission, startup, evaluation, fleet, hung, capi-fleet,
-//             profile-admission, profile-evaluation, profile-cli); not with --write
+//             profile-admission, profile-evaluation, profile-cli, profile-core); not with --write
 //   --profile also the profiling drivers (bench/profile-*.ts: CPU per request/evaluation and the
-//             CLI process, each against its own baseline in the same run, with the load average),
+//             CLI process, the core's CPU and allocation per request above its JSON floor, each
+//             against its own baseline in the same run, with the load average),
 //             each in its own process after the table; their output is printed, not written
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -28,7 +29,7 @@ const write = args.has('--write');
 const cliOnly = args.has('--cli');
 const profile = args.has('--profile');
 const SECTIONS = ['admission', 'startup', 'evaluation', 'fleet', 'hung', 'capi-fleet'] as const;
-const PROFILES = ['profile-admission', 'profile-evaluation', 'profile-cli'] as const;
+const PROFILES = ['profile-admission', 'profile-evaluation', 'profile-cli', 'profile-core'] as const;
 const onlyArg = process.argv.slice(2).find((arg) => arg.startsWith('--only='));
 const only = onlyArg === undefined ? null : new Set(onlyArg.slice('--only='.length).split(',').filter(Boolean));
 for (const arg of process.argv.slice(2)) {
@@ -162,7 +163,11 @@ async function profileSection(name: (typeof PROFILES)[number], outputs: string[]
   const started = performance.now();
   const env = {
     ...process.env,
-    ...(smoke ? { RUNS: '2', ROUNDS: '1', SECONDS_EACH: '1' } : quick ? { RUNS: '5', ROUNDS: '1', SECONDS_EACH: '3' } : {}),
+    ...(smoke
+      ? { RUNS: '2', ROUNDS: '1', SECONDS_EACH: '1', REQUESTS: '2000' }
+      : quick
+        ? { RUNS: '5', ROUNDS: '1', SECONDS_EACH: '3', REQUESTS: '10000' }
+        : {}),
   };
   const child = spawnTsx(`${name}.ts`, [], { stdio: ['ignore', 'pipe', 'inherit'], env });
   let output = '';
