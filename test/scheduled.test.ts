@@ -309,11 +309,14 @@ describe('runScheduledEvaluation end to end: real etcd, real evaluateTarget, fil
     const results = await runScheduledEvaluation(deps);
     const elapsedMs = performance.now() - started;
 
+    // A loaded machine can make a status call outlast the 500 ms slow-member limit: Degraded, and
+    // still passing, with that as its only reason.
     expect(results).toMatchObject([
-      { target: 'live', ok: true, verdict: 'Healthy', passed: true, written: true },
+      { target: 'live', ok: true, verdict: expect.stringMatching(/^(Healthy|Degraded)$/), passed: true, written: true },
       { target: 'dead', ok: true, verdict: 'Unhealthy', passed: false, written: true },
     ]);
     const live = parseEvaluationJson(await readFile(path.join(dir, 'live.json'), 'utf8'), 'live.json');
+    expect(live.reasons.filter((reason) => !/\) slow: status took \d+ ms/.test(reason))).toEqual([]);
     expect(live.members).toHaveLength(3);
     expect(live.cluster).toMatchObject({ votingMembers: 3, healthyVoting: 3, quorum: 2 });
     const dead = parseEvaluationJson(await readFile(path.join(dir, 'dead.json'), 'utf8'), 'dead.json');
