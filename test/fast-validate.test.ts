@@ -19,6 +19,7 @@ import { EvaluationCache } from '../webhook/server/cache.js';
 import { fastValidateQuery, NOT_FAST, parseStrictJson, withFastValidate } from '../webhook/server/fast-validate.js';
 import { createWebhookMetrics } from '../webhook/server/metrics.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
+import { rawHttpExchange } from './harness/raw-http.js';
 import { kcpReplicasReview } from './harness/reviews.js';
 
 const NOW = new Date();
@@ -98,22 +99,7 @@ afterAll(async () => {
 /** One request on its own connection; the raw answer with its Date header blanked. */
 function exchange(server: http.Server, head: string, body: Buffer): Promise<string> {
   const { port } = server.address() as AddressInfo;
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    socket.on('error', reject);
-    socket.on('end', () =>
-      resolve(
-        Buffer.concat(chunks)
-          .toString('latin1')
-          .replace(/\r\nDate: [^\r]*/, '\r\nDate: -'),
-      ),
-    );
-    socket.setTimeout(5_000, () => socket.destroy(new Error('no answer within 5 s')));
-    // write, not end: a half-closed client gets no answer to a gzip body, from express alone too.
-    socket.write(Buffer.concat([Buffer.from(`${head}\r\nHost: x\r\nConnection: close\r\n\r\n`, 'latin1'), body]));
-  });
+  return rawHttpExchange(port, Buffer.concat([Buffer.from(`${head}\r\nHost: x\r\nConnection: close\r\n\r\n`, 'latin1'), body]));
 }
 
 const JSON_TYPE = 'Content-Type: application/json';

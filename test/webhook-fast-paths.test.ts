@@ -4,13 +4,13 @@
 import express from 'express';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiserverQueryParser, type QueryParser } from '../webhook/server/app.js';
 import { sendJson } from '../webhook/server/send-json.js';
+import { rawHttpExchange } from './harness/raw-http.js';
 
 const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/admission/kcp-scale-up-3-to-5.json');
 const review = JSON.parse(readFileSync(FIXTURE, 'utf8')) as { request: { uid: string } };
@@ -59,21 +59,7 @@ afterAll(async () => {
 
 /** The raw response to one POST, its Date header blanked (the only part that may differ). */
 function rawPost(requestPath: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    socket.on('error', reject);
-    socket.on('end', () =>
-      resolve(
-        Buffer.concat(chunks)
-          .toString('latin1')
-          .replace(/\r\nDate: [^\r]*/, '\r\nDate: -'),
-      ),
-    );
-    socket.setTimeout(5_000, () => socket.destroy(new Error('no answer within 5 s')));
-    socket.end(`POST ${requestPath} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
-  });
+  return rawHttpExchange(port, `POST ${requestPath} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
 }
 
 describe('sendJson', () => {
