@@ -14,6 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { FileStore } from '../functions/adapters/file-store.js';
+import { createStore } from '../functions/adapters/store-factory.js';
+import { plural } from '../functions/domain/judgement/wording.js';
 import { generateTestCerts } from '../test/harness/certs.js';
 import { makeEvaluation, makeMember } from '../test/harness/evaluation-fixture.js';
 import { startFakeKubeApiServer } from '../test/harness/fake-kube-apiserver.js';
@@ -339,6 +341,71 @@ async function eventsComparison(
   }
 }
 
+/**
+ * The allow path as the manifests deploy the webhook: the ConfigMap store, read through the
+ * loopback API stand-in, and Events on. The webhook then runs @kubernetes/client-node and its
+ * HTTPS client beside the server, which the file-store rows above never load. Against the bare
+ * server again, right after, in the same run.
+ */
+async function manifestStoreRows(
+  options: AdmissionOptions,
+  dir: string,
+  flags: string[],
+  files: (name: string) => { configFile: string; certFile: string; keyFile: string; logFile: string },
+  body: string,
+  children: ChildProcess[],
+  bare: { url: string; pid: number },
+): Promise<ResultRow[]> {
+  const kube = await startFakeKubeApiServer();
+  try {
+    const namespace = 'etcd-guard';
+    const store = createStore({ kind: 'configmap', namespace }, { kubeconfigFile: kube.kubeconfigFile });
+    await store.write(makeEvaluation({ target: TARGET, evaluatedAt: new Date().toISOString() }));
+    const configFile = path.join(dir, 'guard-configmap.json');
+    await writeFile(configFile, benchGuardConfig(dir, TARGET, { events: true, configMapNamespace: namespace }));
+    const webhook = await spawnImageWebhook(flags, { ...files('webhook-configmap'), configFile }, 'cli', {
+      KUBECONFIG: kube.kubeconfigFile,
+    });
+    children.push(webhook.child);
+    await waitReady(webhook.url, webhook.child, 30_000);
+    const smoke = await postOnce(webhook.url, body);
+    if (smoke.status !== 200 || allowedOf(smoke.json) !== true)
+      throw new Error('the ConfigMap-store webhook did not allow the fixture');
+    const reads = () => kube.requests.filter((entry) => entry.resource === 'configmaps').length;
+    const readsBefore = reads();
+    options.log(
+      `admission: the manifests' store (ConfigMap through the API stand-in), ${options.throughputSeconds}s at 32 connections`,
+    );
+    await load(webhook.url, body, 8, options.warmupSeconds);
+    const ours = await load(webhook.url, body, 32, options.throughputSeconds);
+    const baseline = await load(bare.url, body, 32, options.throughputSeconds);
+    checkClean('ConfigMap-store webhook, 32 connections', ours);
+    checkClean('bare, 32 connections', baseline);
+    const pid = webhook.child.pid;
+    if (pid === undefined) throw new Error('the ConfigMap-store webhook has no pid');
+    return [
+      {
+        section: 'admission',
+        figure: `the manifests' store (ConfigMap via the API stand-in, ${plural(reads() - readsBefore, 'read')} during the runs) and Events on: req/s, 32 conn`,
+        ours: ours.requestsPerSecond,
+        baseline: baseline.requestsPerSecond,
+        unit: 'req/s',
+        target: { kind: 'info' },
+      },
+      {
+        section: 'admission',
+        figure: "the manifests' store and Events on: peak RSS under load (baseline: the bare server's)",
+        ours: peakRssMiB(pid),
+        baseline: peakRssMiB(bare.pid),
+        unit: 'MiB',
+        target: { kind: 'info' },
+      },
+    ];
+  } finally {
+    await kube.close();
+  }
+}
+
 export async function runAdmissionBench(options: AdmissionOptions): Promise<ResultRow[]> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-bench-admission-'));
   const children: ChildProcess[] = [];
@@ -456,11 +523,13 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     const barePeakRss = peakRssMiB(bare.pid);
 
     const events = await eventsComparison(options, dir, flags, files, body, children);
+    const manifestStore = await manifestStoreRows(options, dir, flags, files, body, children, { url: bareUrl, pid: bare.pid });
 
     const ms = (samples: number[], p: number) => percentile(samples, p);
     const info = { kind: 'info' } as const;
     return [
       ...events,
+      ...manifestStore,
       {
         section: 'admission',
         figure: 'POST /validate p50, 1 conn',

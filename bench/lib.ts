@@ -209,10 +209,13 @@ export async function waitFor(condition: () => boolean | Promise<boolean>, timeo
 export function benchGuardConfig(
   storeDir: string,
   target: string,
-  options: { maxAgeSeconds?: number; events?: boolean } = {},
+  options: { maxAgeSeconds?: number; events?: boolean; configMapNamespace?: string } = {},
 ): string {
   return JSON.stringify({
-    store: { kind: 'file', dir: storeDir },
+    store:
+      options.configMapNamespace === undefined
+        ? { kind: 'file', dir: storeDir }
+        : { kind: 'configmap', namespace: options.configMapNamespace },
     maxAgeSeconds: options.maxAgeSeconds ?? 600,
     inlineRefresh: false,
     ...(options.events !== undefined && { events: options.events }),
