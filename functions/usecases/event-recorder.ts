@@ -315,8 +315,11 @@ export class EventRecorder {
   }
 }
 
-/** Writes through the kubeconfig (else KUBECONFIG, in-cluster, ~/.kube/config), loaded on first write; a failed load is retried. */
-export function lazyKubeEventSink(kubeconfigFile: string | undefined): EventSink {
+/**
+ * Writes through the kubeconfig (else KUBECONFIG, in-cluster, ~/.kube/config), loaded on first
+ * write or by warm(); a failed load is retried by the next write.
+ */
+export function lazyKubeEventSink(kubeconfigFile: string | undefined): EventSink & { warm: () => Promise<void> } {
   let sink: Promise<EventSink> | undefined;
   const load = () => {
     const loading = (sink ??= Promise.all([import('../adapters/kube-events.js'), import('../adapters/kube.js')]).then(
@@ -330,6 +333,12 @@ export function lazyKubeEventSink(kubeconfigFile: string | undefined): EventSink
   return {
     create: async (event, timeoutMs) => (await load()).create(event, timeoutMs),
     patchSeries: async (namespace, name, series, timeoutMs) => (await load()).patchSeries(namespace, name, series, timeoutMs),
+    /** Settles when the load has succeeded or failed; never rejects. */
+    warm: () =>
+      load().then(
+        () => undefined,
+        () => undefined,
+      ),
   };
 }
 
