@@ -33,6 +33,19 @@ export function peakRssMiB(pid: number | 'self'): number {
   return Number(match[1]) / 1024;
 }
 
+/**
+ * CPU time (user + system, all threads) a live process has used, in ms, from /proc/<pid>/stat.
+ * Per request it is far steadier than requests/s on a shared machine: another process's load
+ * lowers a server's rate but not what each of its requests costs.
+ */
+export function cpuTimeMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  if (!Number.isFinite(ticks)) throw new Error(`no CPU times in /proc/${pid}/stat`);
+  // USER_HZ is 100 on every Linux this runs on.
+  return ticks * 10;
+}
+
 /** `node --import tsx FILE ARGS…` with an IPC channel; stdout/stderr as given (ignore by default). */
 export function spawnTsx(
   file: string,
