@@ -230,6 +230,17 @@ function residentSplit(pid: number | undefined): string {
   return `rss ${field('VmRSS').toFixed(0)} MiB (anon ${field('RssAnon').toFixed(0)}, file ${field('RssFile').toFixed(0)}), peak ${field('VmHWM').toFixed(0)} MiB`;
 }
 
+/** What the admission section's comparisons share: its options, scratch dir, node flags, files and body. */
+interface SectionParts {
+  options: AdmissionOptions;
+  dir: string;
+  flags: string[];
+  files: (name: string) => { configFile: string; certFile: string; keyFile: string; logFile: string };
+  body: string;
+  /** Every child started is pushed here, so the section's cleanup stops it. */
+  children: ChildProcess[];
+}
+
 /**
  * The denial path with Events on and off, same run, same flags: two image webhooks judge the
  * fixture against an Unhealthy evaluation; one records Events into the loopback API stand-in
@@ -237,14 +248,8 @@ function residentSplit(pid: number | undefined): string {
  * on every decision). One body means one object, so the Events form one series: the realistic
  * flood (a controller retrying) and what the recorder must absorb without slowing answers.
  */
-async function eventsComparison(
-  options: AdmissionOptions,
-  dir: string,
-  flags: string[],
-  files: (name: string) => { configFile: string; certFile: string; keyFile: string; logFile: string },
-  body: string,
-  children: ChildProcess[],
-): Promise<ResultRow[]> {
+async function eventsComparison(parts: SectionParts): Promise<ResultRow[]> {
+  const { options, dir, flags, files, body, children } = parts;
   const kube = await startFakeKubeApiServer();
   try {
     const storeDir = path.join(dir, 'store-unhealthy');
@@ -360,15 +365,8 @@ async function eventsComparison(
  * HTTPS client beside the server, which the file-store rows above never load. Against the bare
  * server again, right after, in the same run.
  */
-async function manifestStoreRows(
-  options: AdmissionOptions,
-  dir: string,
-  flags: string[],
-  files: (name: string) => { configFile: string; certFile: string; keyFile: string; logFile: string },
-  body: string,
-  children: ChildProcess[],
-  bare: { url: string; pid: number },
-): Promise<ResultRow[]> {
+async function manifestStoreRows(parts: SectionParts, bare: { url: string; pid: number }): Promise<ResultRow[]> {
+  const { options, dir, flags, files, body, children } = parts;
   const kube = await startFakeKubeApiServer();
   try {
     const namespace = 'etcd-guard';
@@ -535,8 +533,9 @@ export async function runAdmissionBench(options: AdmissionOptions): Promise<Resu
     const webhookPeakRss = peakRssMiB(webhook.child.pid);
     const barePeakRss = peakRssMiB(bare.pid);
 
-    const events = await eventsComparison(options, dir, flags, files, body, children);
-    const manifestStore = await manifestStoreRows(options, dir, flags, files, body, children, { url: bareUrl, pid: bare.pid });
+    const parts: SectionParts = { options, dir, flags, files, body, children };
+    const events = await eventsComparison(parts);
+    const manifestStore = await manifestStoreRows(parts, { url: bareUrl, pid: bare.pid });
 
     const ms = (samples: number[], p: number) => percentile(samples, p);
     const info = { kind: 'info' } as const;
