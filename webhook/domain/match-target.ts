@@ -52,29 +52,21 @@ export function namesObject(match: TargetMatch, namespace: string, name: string)
 
 const NO_MATCH: TargetMatch = {};
 
-function own(object: object, key: string): boolean {
-  return Object.prototype.hasOwnProperty.call(object, key);
-}
+/** requiredLabels(match) as pairs, built once per match object (targets are not changed in place). */
+const requiredPairs = new WeakMap<TargetMatch, ReadonlyArray<readonly [string, string]>>();
 
-/** Whether the match has label criteria at all (requiredLabels non-empty), without building them. */
-function hasRequiredLabels(match: TargetMatch): boolean {
-  if (match.clusterName !== undefined) return true;
-  const selector = match.labelSelector;
-  if (selector !== undefined) for (const key in selector) if (own(selector, key)) return true;
-  return false;
-}
-
-/** Every pair of requiredLabels(match) is on `labels`, read where they live (no copy per request). */
-function hasAllRequiredLabels(match: TargetMatch, labels: Readonly<Record<string, string>>): boolean {
-  const { labelSelector: selector, clusterName } = match;
-  if (selector !== undefined) {
-    for (const key in selector) {
-      // clusterName wins over a labelSelector entry for the same label, as in requiredLabels.
-      if (!own(selector, key) || (clusterName !== undefined && key === CLUSTER_NAME_LABEL)) continue;
-      if (labels[key] !== selector[key]) return false;
-    }
+function requiredLabelPairs(match: TargetMatch): ReadonlyArray<readonly [string, string]> {
+  let pairs = requiredPairs.get(match);
+  if (pairs === undefined) {
+    pairs = Object.entries(requiredLabels(match));
+    requiredPairs.set(match, pairs);
   }
-  return clusterName === undefined || labels[CLUSTER_NAME_LABEL] === clusterName;
+  return pairs;
+}
+
+function hasAll(labels: Readonly<Record<string, string>>, pairs: ReadonlyArray<readonly [string, string]>): boolean {
+  for (const [key, value] of pairs) if (labels[key] !== value) return false;
+  return true;
 }
 
 /** First target whose match accepts the subject (see the rules at the top of this file). */
@@ -82,9 +74,10 @@ export function matchTarget(targets: readonly TargetConfig[], subject: MatchSubj
   for (const target of targets) {
     const match = target.match ?? NO_MATCH;
     if (!passesNameCriteria(match, subject)) continue;
-    if (!hasRequiredLabels(match)) return { kind: 'matched', target };
+    const wanted = requiredLabelPairs(match);
+    if (wanted.length === 0) return { kind: 'matched', target };
     if (subject.labels === null) return { kind: 'labels-unknown', target };
-    if (hasAllRequiredLabels(match, subject.labels)) return { kind: 'matched', target };
+    if (hasAll(subject.labels, wanted)) return { kind: 'matched', target };
   }
   return { kind: 'none' };
 }
