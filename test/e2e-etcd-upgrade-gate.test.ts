@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { MIN_ETCD_FOR_3_6 } from '../webhook/domain/etcd-upgrade.js';
 import { startEtcdWebhook, type EtcdWebhook } from './harness/etcd-webhook.js';
-import { admissionFixture } from './harness/reviews.js';
+import { admissionFixture, fixtureReview } from './harness/reviews.js';
 
 let e2e: EtcdWebhook;
 
@@ -54,5 +54,60 @@ describe('the etcd 3.6 upgrade gate through the HTTPS webhook on real etcd', () 
     await e2e.webhook.waitCached(upgraded);
     const allowed = await validate('kcp-v1beta2-edit-version.json');
     expect(allowed.allowed, allowed.status?.message).toBe(true);
+  });
+});
+
+/**
+ * Issue 30 item 3, "the 3.5 → 3.6 gate fails open on tags it cannot parse": a KCP edit that only
+ * sets `etcd.local.imageTag` (on Kubernetes v1.31, kubeadm's etcd 3.5), old tag `previous`.
+ */
+function imageTagReview(tag: string, previous?: string) {
+  const review = fixtureReview('kcp-v1beta1-edit-version.json');
+  const { object, oldObject } = review.request as unknown as Record<'object' | 'oldObject', { spec: Record<string, unknown> }>;
+  oldObject.spec = structuredClone(object.spec);
+  const local = (spec: Record<string, unknown>) =>
+    (spec as { kubeadmConfigSpec: { clusterConfiguration: { etcd: { local: Record<string, unknown> } } } }).kubeadmConfigSpec
+      .clusterConfiguration.etcd.local;
+  local(object.spec).imageTag = tag;
+  if (previous !== undefined) local(oldObject.spec).imageTag = previous;
+  return review;
+}
+
+describe('the 3.5 → 3.6 gate on tags it cannot parse (issue 30 item 3), members below the minimum', () => {
+  // [tag, old tag, allowed]: every tag form kubeadm (registry.k8s.io/etcd) and druid
+  // (etcd-custom-image; etcd-wrapper, whose tag is its own version) publish, and the attack's.
+  const TAGS: [string, string | undefined, boolean][] = [
+    ['3.5.21-0', undefined, true],
+    ['3.5.24-0', undefined, true],
+    ['v3.5.21', undefined, true],
+    ['v3.4.26-2', undefined, true],
+    ['v3.4.13-bootstrap-12', undefined, true],
+    ['3.6.4-0', undefined, false],
+    ['3.6.9-0', undefined, false],
+    ['v3.6.5', undefined, false],
+    ['v3.6.0-rc.2', undefined, false],
+    ['v0.8.2', undefined, false],
+    ['3.6', undefined, false],
+    ['v3.6', undefined, false],
+    ['latest', undefined, false],
+    ['V3.6.5', undefined, false],
+    ['3.6.5_amd64', undefined, false],
+    ['3.6.5.0', undefined, false],
+    ['3.5.21-0@sha256:' + 'a'.repeat(64), undefined, false],
+    ['3.6.5-0', '3.6.0-rc.1', false],
+    ['3.6.5-0', 'v3.6.0-alpha.0', false],
+    ['3.6.9-0', '3.6.5-0', true],
+  ];
+  it('judges every tag through the HTTPS webhook on the real evaluation', async () => {
+    const real = await e2e.scheduledEvaluation();
+    expect(real.verdict, real.reasons.join('; ')).not.toBe('Unhealthy');
+    const wrong: string[] = [];
+    for (const [tag, previous, allowed] of TAGS) {
+      const answer = await e2e.webhook.postReview(imageTagReview(tag, previous));
+      const message = answer.status?.message ?? '';
+      if (answer.allowed !== allowed) wrong.push(`${tag} (old ${previous ?? 'none'}): allowed ${answer.allowed}: ${message}`);
+      if (!allowed && !message.includes(`every member on ${MIN_ETCD_FOR_3_6} or later`)) wrong.push(`${tag}: ${message}`);
+    }
+    expect(wrong).toEqual([]);
   });
 });

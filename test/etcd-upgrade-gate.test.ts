@@ -9,7 +9,15 @@ import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { AdmissionRequest } from '../webhook/domain/contract.js';
 import { decide } from '../webhook/domain/decide.js';
-import { KUBEADM_DEFAULT_ETCD, MIN_ETCD_FOR_3_6, kubeadmDefaultEtcd, parseEtcdVersion } from '../webhook/domain/etcd-upgrade.js';
+import {
+  KUBEADM_DEFAULT_ETCD,
+  MIN_ETCD_FOR_3_6,
+  judgeEtcdRollout,
+  kubeadmDefaultEtcd,
+  parseEtcdVersion,
+  readEtcdImage,
+  readEtcdTag,
+} from '../webhook/domain/etcd-upgrade.js';
 import { parseAdmissionReview } from '../webhook/domain/review.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 
@@ -191,6 +199,104 @@ describe('the etcd 3.6 upgrade gate', () => {
   it('keeps kubeadm’s table contiguous from 1.29 with 3.6 from 1.34 on', () => {
     const minors = [...KUBEADM_DEFAULT_ETCD.keys()];
     expect(minors).toEqual(Array.from({ length: minors.length }, (_unused, index) => 29 + index));
-    for (const [minor, etcd] of KUBEADM_DEFAULT_ETCD) expect(parseEtcdVersion(etcd)?.minor).toBe(minor >= 34 ? 6 : 5);
+    for (const [minor, etcd] of KUBEADM_DEFAULT_ETCD) {
+      const reading = readEtcdTag(etcd);
+      expect(reading.kind === 'version' && reading.version.minor).toBe(minor >= 34 ? 6 : 5);
+    }
+  });
+});
+
+// Issue 30 item 3: the gate read only `x.y.z` and let every other tag through.
+describe('the 3.5 → 3.6 gate on tags it cannot parse (issue 30 item 3)', () => {
+  it.each<[string, string | null, boolean]>([
+    // kubeadm's registry.k8s.io/etcd: the version and an image revision.
+    ['3.5.21-0', '3.5.21', false],
+    ['3.6.4-0', '3.6.4', false],
+    // etcd's own releases and pre-releases.
+    ['v3.5.21', '3.5.21', false],
+    ['v3.6.0-rc.2', '3.6.0', true],
+    ['v3.6.0-alpha.0', '3.6.0', true],
+    ['3.6.0-beta', '3.6.0', true],
+    // Gardener's etcd-custom-image (druid before etcd-wrapper).
+    ['v3.4.26-2', '3.4.26', false],
+    ['v3.4.13-bootstrap-12', '3.4.13', false],
+    // What may run any etcd.
+    ['v0.8.2', null, false],
+    ['3.6', null, false],
+    ['v3.6', null, false],
+    ['latest', null, false],
+    ['V3.6.5', null, false],
+    ['3.6.5_amd64', null, false],
+    ['3.6.5.0', null, false],
+    ['3.6.5-0@sha256:abcd', null, false],
+    ['03.6.5', null, false],
+    [' 3.6.5', null, false],
+    ['3.5.21-debian-12-r0', null, false],
+    ['', null, false],
+  ])('reads the tag %j as %s', (tag, version, prerelease) => {
+    const reading = readEtcdTag(tag);
+    if (version === null) {
+      expect(reading.kind).toBe('undetermined');
+      return;
+    }
+    expect(reading).toMatchObject({ kind: 'version', prerelease });
+    if (reading.kind === 'version') expect(Object.values(reading.version).join('.')).toBe(version);
+  });
+
+  it.each<[string, string | RegExp]>([
+    ['registry.k8s.io/etcd:3.5.21-0', '3.5.21'],
+    ['registry.local:5000/etcd:v3.6.5', '3.6.5'],
+    ['quay.io/coreos/etcd:v3.6.0-rc.2', '3.6.0'],
+    ['europe-docker.pkg.dev/gardener-project/public/gardener/etcd:v3.4.26-2', '3.4.26'],
+    ['registry.local:5000/etcd', /has no tag/],
+    ['etcd', /has no tag/],
+    ['registry.k8s.io/etcd:3.5.21-0@sha256:' + 'b'.repeat(64), /pinned by digest/],
+    ['registry.k8s.io/etcd@sha256:' + 'b'.repeat(64), /pinned by digest/],
+    ['europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:v0.8.2', /etcd-wrapper's own version/],
+    ['registry.k8s.io/etcd:latest', /not a published etcd release tag/],
+    ['', /no image/],
+  ])('reads the image %j', (image, expected) => {
+    const reading = readEtcdImage(image, ['etcd-wrapper']);
+    if (typeof expected === 'string') {
+      expect(reading.kind === 'version' && Object.values(reading.version).join('.')).toBe(expected);
+    } else {
+      expect(reading.kind === 'undetermined' && reading.why).toMatch(expected);
+    }
+  });
+
+  const below = membersAt('3.5.16', '3.5.16', '3.5.16').members;
+  const ready = membersAt('3.5.32', '3.6.5', '3.5.40').members;
+  it.each<[string, string, string, typeof below, RegExp | null]>([
+    [
+      'denies an undetermined tag while members are below the minimum',
+      'latest',
+      '3.5.21-0',
+      below,
+      /version is undetermined \(etcd imageTag latest: tag latest is not a published/,
+    ],
+    ['allows an undetermined tag once every member runs the minimum', 'latest', '3.5.21-0', ready, null],
+    ['denies a 3.6 release whose old tag is a 3.6 pre-release', '3.6.5-0', 'v3.6.0-rc.1', below, /moves etcd to 3\.6\.5/],
+    ['denies a rollout whose old tag was undetermined too', 'latest', 'latest', below, /undetermined/],
+    ['allows a 3.6 step from a 3.6 release', '3.6.9-0', '3.6.5-0', below, null],
+    ['allows a step that stays on 3.5', '3.5.24-0', '3.5.21-0', below, null],
+  ])('%s', (_name, next, previous, members, denial) => {
+    const blocked = judgeEtcdRollout(
+      { next: readEtcdTag(next), source: `etcd imageTag ${next}`, previous: readEtcdTag(previous) },
+      members,
+    );
+    if (denial === null) expect(blocked).toBeNull();
+    else expect(blocked).toMatch(denial);
+  });
+
+  it('denies a KCP rollout whose Kubernetes version tells no kubeadm default etcd', () => {
+    const request = edited(STAYS_ON_3_5, (_old, next) => {
+      next.version = 'not-a-version';
+    });
+    const decision = decideOn(request, membersAt('3.5.16', '3.5.16', '3.5.16'));
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.reason).toBe('etcd-upgrade');
+    expect(decision.response.status?.message).toMatch(
+      /undetermined \(kubeadm's default etcd unknown for Kubernetes not-a-version/,
+    );
   });
 });

@@ -11,18 +11,18 @@
 //
 // A KCP's etcd moves to 3.6 when its etcd image tag says so, or, without a tag, when the
 // Kubernetes version it rolls to is one whose kubeadm defaults to etcd 3.6 (its module reads
-// which; this file judges). Such a change is
-// denied while any member runs etcd below the minimum, naming those members. Every other change
-// (a version step that stays on 3.5, a change of anything else) is left to the other rules.
+// which; this file judges). Such a change is denied while any member runs etcd below the minimum,
+// naming those members. So is a rollout whose etcd cannot be read (a tag outside the published
+// grammars, a digest, no tag): undetermined, it may be the crossing. Every other change (a version
+// step that stays on 3.5, a change of anything else) is left to the other rules. Another kind
+// gates its rollouts through readEtcdTag / readEtcdImage and judgeEtcdRollout.
 import { printableExcerpt as clipped } from '../../functions/shared/redact.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
+import type { ControllerKind } from '../../functions/domain/kinds/kind.js';
 import type { DecisionInput } from './contract.js';
 
 export { KUBEADM_DEFAULT_ETCD, kubeadmDefaultEtcd } from '../../functions/domain/kinds/kubeadm-control-plane.js';
-
-/** The 3.5 patch every member must run before any member moves to 3.6 (see above). */
-export const MIN_ETCD_FOR_3_6 = '3.5.32';
 
 export interface EtcdVersion {
   major: number;
@@ -30,12 +30,78 @@ export interface EtcdVersion {
   patch: number;
 }
 
-/** "3.5.16", "v3.6.5", "3.6.9-0", "3.5.21-0@sha256:…" → its numbers; null for anything else. */
+const MINIMUM: EtcdVersion = { major: 3, minor: 5, patch: 32 };
+/** The 3.5 patch every member must run before any member moves to 3.6 (see above). */
+export const MIN_ETCD_FOR_3_6 = `${MINIMUM.major}.${MINIMUM.minor}.${MINIMUM.patch}`;
+
+/** A member's version as etcd reports it ("3.5.16", "3.6.0-rc.2") → its numbers; null for anything else. */
 export function parseEtcdVersion(text: unknown): EtcdVersion | null {
   if (typeof text !== 'string') return null;
-  const match = /^v?(\d{1,4})\.(\d{1,4})\.(\d{1,6})(?:[-+@].*)?$/.exec(text.trim());
+  const match = /^v?(\d{1,4})\.(\d{1,4})\.(\d{1,6})(?:[-+].*)?$/.exec(text.trim());
   if (!match) return null;
   return { major: Number(match[1]), minor: Number(match[2]), patch: Number(match[3]) };
+}
+
+/**
+ * What an image tag or reference says about the etcd it runs. `version`: the tag reads as one
+ * etcd release (`prerelease` for an alpha, beta or rc of it); `undetermined`: it does not, and
+ * `why` says so for a denial.
+ */
+export type EtcdVersionReading =
+  | { kind: 'version'; version: EtcdVersion; prerelease: boolean; text: string }
+  | { kind: 'undetermined'; text: string; why: string };
+
+const SHOWN = 60;
+
+/**
+ * The tag grammars etcd images are published under, and nothing else: etcd's own releases
+ * (`v3.6.5`, pre-releases `v3.6.0-rc.2`, `v3.6.0-alpha.0`), registry.k8s.io/etcd for kubeadm
+ * (`3.5.21-0`, `3.6.4-0`: the version and an image revision) and Gardener's etcd-custom-image
+ * (`v3.4.26-2`, `v3.4.13-bootstrap-12`). Anything else (`3.6`, `latest`, `V3.6.5`, `3.6.5_amd64`,
+ * `3.6.5.0`) may run any etcd, so it is not read as a version at all.
+ */
+const PUBLISHED_TAG =
+  /^v?(0|[1-9]\d{0,3})\.(0|[1-9]\d{0,3})\.(0|[1-9]\d{0,5})(?:-(\d{1,4})|-bootstrap-(\d{1,4})|-(alpha|beta|rc)(?:\.(\d{1,4}))?)?$/;
+
+/** A bare image tag (a KCP's `etcd.local.imageTag`, the part after `:` of a reference). */
+export function readEtcdTag(tag: unknown): EtcdVersionReading {
+  if (typeof tag !== 'string') return { kind: 'undetermined', text: String(typeof tag), why: 'no image tag is given' };
+  const text = clipped(tag, SHOWN);
+  if (tag.includes('@')) {
+    return { kind: 'undetermined', text, why: `tag ${text} carries a digest, which decides the image and says no version` };
+  }
+  const match = PUBLISHED_TAG.exec(tag);
+  if (!match) return { kind: 'undetermined', text, why: `tag ${text} is not a published etcd release tag` };
+  const version = { major: Number(match[1]), minor: Number(match[2]), patch: Number(match[3]) };
+  if (version.major !== 3) return { kind: 'undetermined', text, why: `tag ${text} is not an etcd 3 release` };
+  return { kind: 'version', version, prerelease: match[6] !== undefined, text };
+}
+
+/**
+ * A full image reference (`[registry[:port]/]repository[:tag][@digest]`, e.g. a druid Etcd's
+ * `spec.etcd.image`): a digest decides which image runs whatever the tag says, and a reference
+ * without a tag runs `latest`, so both are undetermined. `versionlessRepositories` names images
+ * whose tag is their own version, not etcd's (druid's etcd-wrapper embeds etcd).
+ */
+export function readEtcdImage(reference: unknown, versionlessRepositories: readonly string[] = []): EtcdVersionReading {
+  if (typeof reference !== 'string' || reference.trim() === '') {
+    return { kind: 'undetermined', text: '', why: 'no image is given' };
+  }
+  const text = clipped(reference, SHOWN);
+  if (reference.includes('@')) {
+    return { kind: 'undetermined', text, why: `image ${text} is pinned by digest, which says no version` };
+  }
+  const slash = reference.lastIndexOf('/');
+  const colon = reference.lastIndexOf(':');
+  // A colon before the last slash is a registry's port (`registry:5000/etcd`), not a tag.
+  if (colon <= slash) return { kind: 'undetermined', text, why: `image ${text} has no tag (it runs whatever latest is)` };
+  const repository = reference.slice(0, colon);
+  const name = repository.slice(slash + 1);
+  if (versionlessRepositories.some((each) => each === repository || each === name)) {
+    return { kind: 'undetermined', text, why: `image ${text}'s tag is ${name}'s own version, not etcd's` };
+  }
+  const tag = readEtcdTag(reference.slice(colon + 1));
+  return tag.kind === 'version' ? { ...tag, text } : { ...tag, text, why: `image ${text}: ${tag.why}` };
 }
 
 function compare(a: EtcdVersion, b: EtcdVersion): number {
@@ -43,25 +109,65 @@ function compare(a: EtcdVersion, b: EtcdVersion): number {
 }
 
 const format = (version: EtcdVersion): string => `${version.major}.${version.minor}.${version.patch}`;
-
-/** The etcd a guarded object runs, by its kind's `etcdVersion`; null version when it cannot be told. */
-function etcdOf(read: (object: unknown) => { version: string | null; source: string }, object: unknown) {
-  const etcd = read(object);
-  return { version: etcd.version === null ? null : parseEtcdVersion(etcd.version), source: etcd.source };
-}
+const FIRST_3_6: EtcdVersion = { major: 3, minor: 6, patch: 0 };
 
 /** Members that run an etcd below the minimum, as "name (version)"; members of unknown version are not counted. */
-function membersBelow(evaluation: Evaluation, minimum: EtcdVersion): string[] {
-  return evaluation.members.flatMap((member) => {
+function membersBelow(members: Evaluation['members'], minimum: EtcdVersion): string[] {
+  return members.flatMap((member) => {
     const version = parseEtcdVersion(member.version);
     if (version === null || compare(version, minimum) >= 0) return [];
     return [`${clipped(member.name || member.id)} (${format(version)})`];
   });
 }
 
+/** What a rollout runs after the change and ran before it, as read, and where the reading came from. */
+export interface EtcdRollout {
+  next: EtcdVersionReading;
+  /** Where `next` was read, for the denial (e.g. "etcd imageTag 3.6.5-0"). */
+  source: string;
+  previous: EtcdVersionReading;
+}
+
 /**
- * Null when the change does not move a KubeadmControlPlane's etcd into 3.6 or every member is
- * ready for it; otherwise the reason to deny, naming the members below the minimum.
+ * The gate itself, for any kind that can say what its rollout runs: null when the rollout stays
+ * below 3.6, when the object already ran a 3.6 release before it (the crossing was judged when it
+ * was made), or when every member runs the minimum; otherwise the reason to deny. A rollout whose
+ * etcd cannot be read is undetermined and judged as a crossing: it may be one.
+ */
+export function judgeEtcdRollout(rollout: EtcdRollout, members: Evaluation['members']): string | null {
+  const { next, previous } = rollout;
+  if (next.kind === 'version' && compare(next.version, FIRST_3_6) < 0) return null;
+  // A pre-release is not a release the crossing could have been judged on.
+  if (previous.kind === 'version' && !previous.prerelease && compare(previous.version, FIRST_3_6) >= 0) return null;
+  const below = membersBelow(members, MINIMUM);
+  if (below.length === 0) return null;
+  const moves =
+    next.kind === 'version'
+      ? `this change moves etcd to ${format(next.version)} (${rollout.source})`
+      : `this change runs an etcd whose version is undetermined (${rollout.source}: ${next.why}), so it may move etcd to 3.6`;
+  return (
+    `${moves}; etcd's upgrade guide requires every member ` +
+    `on ${MIN_ETCD_FOR_3_6} or later before any member moves to 3.6, and ${below.join(', ')} ` +
+    `${below.length === 1 ? 'runs' : 'run'} below it: upgrade them to ${MIN_ETCD_FOR_3_6}+ first`
+  );
+}
+
+/** The etcd a guarded object runs by its kind's `etcdVersion`, read as a tag; undetermined when it cannot be told. */
+function etcdOf(
+  read: NonNullable<ControllerKind['etcdVersion']>,
+  object: unknown,
+): { reading: EtcdVersionReading; source: string } {
+  const etcd = read(object);
+  const reading: EtcdVersionReading =
+    etcd.version === null
+      ? { kind: 'undetermined', text: '', why: 'no etcd version can be told from it' }
+      : readEtcdTag(etcd.version);
+  return { reading, source: etcd.source };
+}
+
+/**
+ * Null when the change does not move a kind's etcd into 3.6 or every member is ready for it;
+ * otherwise the reason to deny, naming the members below the minimum.
  */
 export function judgeEtcdUpgrade(
   input: Pick<DecisionInput, 'request' | 'classification'>,
@@ -71,17 +177,6 @@ export function judgeEtcdUpgrade(
   const read = kindOf(classification.object)?.etcdVersion;
   if (read === undefined || classification.change.kind !== 'rollout') return null;
   const next = etcdOf(read, request.object);
-  if (next.version === null || compare(next.version, { major: 3, minor: 6, patch: 0 }) < 0) return null;
-  const previous = etcdOf(read, request.oldObject).version;
-  // Already on 3.6 before this change: the crossing was judged when it was made.
-  if (previous !== null && compare(previous, { major: 3, minor: 6, patch: 0 }) >= 0) return null;
-  const minimum = parseEtcdVersion(MIN_ETCD_FOR_3_6);
-  if (minimum === null) return null;
-  const below = membersBelow(evaluation, minimum);
-  if (below.length === 0) return null;
-  return (
-    `this change moves etcd to ${format(next.version)} (${next.source}); etcd's upgrade guide requires every member ` +
-    `on ${MIN_ETCD_FOR_3_6} or later before any member moves to 3.6, and ${below.join(', ')} ` +
-    `${below.length === 1 ? 'runs' : 'run'} below it: upgrade them to ${MIN_ETCD_FOR_3_6}+ first`
-  );
+  const previous = etcdOf(read, request.oldObject).reading;
+  return judgeEtcdRollout({ next: next.reading, source: next.source, previous }, evaluation.members);
 }
