@@ -3,7 +3,7 @@
 // the core says one is needed, and asks the core for the decision. No I/O happens in the core.
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
-import type { MachinesRead } from '../../functions/domain/kinds/kind.js';
+import type { MachinesRead, ParentRead } from '../../functions/domain/kinds/kind.js';
 import type { MembershipChange, TargetMove } from '../../functions/domain/kinds/kind.js';
 
 /** admission.k8s.io/v1 AdmissionRequest, the fields the guard reads. */
@@ -93,6 +93,8 @@ export interface DecisionInput {
   now: Date | number;
   /** The guarded KCP's control-plane Machines, read when they decide which member leaves. */
   machines?: MachinesRead;
+  /** A /scale shrink's parent object (e.g. the StatefulSet's spec.ordinals), read when the removal order needs it. */
+  parent?: ParentRead;
   /** Why no fresh evaluation could be had, when that is so (e.g. "inline refresh skipped: budget 0.8s"). */
   refreshNote?: string;
   /**

@@ -165,6 +165,7 @@ function judge(original: DecisionInput): Judgement {
   }
   const facts: ProjectionFacts = { classification: input.classification, request: input.request, evaluation };
   if (input.machines !== undefined) facts.machines = input.machines;
+  if (input.parent !== undefined) facts.parent = input.parent;
   const options = projectionOptionsFor(facts);
   const projection = projectOntoEvaluation(evaluation, change, options);
   if (!projection.allowed) {

@@ -4,11 +4,11 @@
 // up in the registry and hands it the facts. Pure: the server hands in the Machines it read (or
 // why it could not).
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
-import type { MachinesRead, ProjectionOptions } from '../../functions/domain/kinds/kind.js';
+import type { MachinesRead, ParentRead, ProjectionOptions } from '../../functions/domain/kinds/kind.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
 import type { Classification, MembershipChange, TargetMove } from './contract.js';
 
-export type { MachinesRead } from '../../functions/domain/kinds/kind.js';
+export type { MachinesRead, ParentRead } from '../../functions/domain/kinds/kind.js';
 export { kcpRemovalOrder, listingGap, surgeOf, type KcpRemovalPlan } from '../../functions/domain/kinds/kubeadm-control-plane.js';
 export { ordinalRemovalOrder } from '../../functions/domain/kinds/ordinal-removal.js';
 
@@ -28,6 +28,15 @@ export function needsMachines(classification: Guarded): boolean {
   return kindOf(classification.object)?.machines !== undefined && shrinkOf(classification.change) !== null;
 }
 
+/**
+ * What the server reads from a /scale request's parent object for the removal order: the kind's
+ * pointers on a /scale shrink of a kind whose removal reads the object; null when nothing.
+ */
+export function parentPointersFor(classification: Guarded): readonly string[] | null {
+  if (!classification.object.viaScale || shrinkOf(classification.change) === null) return null;
+  return kindOf(classification.object)?.removal.parentPointers ?? null;
+}
+
 /** The object's Cluster name label, when its kind has Machines (absent on a /scale request: no labels). */
 export function clusterNameOf(classification: Guarded, object: unknown): string | null {
   return kindOf(classification.object)?.machines?.clusterNameOf(object) ?? null;
@@ -45,6 +54,8 @@ export interface ProjectionFacts {
   evaluation: Evaluation;
   /** Read for a shrinking kind with Machines; absent when the server has no way to read them. */
   machines?: MachinesRead;
+  /** Read for a /scale shrink when parentPointersFor names something; absent when the server has no way to read it. */
+  parent?: ParentRead;
 }
 
 /** The membership change the controller really makes (its kind may say a request moves nothing: null). */
@@ -80,5 +91,6 @@ export function projectionOptionsFor(facts: ProjectionFacts): ProjectionOptions 
     request: facts.request,
     members: facts.evaluation.members,
     ...(facts.machines === undefined ? {} : { machines: facts.machines }),
+    ...(facts.parent === undefined ? {} : { parent: facts.parent }),
   });
 }

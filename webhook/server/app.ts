@@ -30,7 +30,15 @@ import { enforce, type EnforcedDecision, type EnforcementInput } from '../domain
 import type { EventIntent } from '../../functions/domain/events.js';
 import { chooseEvaluation } from '../domain/freshness.js';
 import { classificationDecision, failClosedResponse } from '../domain/respond.js';
-import { clusterNameOf, machineOwnerOf, needsMachines, type MachinesRead } from '../domain/removal.js';
+import {
+  clusterNameOf,
+  machineOwnerOf,
+  needsMachines,
+  parentPointersFor,
+  type MachinesRead,
+  type ParentRead,
+} from '../domain/removal.js';
+import type { ParentReader } from './parent-labels.js';
 import { buildAdmissionReviewResponse, parseAdmissionReview } from '../domain/review.js';
 import { flatLineLogger, type Logger } from '../../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
@@ -83,6 +91,11 @@ export interface WebhookAppDeps {
    * throws). Without it such a request is denied when a target matches by labels.
    */
   parentLabels?: (ref: ParentObjectRef) => Promise<ParentLabels>;
+  /**
+   * Reads the object a /scale shrink scales when its kind's removal order needs its fields (a
+   * StatefulSet's spec.ordinals; never throws); absent: the projection assumes the worst case.
+   */
+  readParent?: ParentReader['object'];
   /** Reads a KCP's Machines (which member KCP removes); absent: the projection assumes the worst case. */
   readMachines?: MachineReader;
   /** The targets as of now (static and discovered); the config's static targets by default. */
@@ -140,6 +153,7 @@ interface AppContext {
   readonly fleet: WebhookAppDeps['fleet'];
   readonly parentLabels: WebhookAppDeps['parentLabels'];
   readonly readMachines: WebhookAppDeps['readMachines'];
+  readonly readParent: WebhookAppDeps['readParent'];
   readonly recordEvent: WebhookAppDeps['recordEvent'];
   readonly reviewAccess: WebhookAppDeps['reviewAccess'];
 }
@@ -167,6 +181,7 @@ function appContext(deps: WebhookAppDeps): AppContext {
     fleet: deps.fleet,
     parentLabels: deps.parentLabels,
     readMachines: deps.readMachines,
+    readParent: deps.readParent,
     recordEvent: deps.recordEvent,
     reviewAccess: deps.reviewAccess,
   };
@@ -285,6 +300,59 @@ function readMachinesFor(
 }
 
 /**
+ * A /scale shrink's parent object when its kind's removal order reads it (a StatefulSet's
+ * spec.ordinals), the Scale's own revision if the cache holds it; a failure is reported, not thrown.
+ */
+function readParentFor(
+  ctx: AppContext,
+  classification: NeedsEvaluation,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Sync<ParentRead | undefined> {
+  const { readParent } = ctx;
+  if (readParent === undefined || parentPointersFor(classification) === null) return undefined;
+  const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+  if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read it' };
+  const revision = (request.oldObject as { metadata?: { resourceVersion?: unknown } } | undefined)?.metadata?.resourceVersion;
+  return settled(() =>
+    readParent(parentObjectOf(request), {
+      timeoutMs: Math.round(timeoutMs),
+      ...(typeof revision === 'string' ? { resourceVersion: revision } : {}),
+    }),
+  ).then(
+    (read) => {
+      if (!read.ok)
+        ctx.logger.warn(
+          { object: `${request.namespace ?? ''}/${request.name ?? ''}`, err: read.error },
+          'reading the scaled object failed',
+        );
+      return read.ok ? read : { ok: false, error: shorten(read.error) };
+    },
+    (error: unknown): ParentRead => ({ ok: false, error: shorten(errorMessage(error)) }),
+  );
+}
+
+/** What decides which member leaves, read only where it does: a KCP's Machines, a /scale shrink's parent. */
+function removalReads(
+  ctx: AppContext,
+  classification: NeedsEvaluation,
+  request: AdmissionRequest,
+  startedAt: number,
+  budgetMs: number,
+): Sync<{ machines?: MachinesRead; parent?: ParentRead }> {
+  const machines = readMachinesFor(ctx, classification, request, startedAt, budgetMs);
+  const parent = readParentFor(ctx, classification, request, startedAt, budgetMs);
+  if (!(machines instanceof Promise) && !(parent instanceof Promise)) {
+    return { ...(machines === undefined ? {} : { machines }), ...(parent === undefined ? {} : { parent }) };
+  }
+  return Promise.all([machines, parent]).then(([readMachines, readParent]) => ({
+    ...(readMachines === undefined ? {} : { machines: readMachines }),
+    ...(readParent === undefined ? {} : { parent: readParent }),
+  }));
+}
+
+/**
  * Whether RBAC lets the user override (verb override on targets.etcd-guard.io, named after the
  * target), asked only when the request sets the override annotation and the user's groups alone do
  * not allow it. A failed or late review counts as no answer: the groups list decides.
@@ -364,7 +432,7 @@ function decideClassified(
   return gatherAndJudge(ctx, request, classification, choice, startedAt, budgetMs);
 }
 
-/** The evaluation's age, then the Machines, then the RBAC answer (each only when needed), then the decision. */
+/** The evaluation's age, then the removal reads, then the RBAC answer (each only when needed), then the decision. */
 function gatherAndJudge(
   ctx: AppContext,
   request: AdmissionRequest,
@@ -375,21 +443,21 @@ function gatherAndJudge(
 ): Sync<DecisionOutcome> {
   const ageMs = choice.evaluation ? evaluationAgeMs(choice.evaluation, ctx.now()) : undefined;
   const facts = { request, classification, choice, ageMs };
-  const machines = readMachinesFor(ctx, classification, request, startedAt, budgetMs);
-  if (machines instanceof Promise) {
-    return machines.then(async (read) =>
+  const reads = removalReads(ctx, classification, request, startedAt, budgetMs);
+  if (reads instanceof Promise) {
+    return reads.then(async (read) =>
       judged(ctx, facts, read, await overrideByRbac(ctx, classification, request, startedAt, budgetMs)),
     );
   }
   const byRbac = overrideByRbac(ctx, classification, request, startedAt, budgetMs);
-  if (byRbac instanceof Promise) return byRbac.then((answer) => judged(ctx, facts, machines, answer));
-  return judged(ctx, facts, machines, byRbac);
+  if (byRbac instanceof Promise) return byRbac.then((answer) => judged(ctx, facts, reads, answer));
+  return judged(ctx, facts, reads, byRbac);
 }
 
 function judged(
   ctx: AppContext,
   facts: { request: AdmissionRequest; classification: NeedsEvaluation; choice: EvaluationPick; ageMs: number | undefined },
-  machines: MachinesRead | undefined,
+  reads: { machines?: MachinesRead; parent?: ParentRead },
   byRbac: boolean | undefined,
 ): DecisionOutcome {
   const { request, classification, choice, ageMs } = facts;
@@ -400,7 +468,7 @@ function judged(
     evaluation: choice.evaluation,
     now: ctx.now(),
     ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
-    ...(machines === undefined ? {} : { machines }),
+    ...reads,
     ...(byRbac === undefined ? {} : { overrideByRbac: byRbac }),
   });
   const enforced = ctx.core.enforce({

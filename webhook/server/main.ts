@@ -21,7 +21,7 @@ import { EventRecorder, lazyKubeEventSink, reportingInstance } from '../../funct
 import { Deadline } from '../../functions/domain/deadline.js';
 import type { ParentObjectRef } from '../domain/contract.js';
 import { requiredLabels } from '../domain/match-target.js';
-import { createParentLabelReader, type ParentObjectGetter } from './parent-labels.js';
+import { createParentReader, type ParentObjectGetter, type ParentReader } from './parent-labels.js';
 import { EvaluationCache } from './cache.js';
 import { UsageError } from '../../functions/shared/errors.js';
 import { createLogger, type Logger } from '../../functions/shared/logger.js';
@@ -282,14 +282,14 @@ function createOnDemand(parts: ServerParts, cache: EvaluationCache): OnDemandEva
   });
 }
 
-/** Reads the labels of a /scale request's parent object through the kubeconfig. */
-function createParentLabels(options: WebhookServerOptions): ReturnType<typeof createParentLabelReader> {
+/** Reads a /scale request's parent object (its labels, its kind's removal fields) through the kubeconfig. */
+function createParentLabels(options: WebhookServerOptions): ParentReader {
   const parentGetter = lazyObjectGetter(options.kubeconfigFile);
   // A target that matches by labels will need the parent read on the first /scale: load now.
   if (options.config.targets.some((target) => Object.keys(requiredLabels(target.match ?? {})).length > 0)) {
     parentGetter.warm();
   }
-  return createParentLabelReader({
+  return createParentReader({
     get: parentGetter.get,
     ...(options.parentReadTimeoutMs === undefined ? {} : { timeoutMs: options.parentReadTimeoutMs }),
     ...(options.parentCacheTtlMs === undefined ? {} : { cacheTtlMs: options.parentCacheTtlMs }),
@@ -413,7 +413,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const cache = createCache(parts);
   followTargets = (names) => cache.setTargets(names);
   const onDemand = createOnDemand(parts, cache);
-  const parentLabels = createParentLabels(options);
+  const parent = createParentLabels(options);
   const events = createEventRecorder(parts);
   const stopEvents = events?.start() ?? (() => undefined);
   const app = createWebhookApp({
@@ -422,7 +422,8 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     onDemand,
     metrics,
     logger,
-    parentLabels,
+    parentLabels: (ref) => parent.labels(ref),
+    readParent: (ref, query) => parent.object(ref, query),
     readMachines: options.readMachines ?? lazyMachineReader(options.kubeconfigFile),
     reviewAccess: options.reviewAccess ?? lazyAccessReviewer(options.kubeconfigFile),
     targets: () => registry.all(),

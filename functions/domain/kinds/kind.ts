@@ -116,6 +116,12 @@ export interface ProjectionOptions {
 
 export type MachinesRead = { ok: true; machines: ControlPlaneMachine[] } | { ok: false; error: string };
 
+/**
+ * The object a /scale request scales, as the server read it (only the fields at the kind's
+ * `parentPointers`, and its labels), or why it could not be read.
+ */
+export type ParentRead = { ok: true; object: unknown } | { ok: false; error: string };
+
 /** The request's objects, as the admission request carries them (untrusted JSON). */
 export interface RequestObjects {
   object?: unknown;
@@ -132,6 +138,8 @@ export interface RemovalFacts {
   members: readonly MemberReport[];
   /** Read for a shrinking kind whose `machines` say so; absent when the server has no way to read them. */
   machines?: MachinesRead;
+  /** Read for a /scale shrink of a kind with `parentPointers`; absent when the server has no way to read it. */
+  parent?: ParentRead;
 }
 
 export interface KindRemoval {
@@ -144,6 +152,11 @@ export interface KindRemoval {
   effectiveChange?(change: MembershipChange, request: RequestObjects): MembershipChange | TargetMove | null;
   /** Scaling to 0 and back is hibernation, allowed whatever the verdict (etcd-druid's Gardener use). */
   hibernates?: boolean;
+  /**
+   * What the removal order reads from the object itself (RFC 6901 pointers), which a /scale
+   * request's Scale does not carry: the server then reads the parent object on a /scale shrink.
+   */
+  parentPointers?: readonly string[];
 }
 
 /** How a kind's Machines map to its etcd members, when Machines decide which member leaves. */

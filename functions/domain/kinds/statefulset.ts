@@ -8,21 +8,50 @@ import { ordinalProjection } from './ordinal-removal.js';
 
 export const STATEFUL_SET = { group: 'apps', kind: 'StatefulSet', resource: 'statefulsets' } as const;
 
-/**
- * The first ordinal, as far as the request tells: 0 when spec.ordinals is absent (the default),
- * null when it cannot be told (a /scale request carries a Scale, not the StatefulSet; an
- * unreadable value).
- */
-function ordinalStart(facts: RemovalFacts): number | null {
-  if (facts.object.viaScale) return null;
-  const value = valueAtPointer(facts.request.oldObject, '/spec/ordinals/start');
+const ORDINALS_START = '/spec/ordinals/start';
+const REPLICAS = '/spec/replicas';
+const ASSUMED = 'so which pods go is unknown and a healthy member is assumed to leave';
+
+/** spec.ordinals.start of a StatefulSet: 0 when absent (the default), null when not a valid ordinal. */
+function startOf(statefulSet: unknown): number | null {
+  const value = valueAtPointer(statefulSet, ORDINALS_START);
   if (value === undefined || value === null) return 0;
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : null;
 }
 
-const UNKNOWN_START =
-  "a /scale request does not carry the StatefulSet's spec.ordinals, so which pods go is unknown and a healthy " +
-  'member is assumed to leave; change spec.replicas with kubectl patch instead';
+/**
+ * The first ordinal, or why it cannot be told. A /scale request carries a Scale, not the
+ * StatefulSet: the server reads the StatefulSet, whose spec.replicas must be the Scale's old one
+ * (otherwise it is another revision than the one being scaled, and its ordinals may be too).
+ */
+function ordinalStart(facts: RemovalFacts): { start: number } | { hint: string } {
+  const start = (of: unknown, what: string) => {
+    const found = startOf(of);
+    return found === null ? { hint: `${what} spec.ordinals.start is not a non-negative integer, ${ASSUMED}` } : { start: found };
+  };
+  if (!facts.object.viaScale) return start(facts.request.oldObject, "the StatefulSet's");
+  const { parent } = facts;
+  if (parent === undefined) {
+    return {
+      hint: `a /scale request does not carry the StatefulSet's spec.ordinals, ${ASSUMED}; change spec.replicas with kubectl patch instead`,
+    };
+  }
+  if (!parent.ok) {
+    return {
+      hint: `a /scale request does not carry spec.ordinals and reading the StatefulSet failed (${parent.error}), ${ASSUMED}`,
+    };
+  }
+  const replicas = valueAtPointer(parent.object, REPLICAS) ?? statefulSet.rule.defaultReplicas;
+  if (facts.shrink !== null && replicas !== facts.shrink.from) {
+    const shown = typeof replicas === 'number' ? String(replicas) : 'not a number';
+    return {
+      hint:
+        `the StatefulSet read for its spec.ordinals has spec.replicas ${shown}, not the Scale's ${facts.shrink.from} ` +
+        `(it changed meanwhile), ${ASSUMED}; retry`,
+    };
+  }
+  return start(parent.object, 'the StatefulSet read for it has');
+}
 
 export const statefulSet: ControllerKind = {
   rule: {
@@ -49,8 +78,13 @@ export const statefulSet: ControllerKind = {
     scope: 'named-by-target',
   },
   removal: {
-    projectionOptions: (facts) =>
-      ordinalProjection(facts.members, facts.object.name, ordinalStart(facts), facts.shrink, UNKNOWN_START),
+    projectionOptions: (facts) => {
+      const known = ordinalStart(facts);
+      return 'start' in known
+        ? ordinalProjection(facts.members, facts.object.name, known.start, facts.shrink, '')
+        : ordinalProjection(facts.members, facts.object.name, null, facts.shrink, known.hint);
+    },
+    parentPointers: [ORDINALS_START, REPLICAS],
   },
   reach: 'static',
 };

@@ -18,6 +18,7 @@ export interface FakeObject {
 /** The resources served, by group: plural name → kind. */
 const RESOURCES: Record<string, { versions: string[]; resources: Record<string, string> }> = {
   '': { versions: ['v1'], resources: { secrets: 'Secret' } },
+  apps: { versions: ['v1'], resources: { statefulsets: 'StatefulSet' } },
   'cluster.x-k8s.io': { versions: ['v1beta1', 'v1beta2'], resources: { clusters: 'Cluster', machines: 'Machine' } },
   'controlplane.cluster.x-k8s.io': {
     versions: ['v1beta1', 'v1beta2'],
