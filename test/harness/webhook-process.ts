@@ -9,9 +9,11 @@ import { fileURLToPath } from 'node:url';
 const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'etcd-guard.mjs');
 
 export interface WebhookProcess {
-  /** e.g. https://127.0.0.1:41234 */
+  /** e.g. https://127.0.0.1:41234 (http:// with insecureHttp) */
   url: string;
   port: number;
+  /** e.g. http://127.0.0.1:41235, with metricsPort; else null. */
+  metricsUrl: string | null;
   pid: number;
   /** Resident memory now and its peak so far (VmRSS, VmHWM), in MiB. */
   memoryMiB(): { rss: number; peak: number };
@@ -25,8 +27,13 @@ export interface WebhookProcess {
 
 export interface StartWebhookProcessOptions {
   configFile: string;
-  certFile: string;
-  keyFile: string;
+  /** The serving key pair; absent with insecureHttp. */
+  certFile?: string;
+  keyFile?: string;
+  /** Plain HTTP (--insecure-http) instead of HTTPS. */
+  insecureHttp?: boolean;
+  /** Also serve GET /metrics on a loopback port (--metrics-listen). */
+  metricsPort?: boolean;
   env?: Record<string, string>;
   /** How long to wait for the listening line (tsx compiles the sources on a cold start). */
   startTimeoutMs?: number;
@@ -49,10 +56,10 @@ export async function startWebhookProcess(options: StartWebhookProcessOptions): 
       options.configFile,
       '--listen',
       '127.0.0.1:0',
-      '--tls-cert',
-      options.certFile,
-      '--tls-key',
-      options.keyFile,
+      ...(options.insecureHttp === true
+        ? ['--insecure-http']
+        : ['--tls-cert', options.certFile ?? '', '--tls-key', options.keyFile ?? '']),
+      ...(options.metricsPort === true ? ['--metrics-listen', '127.0.0.1:0'] : []),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...options.env } },
   );
@@ -66,7 +73,8 @@ export async function startWebhookProcess(options: StartWebhookProcessOptions): 
     url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no listening line within ${timeoutMs} ms: ${output}`)), timeoutMs);
       const look = () => {
-        const match = /"url":"(https:\/\/127\.0\.0\.1:\d+)"/.exec(output);
+        // The whole listening line (it also names the metrics URL), not a chunk of it.
+        const match = /"url":"(https?:\/\/127\.0\.0\.1:\d+)"[^\n]*\n/.exec(output);
         if (match?.[1]) {
           clearTimeout(timer);
           resolve(match[1]);
@@ -84,9 +92,12 @@ export async function startWebhookProcess(options: StartWebhookProcessOptions): 
   }
   const pid = child.pid;
   if (pid === undefined) throw new Error('the webhook process has no pid');
+  const metricsUrl = /"metricsUrl":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(output)?.[1] ?? null;
+  if (options.metricsPort === true && metricsUrl === null) throw new Error(`no metricsUrl in the listening line: ${output}`);
   return {
     url,
     port: Number(new URL(url).port),
+    metricsUrl,
     pid,
     memoryMiB: () => ({ rss: statusMiB(pid, 'VmRSS'), peak: statusMiB(pid, 'VmHWM') }),
     cpuMs: () => {

@@ -28,7 +28,7 @@ import { createLogger, type Logger } from '../../functions/shared/logger.js';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.js';
 import { startMetricsServer } from './metrics-server.js';
 import { createReloadingHttpsServer, TlsFilesError } from './tls.js';
-import { limitConnectionsPerPeer, MAX_CONNECTIONS_PER_PEER } from './connections.js';
+import { limitConnections, MAX_CONNECTIONS_PER_PEER } from './connections.js';
 
 export const DEFAULT_LISTEN = '0.0.0.0:8443';
 /** In-flight requests get this long to finish on shutdown before their connections are cut. */
@@ -62,7 +62,7 @@ export interface WebhookServerOptions {
   readMachines?: MachineReader;
   /** Passed to OnDemandEvaluations: how long a settled run is reused. */
   onDemandMinIntervalMs?: number;
-  /** Open connections beyond this are dropped on accept; default MAX_CONNECTIONS. */
+  /** Open connections of the whole server; default MAX_CONNECTIONS (see connections.ts for who gives way). */
   maxConnections?: number;
   /** Asks SubjectAccessReviews for overrides; by default through the kubeconfig. */
   reviewAccess?: AccessReviewer;
@@ -343,9 +343,17 @@ async function createServer(
   } else {
     server = http.createServer(CONNECTION_BOUNDS, app);
   }
-  server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
-  limitConnectionsPerPeer(server, options.maxConnectionsPerPeer ?? MAX_CONNECTIONS_PER_PEER, (peer) =>
-    logger.debug({ peer }, 'connection refused: its peer holds its share of the connections'),
+  const limits = {
+    maxConnections: options.maxConnections ?? MAX_CONNECTIONS,
+    maxPerPeer: options.maxConnectionsPerPeer ?? MAX_CONNECTIONS_PER_PEER,
+  };
+  limitConnections(server, limits, (peer, why) =>
+    logger.debug(
+      { peer },
+      why === 'peer-limit'
+        ? 'connection refused: its peer holds its share of the connections'
+        : 'connection refused: the server is full and its peer holds the most',
+    ),
   );
   return server;
 }
