@@ -69,7 +69,7 @@ describe('etcd-guard targets', () => {
     expect(result.stdout).toContain('KubeadmControlPlane fleet/prod-control-plane');
     expect(result.stdout).toContain('Cluster fleet/prod (port-forward)');
     expect(result.stderr).toBe(
-      'skipped KubeadmControlPlane fleet/legacy-control-plane (capi): uses external etcd: not discovered (add a static target that names it)\n',
+      'skipped KubeadmControlPlane fleet/legacy-control-plane (capi): it uses external etcd: not discovered (add a static target that names it)\n',
     );
   });
 

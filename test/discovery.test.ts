@@ -169,7 +169,7 @@ describe('capi provider (pure)', () => {
     [
       'no Cluster owner reference, only the cluster-name label',
       (kcp) => void (kcp.metadata.ownerReferences = []),
-      'has no Cluster owner reference',
+      'it has no Cluster owner reference',
     ],
     ['no namespace', (kcp) => void (kcp.metadata = { name: 'x' }), 'without namespace or name'],
     [
@@ -391,7 +391,7 @@ describe('discovery against the stand-in apiserver', () => {
       `druid:${discoveredTargetName('druid', 'shoot--dev--alpha', 'etcd-main')}`,
     ]);
     expect(resolved.problems.map((problem) => `${problem.object?.name}: ${problem.message}`)).toEqual([
-      'legacy-control-plane: uses external etcd: not discovered (add a static target that names it)',
+      'legacy-control-plane: it uses external etcd: not discovered (add a static target that names it)',
     ]);
     expect(fake.requests.map((request) => `${request.verb} ${request.path}`)).toEqual(
       expect.arrayContaining([

@@ -98,6 +98,45 @@ describe('matching by identity', () => {
     expect(early.kind === 'deny' && early.message).toContain('discovery has not listed the management cluster yet');
   });
 
+  // Issue 30 item 11: the message once read "cannot resolve its etcd cluster: it its Cluster owner
+  // reference …". Each problem is a clause of its own, so it follows the colon as it is.
+  const withKcp = (edit: (kcp: FakeObject, cluster: FakeObject) => void) => {
+    const kcp = structuredClone(object('kcp-v1beta1'));
+    const cluster = structuredClone(object('cluster-prod'));
+    edit(kcp, cluster);
+    return capiTargets([kcp], [cluster], { timeout: 5000 }).problems;
+  };
+  const ownerOf = (kcp: FakeObject) => (kcp.metadata.ownerReferences as Array<Record<string, unknown>>)[0] ?? {};
+  it.each<[string, (kcp: FakeObject, cluster: FakeObject) => void, string]>([
+    ['no Cluster owner reference', (kcp) => void (kcp.metadata.ownerReferences = []), 'it has no Cluster owner reference'],
+    [
+      'two Cluster owner references',
+      (kcp) => void (kcp.metadata.ownerReferences = [ownerOf(kcp), { ...ownerOf(kcp), name: 'x' }]),
+      'it has 2 Cluster owner references',
+    ],
+    ['an owner reference without uid', (kcp) => void delete ownerOf(kcp).uid, 'its Cluster owner reference names no Cluster'],
+    [
+      'an owner reference to another uid',
+      (kcp) => void (ownerOf(kcp).uid = '00000000-0000-4000-8000-000000000000'),
+      'its Cluster owner reference carries a uid other than',
+    ],
+  ])('the unresolved message for %s reads as one sentence', (_case, edit, clause) => {
+    const problems = withKcp(edit);
+    expect(problems).toHaveLength(1);
+    const fleet = { listed: new Set(['capi', 'druid'] as const), problems };
+    const denied = classifyRequest(
+      review('kcp-v1beta1-edit-version.json', 'fleet', 'prod-control-plane').request,
+      config,
+      undefined,
+      targets.filter((target) => target.name !== 'capi-fleet-prod'),
+      fleet,
+    );
+    expect(denied).toMatchObject({ kind: 'deny', reason: 'unresolved' });
+    const message = denied.kind === 'deny' ? denied.message : '';
+    expect(message).toContain(`cannot resolve its etcd cluster: ${clause}`);
+    expect(message).not.toMatch(/\bit (its|it)\b/);
+  });
+
   it('an unguarded edit of a discovered KCP (labels only) is allowed: identity does not move with labels', () => {
     const classification = classifyRequest(
       review('kcp-label-only.json', 'fleet', 'prod-control-plane').request,

@@ -310,7 +310,7 @@ function classifyOwned(
       reason: 'unresolved',
       message:
         `etcd-guard's discovery leaves ${describeObject(ref)} to a static target that names it ` +
-        `(match.namespaces and match.names), and none does: it ${ownership.problem.message}`,
+        `(match.namespaces and match.names), and none does: ${ownership.problem.message}`,
     },
   };
 }

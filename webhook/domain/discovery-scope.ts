@@ -67,7 +67,7 @@ export function discoveryOwnership(
   );
   if (problem?.staticMayJudge === true) return { kind: 'static-may-judge', problem };
   const prefix = `etcd-guard's ${source} discovery owns ${what} but cannot resolve its etcd cluster`;
-  if (problem !== undefined) return { kind: 'unresolved', message: `${prefix}: it ${problem.message}` };
+  if (problem !== undefined) return { kind: 'unresolved', message: `${prefix}: ${problem.message}` };
   if (fleet === undefined || !fleet.listed.has(source)) {
     return {
       kind: 'unresolved',

@@ -325,8 +325,8 @@ export function owningCluster(
   clusters: readonly unknown[],
 ): { name: string } | { problem: string } {
   const owners = clusterOwners(kcp);
-  if (owners.length === 0) return { problem: 'has no Cluster owner reference (the Cluster controller sets it)' };
-  if (owners.length > 1) return { problem: `has ${owners.length} Cluster owner references; exactly one is expected` };
+  if (owners.length === 0) return { problem: 'it has no Cluster owner reference (the Cluster controller sets it)' };
+  if (owners.length > 1) return { problem: `it has ${owners.length} Cluster owner references; exactly one is expected` };
   const owner = owners[0] ?? {};
   const name = text(owner.name);
   const uid = text(owner.uid);
@@ -367,7 +367,7 @@ export function capiTargets(kcps: readonly unknown[], clusters: readonly unknown
   return provide(kcps, { source: 'capi', id: KUBEADM_CONTROL_PLANE }, (kcp, object, problem) => {
     const etcd = at(kcp, 'spec', 'kubeadmConfigSpec', 'clusterConfiguration', 'etcd');
     if (at(etcd, 'external') !== undefined) {
-      return problem('uses external etcd: not discovered (add a static target that names it)', { staticMayJudge: true });
+      return problem('it uses external etcd: not discovered (add a static target that names it)', { staticMayJudge: true });
     }
     const cluster = owningCluster(kcp, object, clusters);
     if ('problem' in cluster) return problem(cluster.problem);
