@@ -226,7 +226,7 @@ describe('HTTPS_PROXY and NO_PROXY for workload API servers', () => {
     { noProxy: undefined, host: 'api.example.com', proxied: true },
     { noProxy: '*', host: 'api.example.com', proxied: false },
     { noProxy: 'example.com', host: 'api.example.com', proxied: false },
-    { noProxy: '.example.com', host: 'example.com', proxied: false },
+    { noProxy: '.example.com', host: 'example.com', proxied: true }, // as Go: the leading dot means subdomains only
     { noProxy: 'example.com:6443', host: 'api.example.com', proxied: true },
     { noProxy: 'example.com:443', host: 'api.example.com', proxied: false },
     { noProxy: '10.0.0.0/8', host: '10.1.2.3', proxied: false },

@@ -27,31 +27,73 @@ function bareHost(host: string): string {
   return host.replace(/^\[|\]$/g, '').toLowerCase();
 }
 
-/** Whether one NO_PROXY entry (`*`, a host, `.domain`, an IP, a CIDR, each with an optional :port) covers host:port. */
-function noProxyEntryMatches(entry: string, host: string, port: number): boolean {
-  if (entry === '*') return true;
-  let pattern = entry.toLowerCase();
-  const portMatch = /^(.*[^:]):(\d+)$/.exec(pattern);
-  if (portMatch && isIP(bareHost(pattern)) !== 6) {
-    if (Number(portMatch[2]) !== port) return false;
-    pattern = portMatch[1] ?? pattern;
+/** Go's net.SplitHostPort: `host:port` or `[v6]:port` (the port may be empty), else undefined. */
+function splitHostPort(entry: string): { host: string; port: string } | undefined {
+  const colon = entry.lastIndexOf(':');
+  if (colon < 0) return undefined;
+  let host: string;
+  let from = 0;
+  let to = 0;
+  if (entry.startsWith('[')) {
+    const end = entry.indexOf(']');
+    if (end < 0 || end + 1 !== colon) return undefined;
+    host = entry.slice(1, end);
+    from = 1;
+    to = end + 1;
+  } else {
+    host = entry.slice(0, colon);
+    if (host.includes(':')) return undefined;
   }
-  pattern = bareHost(pattern);
-  const cidr = /^(.+)\/(\d{1,3})$/.exec(pattern);
-  if (cidr && isIP(cidr[1] ?? '') !== 0 && isIP(host) !== 0) {
-    const family = isIP(cidr[1] ?? '') === 4 ? 'ipv4' : 'ipv6';
-    if (isIP(host) !== (family === 'ipv4' ? 4 : 6)) return false;
+  if (entry.slice(from).includes('[') || entry.slice(to).includes(']')) return undefined;
+  return { host, port: entry.slice(colon + 1) };
+}
+
+function family(ip: string): 'ipv4' | 'ipv6' {
+  return isIP(ip) === 4 ? 'ipv4' : 'ipv6';
+}
+
+/** One NO_PROXY entry as a matcher of (host, port), or undefined for an entry Go ignores. */
+type NoProxyMatcher = (host: string, port: string) => boolean;
+
+/**
+ * NO_PROXY read as Go's golang.org/x/net/http/httpproxy reads it (the copy vendored in Go 1.26's
+ * net/http, which kubectl and client-go use): `*` covers everything; an IP/prefix (CIDR) or an IP
+ * with an optional `:port` covers IP hosts only; anything else is a domain (`example.com` also
+ * covers its subdomains, `.example.com` and `*.example.com` only them, each with an optional
+ * `:port`) and covers names only, never an IP literal (`.0.0.1` does not cover 10.0.0.1).
+ * Go also never proxies `localhost` and loopback IPs; the guard does when HTTPS_PROXY is set and
+ * NO_PROXY does not cover them, so a tenant's kubeconfig naming loopback is sent to the operator's
+ * proxy rather than to the guard's own host.
+ */
+function noProxyMatcher(raw: string): NoProxyMatcher | undefined {
+  const entry = raw.trim().toLowerCase();
+  if (entry === '') return undefined;
+  if (entry === '*') return () => true;
+  const cidr = /^([^/]+)\/(\d{1,3})$/.exec(entry);
+  if (cidr !== null && isIP(cidr[1] ?? '') !== 0) {
     const list = new BlockList();
     try {
-      list.addSubnet(cidr[1] ?? '', Number(cidr[2]), family);
+      list.addSubnet(cidr[1] ?? '', Number(cidr[2]), family(cidr[1] ?? ''));
     } catch {
-      return false;
+      return undefined;
     }
-    return list.check(host, family);
+    return (host) => isIP(host) !== 0 && list.check(host, family(host));
   }
-  if (pattern.startsWith('*.')) pattern = pattern.slice(1);
-  if (pattern.startsWith('.')) return host.endsWith(pattern) || host === pattern.slice(1);
-  return host === pattern || host.endsWith(`.${pattern}`);
+  const split = splitHostPort(entry);
+  const pattern = split?.host ?? entry;
+  const wantPort = split?.port ?? '';
+  if (pattern === '') return undefined;
+  const portMatches = (port: string) => wantPort === '' || wantPort === port;
+  if (isIP(pattern) !== 0) {
+    const list = new BlockList();
+    list.addAddress(pattern, family(pattern));
+    return (host, port) => isIP(host) !== 0 && list.check(host, family(host)) && portMatches(port);
+  }
+  const withoutStar = pattern.startsWith('*.') ? pattern.slice(1) : pattern;
+  const matchHost = !withoutStar.startsWith('.');
+  const suffix = matchHost ? `.${withoutStar}` : withoutStar;
+  return (host, port) =>
+    isIP(host) === 0 && (host.endsWith(suffix) || (matchHost && host === suffix.slice(1))) && portMatches(port);
 }
 
 /**
@@ -65,11 +107,8 @@ export function proxyFor(url: URL, environment: Record<string, string | undefine
   const port = Number(url.port || 443);
   const noProxy = env(environment, 'NO_PROXY');
   if (noProxy !== undefined) {
-    const entries = noProxy
-      .split(',')
-      .map((entry) => entry.trim())
-      .filter((entry) => entry !== '');
-    if (entries.some((entry) => noProxyEntryMatches(entry, host, port))) return undefined;
+    const matchers = noProxy.split(',').map(noProxyMatcher);
+    if (matchers.some((matches) => matches?.(host, String(port)) === true)) return undefined;
   }
   let parsed: URL;
   try {
