@@ -302,14 +302,15 @@ async function runEvaluateConfig(
       import('../adapters/store-factory.js'),
       import('pino'),
     ]);
-  const wired = buildScheduledDeps(config, env);
+  // Every log line of the run goes to stderr, whatever --output says: stdout is the evaluations.
+  const logger = createLogger({ env, name: 'etcd-guard-evaluate', destination: pino.destination(2) });
+  const wired = buildScheduledDeps(config, env, { logger });
   const latest = new Map<string, Evaluation>();
   const deps = {
     ...wired,
     ...(command.shard === undefined ? {} : { shard: command.shard }),
     ...(command.budgetMs === undefined ? {} : { budgetMs: command.budgetMs }),
     store: command.store === undefined ? wired.store : command.store === null ? DISCARD_STORE : createStore(command.store),
-    logger: createLogger({ env, name: 'etcd-guard-evaluate', destination: pino.destination(2) }),
     evaluate: async (target: Target, context?: EvaluationContext) => {
       const evaluation = await wired.evaluate(target, context);
       latest.set(target.name, evaluation);

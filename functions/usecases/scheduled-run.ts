@@ -298,10 +298,16 @@ export async function runScheduledLoop(options: ScheduledLoopOptions): Promise<n
 /**
  * The real wiring for the entrypoints: evaluateTarget (which lists control-plane Nodes itself when
  * a target has an `inventory`), the store the config names, and the redacting JSON logger
- * (LOG_LEVEL from `env`). Builds objects only; nothing touches the network until a run.
+ * (LOG_LEVEL from `env`; `logger` replaces it everywhere, the Event recorder's errors included,
+ * so the CLI can keep stdout for its output). Builds objects only; nothing touches the network
+ * until a run.
  */
-export function buildScheduledDeps(config: GuardConfig, env: Readonly<Record<string, string | undefined>>): ScheduledDeps {
-  const logger = createLogger({ env, name: 'etcd-guard-scheduled' });
+export function buildScheduledDeps(
+  config: GuardConfig,
+  env: Readonly<Record<string, string | undefined>>,
+  options: { logger?: ScheduledLogger } = {},
+): ScheduledDeps {
+  const logger = options.logger ?? createLogger({ env, name: 'etcd-guard-scheduled' });
   return {
     config,
     store: createStore(config.store),
