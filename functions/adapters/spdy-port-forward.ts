@@ -32,6 +32,20 @@ const MAX_UPGRADE_RESPONSE_BYTES = 16 * 1024;
 const DATA_CHUNK_BYTES = 32 * 1024;
 /** The most of the error stream kept: it is only classified, never quoted. */
 const MAX_ERROR_TEXT_BYTES = 1024;
+/**
+ * Bytes we may have queued towards the API server before a reply (PING, RST_STREAM,
+ * WINDOW_UPDATE) cuts the session instead: a peer that sends and never reads would otherwise
+ * make us buffer every answer. Our own data never queues near this (the local side is paused once
+ * a write reports a full buffer), so only a peer that stopped reading reaches it.
+ */
+export const MAX_UNREAD_BYTES = 1024 * 1024;
+/**
+ * Frames a port-forward does not ask for (server PINGs and SYN_STREAMs, SETTINGS, HEADERS,
+ * unknown types, DATA on other streams): a burst, then one more per second. A server pings
+ * every few seconds at most; one that sends more is flooding, and the session is cut.
+ */
+export const UNSOLICITED_FRAME_BURST = 64;
+const UNSOLICITED_REFILL_MS = 1000;
 
 export interface SpdyTarget {
   namespace: string;
@@ -115,6 +129,10 @@ export class SpdyPortForward {
   private errorText = Buffer.alloc(0);
   private closed = false;
   private onReplied: (() => void) | undefined;
+  /** Data-stream bytes received and not yet given back as window (one WINDOW_UPDATE per read). */
+  private ungranted = 0;
+  private unsolicitedTokens = UNSOLICITED_FRAME_BURST;
+  private unsolicitedRefilledMs = performance.now();
 
   private constructor(
     private readonly socket: tls.TLSSocket,
@@ -204,13 +222,49 @@ export class SpdyPortForward {
       if (frame.control) this.control(frame);
       else this.data(frame.streamId, frame.flags, frame.data);
     }
+    if (this.ungranted > 0 && !this.closed) {
+      // Give the window back once per read, per stream and (SPDY/3.1) per session: a frame at a time
+      // would be one write per frame, however small the frames.
+      const bytes = this.ungranted;
+      this.ungranted = 0;
+      this.reply(Buffer.concat([windowUpdateFrame(DATA_STREAM, bytes), windowUpdateFrame(0, bytes)]));
+    }
+  }
+
+  /** A frame we did not ask for: counted, and the session cut once the peer sends them faster than it may. */
+  private unsolicited(): boolean {
+    const nowMs = performance.now();
+    const refills = Math.floor((nowMs - this.unsolicitedRefilledMs) / UNSOLICITED_REFILL_MS);
+    if (refills > 0) {
+      this.unsolicitedTokens = Math.min(UNSOLICITED_FRAME_BURST, this.unsolicitedTokens + refills);
+      this.unsolicitedRefilledMs += refills * UNSOLICITED_REFILL_MS;
+    }
+    if (this.unsolicitedTokens >= 1) {
+      this.unsolicitedTokens -= 1;
+      return true;
+    }
+    this.fail('port-forward closed: the API server sent more frames than a port-forward asks for', true);
+    return false;
+  }
+
+  /** An answer of ours, unless the peer has stopped reading what it is sent: then the session is cut. */
+  private reply(frame: Buffer): void {
+    if (this.socket.writableLength + frame.length > MAX_UNREAD_BYTES) {
+      this.fail('port-forward closed: the API server does not read what it is sent', true);
+      return;
+    }
+    this.socket.write(frame);
   }
 
   private control(frame: Extract<SpdyFrame, { control: true }>): void {
     const id = firstWord(frame);
     switch (frame.type) {
       case FrameType.SYN_REPLY:
-        if (id === ERROR_STREAM || id === DATA_STREAM) this.replies.add(id);
+        if ((id !== ERROR_STREAM && id !== DATA_STREAM) || this.replies.has(id)) {
+          this.unsolicited();
+          return;
+        }
+        this.replies.add(id);
         if (this.replies.size === 2) this.onReplied?.();
         return;
       case FrameType.RST_STREAM:
@@ -221,14 +275,18 @@ export class SpdyPortForward {
         return;
       case FrameType.PING:
         // Server pings carry even IDs; answering ours would loop.
-        if (id !== undefined && id % 2 === 0) this.socket.write(pingFrame(id));
+        if (this.unsolicited() && id !== undefined && id % 2 === 0) this.reply(pingFrame(id));
         return;
       case FrameType.SYN_STREAM:
         // The server opening streams is not part of port-forward.
-        if (id !== undefined) this.socket.write(rstStreamFrame(id, RstStatus.PROTOCOL_ERROR));
+        if (this.unsolicited() && id !== undefined) this.reply(rstStreamFrame(id, RstStatus.PROTOCOL_ERROR));
+        return;
+      case FrameType.WINDOW_UPDATE:
+        // The server giving window back as it reads our data: expected, and nothing to do.
         return;
       default:
-        // SETTINGS, HEADERS, WINDOW_UPDATE and unknown types: nothing port-forward needs (section 2.2.1: ignore).
+        // SETTINGS, HEADERS and unknown types: nothing port-forward needs (section 2.2.1: ignore), counted.
+        this.unsolicited();
         return;
     }
   }
@@ -237,11 +295,12 @@ export class SpdyPortForward {
     if (streamId === DATA_STREAM) {
       if (payload.length > 0) {
         this.handlers.data(payload);
-        // Give the window back as bytes arrive: per stream and (SPDY/3.1) per session.
-        this.socket.write(Buffer.concat([windowUpdateFrame(DATA_STREAM, payload.length), windowUpdateFrame(0, payload.length)]));
+        this.ungranted += payload.length;
       }
       if ((flags & FLAG_FIN) !== 0) this.close();
-    } else if (streamId === ERROR_STREAM) {
+    } else if (streamId !== ERROR_STREAM) {
+      this.unsolicited();
+    } else {
       if (this.errorText.length < MAX_ERROR_TEXT_BYTES) {
         this.errorText = Buffer.concat([this.errorText, payload]).subarray(0, MAX_ERROR_TEXT_BYTES);
       }
@@ -274,9 +333,11 @@ export class SpdyPortForward {
     this.socket.resume();
   }
 
-  private fail(reason: string): void {
+  /** Reports `reason` and closes; `abort` destroys at once, since a GOAWAY would queue behind what the peer does not read. */
+  private fail(reason: string, abort = false): void {
     if (this.closed) return;
     this.handlers.failure(reason);
+    if (abort) this.socket.destroy();
     this.close();
   }
 

@@ -5,7 +5,8 @@
 // the harness). stall() stops relaying bytes while every socket stays open: a stuck stream.
 // It also serves SPDY/3.1 port-forward (`portforward.k8s.io`, as the kubelet does for kubectl and
 // KCP): an upgrade to SPDY/3.1, then an error and a data stream per port, paired by requestID.
-// refuseWebSocket() makes it a server behind a proxy that refuses WebSocket upgrades.
+// refuseWebSocket() makes it a server behind a proxy that refuses WebSocket upgrades; spdyFlood()
+// a hostile one that answers the SPDY upgrade, then floods frames and never reads.
 import net from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -17,7 +18,9 @@ import {
   HeaderDecompressor,
   dataFrame,
   firstWord,
+  pingFrame,
   synReplyFrame,
+  synStreamFrame,
   type SpdyFrame,
 } from '../../functions/adapters/spdy.js';
 import type { FakeKubeApiServer } from './fake-kube-apiserver.js';
@@ -43,6 +46,44 @@ export interface PortForwardRelay {
   spdyOpened(): number;
   /** A hostile SPDY server: every SPDY connection answers the upgrade, then sends these bytes. */
   spdyGarbage(bytes: Buffer | null): void;
+  /**
+   * A hostile SPDY server: every SPDY connection answers the upgrade, then sends these frames
+   * for as long as the socket takes them, and never reads (null: serve port-forward).
+   */
+  spdyFlood(frames: SpdyFlood | null): void;
+  /** Bytes of flood frames written so far. */
+  spdyFloodBytes(): number;
+}
+
+export type SpdyFlood = 'ping' | 'syn-stream';
+
+/** 64 KiB of server PINGs (even IDs) or server SYN_STREAMs (even stream IDs, empty header block). */
+function floodBlock(kind: SpdyFlood): Buffer {
+  const frames: Buffer[] = [];
+  let size = 0;
+  for (let id = 2; size < 64 * 1024; id += 2) {
+    const frame = kind === 'ping' ? pingFrame(id) : synStreamFrame(id, 0, Buffer.alloc(0));
+    frames.push(frame);
+    size += frame.length;
+  }
+  return Buffer.concat(frames);
+}
+
+/** Answers the upgrade, stops reading, and writes `block` again each time the socket drains. */
+function floodSpdy(socket: net.Socket, block: Buffer, written: (bytes: number) => void): void {
+  socket.pause();
+  socket.on('error', () => socket.destroy());
+  socket.write(
+    'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n\r\n',
+  );
+  const pump = () => {
+    while (!socket.destroyed) {
+      written(block.length);
+      if (!socket.write(block)) return;
+    }
+  };
+  socket.on('drain', pump);
+  pump();
 }
 
 type Address = { host: string; port: number };
@@ -129,6 +170,8 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
   let floodFrame: Buffer | null = null;
   let webSocketRefusal: number | null = null;
   let spdyGarbage: Buffer | null = null;
+  let spdyFlood: Buffer | null = null;
+  let spdyFloodBytes = 0;
   let spdyOpened = 0;
   let open = 0;
   let opened = 0;
@@ -180,6 +223,7 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
     if (address === undefined) return refuse(socket, 404, 'NotFound', `pods ${JSON.stringify(pod)} not found`);
     if (spdy) {
       spdyOpened += 1;
+      if (spdyFlood !== null) return floodSpdy(socket as net.Socket, spdyFlood, (bytes) => (spdyFloodBytes += bytes));
       if (head.length > 0) socket.unshift(head);
       return serveSpdy(socket as net.Socket, pod, address, { isStalled: () => isStalled(pod), garbage: spdyGarbage });
     }
@@ -198,5 +242,7 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
     refuseWebSocket: (status) => void (webSocketRefusal = status),
     spdyOpened: () => spdyOpened,
     spdyGarbage: (bytes) => void (spdyGarbage = bytes),
+    spdyFlood: (kind) => void (spdyFlood = kind === null ? null : floodBlock(kind)),
+    spdyFloodBytes: () => spdyFloodBytes,
   };
 }
