@@ -118,6 +118,7 @@ async function makeLeaf(
   ca: { cert: string; key: string },
   extensions: string,
   days = 2,
+  subject = `/CN=${name}`,
 ): Promise<{ cert: string; key: string }> {
   const key = path.join(dir, `${name}-key.pem`);
   const csr = path.join(dir, `${name}.csr`);
@@ -125,7 +126,7 @@ async function makeLeaf(
   const extFile = path.join(dir, `${name}.ext`);
   await writeFile(extFile, extensions);
   await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key], dir);
-  await openssl(['req', '-new', '-key', key, '-subj', `/CN=${name}`, '-out', csr], dir);
+  await openssl(['req', '-new', '-key', key, '-subj', subject, '-out', csr], dir);
   await openssl(
     [
       'x509',
@@ -150,6 +151,20 @@ async function makeLeaf(
     dir,
   );
   return { cert, key };
+}
+
+/**
+ * A client certificate of `ca` in `dir` with this openssl `-subj` (kube-apiserver reads CN as the
+ * user name and each O as a group): `<name>.pem` and `<name>-key.pem`.
+ */
+export function makeClientCert(
+  dir: string,
+  name: string,
+  ca: { cert: string; key: string },
+  subject: string,
+): Promise<{ cert: string; key: string }> {
+  const extensions = 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n';
+  return makeLeaf(dir, name, ca, extensions, 2, subject);
 }
 
 export async function generateTestCerts(dir: string, options: TestCertOptions = {}): Promise<TestCerts> {

@@ -16,8 +16,11 @@ export default async function setup(): Promise<() => void> {
   return killOrphanedMembers;
 }
 
-/** An etcd of this harness: its data dir lies in a temp dir the harness named etcd-guard-*. */
-const HARNESS_DATA_DIR = new RegExp(`^--data-dir=(${escapeRegExp(path.join(tmpdir(), 'etcd-guard-'))}[^/]+)/`);
+/**
+ * An etcd of this harness: its data dir lies in a temp dir the harness named etcd-guard-*; a
+ * kube-apiserver of test/harness/kube-apiserver.ts: its audit log does.
+ */
+const HARNESS_DATA_DIR = new RegExp(`^--(?:data-dir|audit-log-path)=(${escapeRegExp(path.join(tmpdir(), 'etcd-guard-'))}[^/]+)/`);
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

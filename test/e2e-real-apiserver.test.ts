@@ -1,0 +1,420 @@
+// Issue 29, the Kubernetes half: the real kube-apiserver and kubectl of scripts/versions.env
+// (built by scripts/ensure-kube.sh), the real CRDs from their Go modules, the shipped manifests
+// applied unchanged with `kubectl apply --server-side -k`, and etcd-guard's webhook (the bundle,
+// as the image runs it) called by that server through its own Service resolution: the
+// EndpointSlice the test writes for the shipped Service, the egress relay of the harness.
+// Every change below is made with the built kubectl, and its output is what a user would see.
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { startKubeApiserver, type KubeApiserver, type KubeUser } from './harness/kube-apiserver.js';
+import { ROOT } from './harness/manifests.js';
+import { runProcess, type ProcessRun } from './harness/process.js';
+import { goModuleDir, pinnedVersion } from './harness/versions.js';
+import { waitFor } from './harness/wait.js';
+import { startWebhookProcess, type WebhookProcess } from './harness/webhook-process.js';
+
+/** The real CRDs of every kind the manifests and the guard use: [module pin, module, files]. */
+const CRD_SOURCES: Array<[string, string, string[]]> = [
+  [
+    'CAPI_VERSION',
+    'sigs.k8s.io/cluster-api',
+    [
+      'core/config/crd/bases/cluster.x-k8s.io_clusters.yaml',
+      'core/config/crd/bases/cluster.x-k8s.io_machines.yaml',
+      'controlplane/kubeadm/config/crd/bases/controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml',
+    ],
+  ],
+  ['DRUID_API_VERSION', 'github.com/gardener/etcd-druid/api', ['core/v1alpha1/crds/druid.gardener.cloud_etcds.yaml']],
+  [
+    'PROMETHEUS_OPERATOR_VERSION',
+    'github.com/prometheus-operator/prometheus-operator',
+    [
+      'example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml',
+      'example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml',
+    ],
+  ],
+  [
+    'CERT_MANAGER_VERSION',
+    'github.com/cert-manager/cert-manager',
+    ['deploy/crds/cert-manager.io_certificates.yaml', 'deploy/crds/cert-manager.io_issuers.yaml'],
+  ],
+];
+
+/** An address the Service's EndpointSlice may carry (loopback is refused); the relay maps it to the webhook. */
+const WEBHOOK_POD_IP = '10.244.0.10';
+const TARGET = 'prod';
+const NS = 'default';
+
+let kube: KubeApiserver;
+let etcd: EtcdTestCluster;
+let webhook: WebhookProcess | undefined;
+let work: string;
+let oncall: KubeUser;
+let developer: KubeUser;
+let configFile: string;
+let evaluatorKubeconfig: string;
+
+/** The CronJob's command, `etcd-guard evaluate --config`, as the evaluator ServiceAccount (a real token). */
+function scheduledRun(): Promise<ProcessRun> {
+  return runProcess(process.execPath, [path.join(ROOT, 'bin/etcd-guard.mjs'), 'evaluate', '--config', configFile], {
+    env: { ...process.env, KUBECONFIG: evaluatorKubeconfig, LOG_LEVEL: 'warn' },
+    timeoutMs: 60_000,
+  });
+}
+
+function ok(run: ProcessRun, what: string): string {
+  expect(run.code, `${what}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`).toBe(0);
+  return run.stdout;
+}
+
+async function applyYaml(objects: unknown[], kubeconfig?: string): Promise<ProcessRun> {
+  const text = objects.map((object) => stringify(object)).join('---\n');
+  return kube.kubectl(['apply', '--server-side', '-f', '-'], { stdin: text, ...(kubeconfig ? { kubeconfig } : {}) });
+}
+
+/** A kustomization in `work` of the base plus the components no overlay includes. */
+async function baseWithComponents(): Promise<string> {
+  const dir = path.join(work, 'with-components');
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir);
+  const relative = (to: string) => path.relative(dir, path.join(ROOT, to));
+  await writeFile(
+    path.join(dir, 'kustomization.yaml'),
+    stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      resources: [relative('manifests/base')],
+      components: [relative('manifests/components/observability'), relative('manifests/components/network-policies')],
+    }),
+  );
+  return dir;
+}
+
+/** The guarded objects, all named after the one target, with the fields their real schemas require. */
+function guardedObjects(replicas: number): unknown[] {
+  const labels = { 'cluster.x-k8s.io/cluster-name': TARGET };
+  return [
+    {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: { name: TARGET, namespace: NS, labels },
+      spec: {
+        replicas,
+        serviceName: TARGET,
+        selector: { matchLabels: { app: 'etcd' } },
+        template: {
+          metadata: { labels: { app: 'etcd' } },
+          spec: { containers: [{ name: 'etcd', image: 'registry.k8s.io/etcd:3.6.5-0' }] },
+        },
+      },
+    },
+    {
+      apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+      kind: 'KubeadmControlPlane',
+      metadata: { name: TARGET, namespace: NS, labels },
+      spec: {
+        replicas,
+        version: 'v1.34.4',
+        machineTemplate: {
+          spec: {
+            infrastructureRef: { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerMachineTemplate', name: TARGET },
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'druid.gardener.cloud/v1alpha1',
+      kind: 'Etcd',
+      metadata: { name: TARGET, namespace: NS, labels },
+      spec: { replicas, labels: { app: 'etcd-druid' }, etcd: {}, backup: {} },
+    },
+  ];
+}
+
+beforeAll(async () => {
+  work = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-real-apiserver-'));
+  const crdFiles = Promise.all(
+    CRD_SOURCES.map(async ([pin, module, files]) => {
+      const dir = await goModuleDir(module, pinnedVersion(pin));
+      return files.map((file) => path.join(dir, file));
+    }),
+  );
+  [kube, etcd] = await Promise.all([startKubeApiserver({ name: 'e2e' }), startEtcdCluster({ size: 3, name: 'realapi' })]);
+  console.log(`kube-apiserver ${pinnedVersion('KUBE_VERSION')} ready in ${Math.round(kube.startupMs)} ms`);
+  const files = (await crdFiles).flat();
+  ok(await kube.kubectl(['apply', '--server-side', ...files.flatMap((file) => ['-f', file])]), 'applying the real CRDs');
+  ok(
+    await kube.kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...files.flatMap((file) => ['-f', file])]),
+    'CRDs established',
+  );
+}, 240_000);
+
+afterAll(async () => {
+  await webhook?.stop();
+  await kube?.destroy();
+  await etcd?.destroy();
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+describe('issue 29: the shipped manifests on a real kube-apiserver', () => {
+  it.each([
+    ['the base', 'manifests/base'],
+    ['the capi overlay', 'manifests/overlays/capi'],
+    ['the druid overlay', 'manifests/overlays/druid'],
+    ['the cert-manager overlay', 'manifests/overlays/cert-manager'],
+    ['the base with the observability and network-policies components', null],
+  ])('accepts every object of %s (kubectl apply --server-side -k)', async (_what, dir) => {
+    const kustomization = dir === null ? await baseWithComponents() : path.join(ROOT, dir);
+    const built = ok(await kube.kubectl(['kustomize', kustomization]), 'kubectl kustomize');
+    const expected = built.split(/^---$/m).filter((doc) => /^kind: /m.test(doc)).length;
+    const applied = await kube.kubectl(['apply', '--server-side', '-k', kustomization]);
+    ok(applied, `kubectl apply --server-side -k ${kustomization}`);
+    expect(applied.stderr).toBe('');
+    const lines = applied.stdout.trim().split('\n');
+    expect(
+      lines.every((line) => / serverside-applied$/.test(line)),
+      applied.stdout,
+    ).toBe(true);
+    expect(lines).toHaveLength(expected);
+  });
+});
+
+describe('issue 29: kubectl against the webhook the shipped manifests register', () => {
+  beforeAll(async () => {
+    // Back to the base alone: the overlays' patches (cert-manager's CA injection) are undone.
+    ok(await kube.kubectl(['apply', '--server-side', '-k', path.join(ROOT, 'manifests/base')]), 'the base again');
+    const env = { ...process.env, KUBECTL: kube.kubectlBin, KUBECONFIG: kube.admin.kubeconfig, HOME: path.join(work, 'home') };
+    const cert = await runProcess('bash', [path.join(ROOT, 'scripts/make-webhook-cert.sh')], { env, timeoutMs: 60_000 });
+    ok(cert, 'scripts/make-webhook-cert.sh');
+    const secret = JSON.parse(
+      ok(await kube.kubectl(['get', 'secret', '-n', 'etcd-guard', 'etcd-guard-webhook-tls', '-o', 'json']), 'the TLS Secret'),
+    ) as {
+      data: Record<string, string>;
+    };
+    const certFile = path.join(work, 'tls.crt');
+    const keyFile = path.join(work, 'tls.key');
+    await writeFile(certFile, Buffer.from(secret.data['tls.crt'] ?? '', 'base64'));
+    await writeFile(keyFile, Buffer.from(secret.data['tls.key'] ?? '', 'base64'), { mode: 0o600 });
+    const tokenFile = path.join(work, 'api-token');
+    await writeFile(tokenFile, 'e2e-api-token\n', { mode: 0o600 });
+    configFile = path.join(work, 'config.yaml');
+    await writeFile(
+      configFile,
+      stringify({
+        store: { kind: 'configmap', namespace: 'etcd-guard' },
+        maxAgeSeconds: 120,
+        inlineRefresh: true,
+        targets: [
+          {
+            name: TARGET,
+            endpoints: etcd.endpoints,
+            tls: etcd.clientTls,
+            timeout: '2s',
+            match: { namespaces: [NS], names: [TARGET] },
+          },
+        ],
+        auth: { tokenFile },
+        override: { annotation: 'etcd-guard.io/override', groups: ['system:masters'], subjectAccessReview: true },
+      }),
+    );
+    const kubeconfig = await kube.serviceAccountKubeconfig('etcd-guard', 'etcd-guard-webhook');
+    evaluatorKubeconfig = await kube.serviceAccountKubeconfig('etcd-guard', 'etcd-guard-evaluator');
+    webhook = await startWebhookProcess({ configFile, certFile, keyFile, env: { KUBECONFIG: kubeconfig } });
+    kube.route(WEBHOOK_POD_IP, webhook.port, webhook.port);
+    ok(
+      await applyYaml([
+        {
+          apiVersion: 'discovery.k8s.io/v1',
+          kind: 'EndpointSlice',
+          metadata: {
+            name: 'etcd-guard-webhook-test',
+            namespace: 'etcd-guard',
+            labels: { 'kubernetes.io/service-name': 'etcd-guard-webhook' },
+          },
+          addressType: 'IPv4',
+          endpoints: [{ addresses: [WEBHOOK_POD_IP], conditions: { ready: true } }],
+          ports: [{ name: 'https', port: webhook.port, protocol: 'TCP' }],
+        },
+      ]),
+      'the EndpointSlice',
+    );
+    ok(await applyYaml(guardedObjects(3)), 'the guarded objects');
+    [oncall, developer] = await Promise.all([kube.user('oncall-alice', ['oncall']), kube.user('dev-bob', ['developers'])]);
+    const editor = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'e2e-control-plane-editor' },
+      rules: [
+        { apiGroups: ['apps'], resources: ['statefulsets', 'statefulsets/scale'], verbs: ['get', 'list', 'patch', 'update'] },
+        {
+          apiGroups: ['controlplane.cluster.x-k8s.io'],
+          resources: ['kubeadmcontrolplanes', 'kubeadmcontrolplanes/scale'],
+          verbs: ['get', 'list', 'patch', 'update'],
+        },
+        { apiGroups: ['druid.gardener.cloud'], resources: ['etcds', 'etcds/scale'], verbs: ['get', 'list', 'patch', 'update'] },
+      ],
+    };
+    const binding = (name: string, roleKind: string, role: string, group: string) => ({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: roleKind === 'ClusterRole' ? 'ClusterRoleBinding' : 'RoleBinding',
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: roleKind, name: role },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }],
+    });
+    ok(
+      await applyYaml([
+        editor,
+        binding('e2e-oncall-edit', 'ClusterRole', 'e2e-control-plane-editor', 'oncall'),
+        binding('e2e-developers-edit', 'ClusterRole', 'e2e-control-plane-editor', 'developers'),
+        // The shipped sample role, bound as rbac-override.yaml's comment says.
+        binding('etcd-guard-override-oncall', 'ClusterRole', 'etcd-guard-override', 'oncall'),
+      ]),
+      'the users RBAC',
+    );
+  }, 120_000);
+
+  // [kubectl's resource, what kubectl names it, its Kind as the guard names it, replicas now]
+  const kinds: Array<{ resource: string; printed: string; kind: string; replicas: number }> = [
+    { resource: 'statefulset', printed: 'statefulset.apps', kind: 'StatefulSet', replicas: 3 },
+    { resource: 'kcp', printed: 'kubeadmcontrolplane.controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', replicas: 3 },
+    // The real Etcd CRD refuses a scale-down other than to 0 (a CEL rule): it only grows here.
+    { resource: 'etcds.druid.gardener.cloud', printed: 'etcd.druid.gardener.cloud', kind: 'Etcd', replicas: 3 },
+  ];
+  const scale = (resource: string, replicas: number, extra: string[] = [], kubeconfig?: string) =>
+    kube.kubectl(['scale', resource, TARGET, '-n', NS, `--replicas=${replicas}`, ...extra], kubeconfig ? { kubeconfig } : {});
+  const EVEN_SIZE_WARNING = 'Warning: even etcd size 4 tolerates 1 failure, no more than 3 members would\n';
+
+  it.each(kinds)('kubectl scale $resource is allowed while etcd is healthy, with the even-size warning', async (target) => {
+    const up = await scale(target.resource, 4);
+    expect(up.stdout).toBe(`${target.printed}/${TARGET} scaled\n`);
+    expect(up.stderr).toBe(EVEN_SIZE_WARNING);
+    expect(up.code).toBe(0);
+    if (target.kind === 'Etcd') {
+      target.replicas = 4;
+      return;
+    }
+    const down = await scale(target.resource, 3);
+    expect(down.stderr).toBe('');
+    expect(down.stdout).toBe(`${target.printed}/${TARGET} scaled\n`);
+  });
+
+  describe('after a member is SIGKILLed', () => {
+    let killedUrl: string;
+    beforeAll(async () => {
+      killedUrl = etcd.members[1]?.clientUrl ?? '';
+      await etcd.kill(1);
+      const run = await scheduledRun();
+      expect(run.stdout, run.stderr).toMatch(/Unhealthy/);
+      // A server-side dry run gets the same decision without a side effect: once it is denied,
+      // the webhook's evaluation has seen the kill (one from just before may be reused briefly).
+      await waitFor(
+        'a dry-run scale to be denied',
+        30_000,
+        async () => (await scale('statefulset', 4, ['--dry-run=server'])).code !== 0,
+      );
+    });
+
+    it.each(kinds)('kubectl scale $resource is denied with the webhook message, verbatim', async (target) => {
+      const denied = await scale(target.resource, target.replicas + 1);
+      expect(denied.stdout).toBe('');
+      expect(denied.code).toBe(1);
+      const victim = etcd.members[1]?.name ?? '';
+      // Only the evaluation's age varies; everything else is what the user reads.
+      const [before, after] = [
+        `Error from server (Forbidden): admission webhook "etcd-guard.etcd-guard.io" denied the request: ` +
+          `etcd-guard denied scale up from ${target.replicas} to ${target.replicas + 1} replicas of ${target.kind} ${NS}/${TARGET}: ` +
+          `target ${TARGET} verdict Unhealthy, evaluated `,
+        ` ago: member ${victim} unreachable: ${killedUrl}: connection refused; etcd verdict is Unhealthy; ` +
+          'adding a member needs a passing evaluation; only 2 of 3 voting members healthy; adding a member needs all healthy; ' +
+          `to override, annotate with etcd-guard.io/override=<reason> (needs RBAC verb override on targets.etcd-guard.io ${TARGET}, ` +
+          'or membership in system:masters)\n',
+      ];
+      expect(denied.stderr).toMatch(new RegExp(`^${escape(before)}\\d+s${escape(after)}$`));
+    });
+
+    const overridePatch = (replicas: number, reason: string) =>
+      JSON.stringify({ metadata: { annotations: { 'etcd-guard.io/override': reason } }, spec: { replicas } });
+
+    it('lets a user RBAC grants the override verb override the denial (a real SubjectAccessReview)', async () => {
+      const sts = kinds[0]!;
+      const run = await kube.kubectl(
+        [
+          'patch',
+          'statefulset',
+          TARGET,
+          '-n',
+          NS,
+          '--type=merge',
+          '-p',
+          overridePatch(sts.replicas + 1, 'INC-42 replace the dead member'),
+        ],
+        {
+          kubeconfig: oncall.kubeconfig,
+        },
+      );
+      expect(run.stdout, run.stderr).toBe('statefulset.apps/prod patched\n');
+      // The webhook cuts its warnings at MAX_WARNING_LENGTH; the full denial is in the audit annotations.
+      expect(run.stderr).toBe(
+        'Warning: etcd-guard override by oncall-alice: INC-42 replace the dead member\n' +
+          `Warning: overridden: etcd-guard denied scale up from ${sts.replicas} to ${sts.replicas + 1} replicas of StatefulSet default/prod: target prod verdict Unhealt...\n`,
+      );
+      expect(run.code).toBe(0);
+      sts.replicas += 1;
+      // The grant came from RBAC, through a SubjectAccessReview the webhook's own ServiceAccount made.
+      const reviews = (await kube.auditEvents()).filter(
+        (event) => event.objectRef?.resource === 'subjectaccessreviews' && event.verb === 'create',
+      );
+      expect(reviews.map((event) => [event.user.username, event.responseStatus?.code])).toContainEqual([
+        'system:serviceaccount:etcd-guard:etcd-guard-webhook',
+        201,
+      ]);
+    });
+
+    it('denies the override to a user RBAC does not grant it', async () => {
+      const kcp = kinds[1]!;
+      const run = await kube.kubectl(
+        ['patch', 'kcp', TARGET, '-n', NS, '--type=merge', '-p', overridePatch(kcp.replicas + 1, 'I am sure')],
+        {
+          kubeconfig: developer.kubeconfig,
+        },
+      );
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toBe(
+        'Error from server (Forbidden): admission webhook "etcd-guard.etcd-guard.io" denied the request: etcd-guard: user dev-bob ' +
+          'is not allowed to override (annotation etcd-guard.io/override needs RBAC verb override on targets.etcd-guard.io prod, ' +
+          'or membership in system:masters); remove the annotation\n',
+      );
+      expect(run.code).toBe(1);
+    });
+  });
+
+  describe('after the member is back', () => {
+    beforeAll(async () => {
+      await etcd.restart(1);
+      await etcd.waitHealthy();
+      const run = await scheduledRun();
+      expect(run.stdout, run.stderr).toMatch(/Healthy/);
+      await waitFor(
+        'a dry-run scale to be allowed',
+        30_000,
+        async () => (await scale('kcp', 4, ['--dry-run=server'])).code === 0,
+      );
+    });
+
+    it.each(kinds)('kubectl scale $resource is allowed again', async (target) => {
+      const up = await scale(target.resource, target.replicas + 1);
+      expect(up.stdout, up.stderr).toBe(`${target.printed}/${TARGET} scaled\n`);
+      expect(up.stderr).not.toMatch(/Error/);
+      expect(up.code).toBe(0);
+      target.replicas += 1;
+    });
+  });
+});
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
