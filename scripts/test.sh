@@ -3,6 +3,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-etcd.sh || exit 1
+# The real kube-apiserver and kubectl (test/e2e-real-apiserver.test.ts): built from the Go module
+# proxy once per version in scripts/versions.env; without Go the suite fails here, it never skips.
+kube_bin=$(bash scripts/ensure-kube.sh) || { echo "tests: scripts/ensure-kube.sh failed: the real kube-apiserver suite needs Go and the Go module proxy (README, Try it)"; exit 1; }
+export ETCD_GUARD_KUBE_BIN_DIR="$kube_bin"
+echo "tests: $("$kube_bin/kube-apiserver" --version | sed 's/^Kubernetes/kube-apiserver/'), kubectl $("$kube_bin/kubectl" version --client -o json | sed -n 's/.*"gitVersion": "\(.*\)".*/\1/p' | head -1) ($kube_bin)"
 # npm scripts put node_modules/.bin first on the PATH, where the devDependency `node` (Node 22 LTS)
 # is: tsc, eslint, vitest (and its forked workers), tsx and the CLI run on it whatever node started
 # npm. Printed so the CI log shows it; test/node-runtime.test.ts fails when it is not so.
