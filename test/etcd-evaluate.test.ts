@@ -333,6 +333,25 @@ describe('evaluateTarget when members fail', () => {
     });
   });
 
+  // Issue 30 item 13: right after the leader is SIGSTOPped its followers' Status still names it,
+  // and their reads succeed once they have elected another: the hung one was reported
+  // `leader: true`, "agreed by all 2 reachable members". The timeout leaves room for the election.
+  it('does not report a SIGSTOPped leader as the leader while its followers still name it', async () => {
+    cluster = await startEtcdCluster({ name: 'hungleader' });
+    const victim = await cluster.leaderIndex();
+    const stopped = cluster.members[victim]?.name;
+    cluster.pause(victim);
+    const { evaluation } = await timedEvaluation(targetFor(cluster, { timeout: '3s' }));
+    const stoppedEntry = evaluation.members.find((entry) => entry.name === stopped);
+    expect(stoppedEntry).toMatchObject({ healthy: false, leader: false });
+    expect(evaluation.cluster.leaderId).not.toBe(stoppedEntry?.id);
+    const leader = check(evaluation, 'leader');
+    console.log(`hung leader ${stopped}: leader check ${leader.status}: ${leader.message}`);
+    if (leader.status === 'pass') expect(leader.message).not.toContain(`leader ${stopped} `);
+    else expect(leader.message).toMatch(/^no leader: /);
+    expect(evaluation.verdict).toBe('Unhealthy');
+  });
+
   it('reports quorum lost and no leader with two of three members stopped, still bounded in time', async () => {
     cluster = await startEtcdCluster({ name: 'quorum' });
     const first = await followerIndex(cluster);

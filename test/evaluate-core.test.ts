@@ -282,6 +282,34 @@ const rows: Row[] = [
     status: 'fail',
     names: 'no leader',
   },
+  // Issue 30 item 13: right after the leader hangs, its followers still name it (and their reads
+  // may already go to the leader they elect next).
+  {
+    behaviour: 'a leader that hangs while the others still name it is no leader (Status timed out)',
+    input: build(withMember(0, { status: timedOut('https://10.0.0.1:2379') })),
+    verdict: 'Unhealthy',
+    check: 'leader',
+    status: 'fail',
+    names: 'no leader: etcd-a, named leader by all 2 reachable members, does not answer',
+  },
+  {
+    behaviour: 'a leader that answers Status but not the linearizable read is no leader',
+    input: build(withMember(0, { read: timedOut('https://10.0.0.1:2379') })),
+    verdict: 'Unhealthy',
+    check: 'leader',
+    status: 'fail',
+    names: 'etcd-a, named leader by all 3 reachable members, does not answer (https://10.0.0.1:2379: timed out',
+  },
+  {
+    behaviour: 'the newest term’s leader that hangs is no leader either',
+    input: build(
+      withMember(2, { status: { leaderId: '3', raftTerm: 1 } }, withMember(0, { status: timedOut('https://10.0.0.1:2379') })),
+    ),
+    verdict: 'Unhealthy',
+    check: 'leader',
+    status: 'fail',
+    names: 'no leader: etcd-a, named leader by all 2 reachable members, does not answer',
+  },
   {
     behaviour: 'Status still naming a leader after quorum loss does not count as a leader',
     input: build(
@@ -667,6 +695,22 @@ describe('evaluateCluster', () => {
       ['etcd-c', false, true],
     ]);
     expect(evaluation).toMatchObject({ target: 'prod', evaluatedAt: '2026-01-02T03:04:05.000Z', durationMs: 12 });
+  });
+
+  it('reports a hung leader the others still name as no leader, and a hung follower’s leader as leader (issue 30 item 13)', () => {
+    const hungLeader = judged(build(withMember(0, { status: timedOut('https://10.0.0.1:2379') })));
+    expect(hungLeader.cluster.leaderId).toBeNull();
+    expect(hungLeader.members.map((member) => [member.name, member.leader])).toEqual([
+      ['etcd-a', false],
+      ['etcd-b', false],
+      ['etcd-c', false],
+    ]);
+    const hungFollower = judged(build(withMember(1, { status: timedOut('https://10.0.0.2:2379') })));
+    expect(hungFollower.cluster.leaderId).toBe('1');
+    expect(hungFollower.checks.find((entry) => entry.name === 'leader')).toMatchObject({
+      status: 'pass',
+      message: 'leader etcd-a agreed by all 2 reachable members',
+    });
   });
 
   it('keeps quorum with one of three down: fault tolerance 0 and the leader still agreed', () => {

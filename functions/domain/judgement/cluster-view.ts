@@ -149,7 +149,25 @@ export interface LearnerJoin {
 
 // leader: every reachable member must name the same leader, and since Status answers without
 // quorum (and keeps naming the old leader for a while after losing it) quorum must be proven too.
+// The leader named must answer as well: right after it hangs, its followers go on naming it until
+// they elect another, and their reads may already be served by the new one.
 export function agreedLeader(members: JudgedMember[], voting: JudgedMember[], healthy: number, quorumHeld: boolean): LeaderView {
+  const view = namedLeader(members, voting, healthy, quorumHeld);
+  if (view.id === null) return view;
+  const leader = members.find((member) => member.id === view.id);
+  const probe = leader?.probe;
+  if (leader === undefined || probe === undefined || (probe.status.ok && probe.linearizableRead.ok)) return view;
+  const namedBy = view.agreedBy === 1 ? 'the 1 reachable member' : `all ${view.agreedBy} reachable members`;
+  return {
+    id: null,
+    problem:
+      `no leader: ${nameOf(members, view.id)}, named leader by ${namedBy}, does not answer ` +
+      `(${firstError(leader) ?? 'no answer'}); an election may be under way`,
+  };
+}
+
+/** The leader the reachable members name (agreedLeader then asks whether it answers). */
+function namedLeader(members: JudgedMember[], voting: JudgedMember[], healthy: number, quorumHeld: boolean): LeaderView {
   const reachable = members.filter((member) => statusOf(member) !== null);
   const leaderViews = new Map<string, string[]>();
   for (const member of reachable) {
