@@ -764,6 +764,17 @@ describe('evaluateCluster', () => {
     expect(carried.cluster.learners).toBe(1);
   });
 
+  // Issue 30 item 1: a wake-up from 0 is allowed only back to the size the evaluations last listed.
+  it('records the voting size of a listed membership, and carries the stored one while no list answers', () => {
+    const remembered = { votingMembers: 5, evaluatedAt: '2026-01-01T00:00:00.000Z' };
+    const listed = judged(build(withLearner, { lastMembership: remembered }));
+    expect(listed.lastMembership).toEqual({ votingMembers: 3, evaluatedAt: '2026-01-02T03:04:05.000Z' });
+    const unlisted = (extra: Partial<EvaluationInput>) =>
+      judged(build(three, { memberList: { ok: false, kind: 'refused', error: 'connection refused' }, probes: [], ...extra }));
+    expect(unlisted({ lastMembership: remembered }).lastMembership).toEqual(remembered);
+    expect(unlisted({}).lastMembership).toBeUndefined();
+  });
+
   it('lists fails before warns in reasons, one line per finding', () => {
     const evaluation = judged(
       build(

@@ -187,6 +187,99 @@ const allDown = makeEvaluation({
   verdict: 'Unhealthy',
   reasons: ['no voting member answered'],
 });
+/** The hibernated Etcd's evaluation: nothing answers; it last listed `size` voting members (unknown: none). */
+function hibernatedAt(size: number | undefined, ageMs = 5_000): Evaluation {
+  return {
+    ...allDown,
+    evaluatedAt: new Date(NOW.getTime() - ageMs).toISOString(),
+    ...(size === undefined ? {} : { lastMembership: { votingMembers: size, evaluatedAt: '2026-11-30T01:00:00.000Z' } }),
+  };
+}
+
+/** A spec.replicas edit of the druid Etcd, `from` → `to`, with `edit` applied to the new spec. */
+function druidEdit(from: number, to: number, edit: (spec: Record<string, unknown>) => void = () => {}): AdmissionRequest {
+  return fixture('etcd-druid-replicas-3-to-5.json', (request) => {
+    request.oldObject.spec.replicas = from;
+    request.object.spec.replicas = to;
+    edit(request.object.spec as unknown as Record<string, unknown>);
+  });
+}
+const newImage = (spec: Record<string, unknown>) => {
+  (spec.etcd as Record<string, unknown>).image = 'europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:v0.9.0';
+};
+const newStorage = (spec: Record<string, unknown>) => {
+  spec.storageCapacity = '50Gi';
+};
+
+// Issue 30 item 1, "hibernation as a bypass": to 0 and back from 0 are allowed whatever the verdict
+// only with replicas the only guarded change and a wake-up to the size the evaluations last saw.
+const hibernationBypassRows: Row[] = [
+  {
+    behaviour: '3→0 then 0→1: the wake-up to another size than the last known 3 is judged, denied while Unhealthy',
+    request: druidEdit(0, 1),
+    evaluation: hibernatedAt(3),
+    allowed: false,
+    says: ['scale up from 0 to 1 replicas', 'verdict Unhealthy'],
+  },
+  {
+    behaviour: '0→5 with spec.etcd.image and storage changed is judged as a rollout, denied while Unhealthy',
+    request: druidEdit(0, 5, (spec) => {
+      newImage(spec);
+      newStorage(spec);
+    }),
+    evaluation: hibernatedAt(5),
+    allowed: false,
+    says: ['rollout (', 'verdict Unhealthy'],
+  },
+  {
+    behaviour: '0→3 back to the last known size with the image changed is judged, denied while Unhealthy',
+    request: druidEdit(0, 3, newImage),
+    evaluation: hibernatedAt(3),
+    allowed: false,
+  },
+  {
+    behaviour: '0→3 back to the last known size is allowed while Unhealthy, naming when that size was seen',
+    request: druidEdit(0, 3),
+    evaluation: hibernatedAt(3),
+    allowed: true,
+    says: [
+      'wake-up 0 to 3 replicas allowed whatever the etcd verdict',
+      '3 is the voting size the evaluation of 2026-11-30T01:00:00.000Z saw',
+    ],
+  },
+  {
+    behaviour: '0→3 with no size known (no lastMembership) is judged, denied while Unhealthy',
+    request: druidEdit(0, 3),
+    evaluation: hibernatedAt(undefined),
+    allowed: false,
+  },
+  {
+    behaviour: '0→3 on a stale evaluation that remembers 3 is judged, denied as stale',
+    request: druidEdit(0, 3),
+    evaluation: hibernatedAt(3, 600_000),
+    allowed: false,
+    says: ['no fresh etcd evaluation'],
+  },
+  {
+    behaviour: '0→3 without any evaluation is denied',
+    request: druidEdit(0, 3),
+    evaluation: null,
+    allowed: false,
+  },
+  {
+    behaviour: '3→0 with the image changed is judged as a rollout, denied while Unhealthy',
+    request: druidEdit(3, 0, newImage),
+    evaluation: evaluationWith([1]),
+    allowed: false,
+  },
+  {
+    behaviour: 'an image change while hibernated (0→0) is judged as a rollout, denied while Unhealthy',
+    request: druidEdit(0, 0, newImage),
+    evaluation: hibernatedAt(3),
+    allowed: false,
+  },
+];
+
 const hibernationRows: Row[] = [
   {
     behaviour: 'druid Etcd 3→0 via /scale (a Scale without spec.replicas) is allowed while Unhealthy, naming the user',
@@ -202,12 +295,13 @@ const hibernationRows: Row[] = [
     allowed: true,
   },
   {
-    behaviour: 'druid Etcd wake-up 0→3 with every member down is allowed',
+    behaviour: 'druid Etcd wake-up 0→3 via /scale with every member down is allowed back to the last known 3',
     request: fixture('etcd-druid-scale-0-to-3-wake-up.json'),
-    evaluation: allDown,
+    evaluation: hibernatedAt(3),
     allowed: true,
-    says: ['wake-up 0 to 3 replicas allowed whatever the etcd verdict'],
+    says: ['wake-up 0 to 3 replicas allowed', '3 is the voting size the evaluation of'],
   },
+  ...hibernationBypassRows,
   {
     behaviour: 'KCP 3→0 via /scale stays denied',
     request: fixture('kcp-scale-to-0-omitted-replicas.json'),
@@ -511,7 +605,7 @@ const rows: Row[] = [
   },
 ];
 
-describe('hibernation: an etcd-druid Etcd may go to 0 and come back; KCP and StatefulSets may not', () => {
+describe('hibernation: an etcd-druid Etcd may go to 0 and come back to its size; KCP and StatefulSets may not', () => {
   it.each(hibernationRows)('$behaviour', ({ request, evaluation, allowed, says }) => {
     const classification = classifyRequest(request, CONFIG);
     if (classification.kind !== 'needs-evaluation') throw new Error('not guarded');

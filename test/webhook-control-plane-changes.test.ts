@@ -102,8 +102,8 @@ beforeAll(async () => {
       'member etcd-2 unreachable',
     ]),
   );
-  await store.write(
-    evaluatedNow(
+  await store.write({
+    ...evaluatedNow(
       'shoot-core',
       [0, 1, 2].map((index) =>
         makeMember(index, { name: `etcd-main-${index}`, healthy: false, leader: false, error: 'refused' }),
@@ -111,7 +111,9 @@ beforeAll(async () => {
       'Unhealthy',
       ['no voting member answered'],
     ),
-  );
+    // What the evaluations carried from the last one that listed its 3 members.
+    lastMembership: { votingMembers: 3, evaluatedAt: new Date(Date.now() - 3_600_000).toISOString() },
+  });
   webhook = await startTestWebhook({
     config,
     certs,

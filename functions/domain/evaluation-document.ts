@@ -11,7 +11,7 @@ export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
  * (writeDecision in store.ts). Absent in documents from before revisions were stamped: 1.
  * schemaVersion changes only when an old reader would misjudge a new document (docs/evaluation.md).
  */
-export const FORMAT_REVISION = 1;
+export const FORMAT_REVISION = 2;
 
 export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
 export type Verdict = z.infer<typeof verdictSchema>;
@@ -115,6 +115,18 @@ export function withUnknownChecksExplained(evaluation: Evaluation): Evaluation {
   return { ...evaluation, reasons: [...evaluation.reasons, ...notes] };
 }
 
+/**
+ * The voting size of the last evaluation that got a member list, and when that was: carried from
+ * one stored evaluation to the next while none does (a hibernated etcd-druid Etcd answers nothing),
+ * so that a wake-up can be told to return to it. Written only by etcd-guard, never read from the
+ * guarded object. Revision 2; absent from older documents (then unknown).
+ */
+export const lastMembershipSchema = z.object({
+  votingMembers: z.number().int().positive(),
+  evaluatedAt: rfc3339Utc,
+});
+export type LastMembership = z.infer<typeof lastMembershipSchema>;
+
 export const evaluationSchema = z
   .object({
     schemaVersion: z.literal(SCHEMA_VERSION),
@@ -128,6 +140,7 @@ export const evaluationSchema = z
     cluster: clusterSummarySchema,
     members: z.array(memberSchema),
     checks: z.array(checkSchema),
+    lastMembership: lastMembershipSchema.optional(),
   })
   .refine((doc) => doc.passed === (doc.verdict !== 'Unhealthy'), {
     message: 'passed must be true exactly when verdict is Healthy or Degraded',

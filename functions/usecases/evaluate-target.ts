@@ -353,6 +353,7 @@ export async function evaluateThroughAccess(
       await access.close();
     }
   }
+  const stored = await previous;
   const input: Parameters<typeof evaluateCluster>[0] = {
     target: target.name,
     endpoints: 'error' in access ? [] : access.seedEndpoints.map((endpoint) => access.describe(endpoint)),
@@ -363,7 +364,8 @@ export async function evaluateThroughAccess(
     quotaBackendBytes: target.quotaBackendBytes,
     evaluatedAt: evaluatedAt.toISOString(),
     durationMs: 0,
-    learnersFirstSeen: learnerSightings(await previous),
+    learnersFirstSeen: learnerSightings(stored),
+    ...(stored?.lastMembership === undefined ? {} : { lastMembership: stored.lastMembership }),
     namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };
   if (target.learnerGrace !== undefined) input.thresholds = { learnerGraceMs: target.learnerGrace };

@@ -22,6 +22,8 @@ export interface EtcdWebhookOptions {
   target: string;
   /** The target's probe deadline, e.g. '2s'. */
   timeout: string;
+  /** The target's match; by default the KCPs labelled with its name as their cluster-name. */
+  match?: Record<string, unknown>;
   /** Further targets of the config (raw config entries); the scheduled run never evaluates them. */
   otherTargets?: Record<string, unknown>[];
   webhook?: Omit<TestWebhookOptions, 'config' | 'certs' | 'store'>;
@@ -59,7 +61,7 @@ export async function startEtcdWebhook(options: EtcdWebhookOptions): Promise<Etc
       endpoints: etcd.endpoints,
       tls: etcd.clientTls,
       timeout: options.timeout,
-      match: { clusterName: options.target },
+      match: options.match ?? { clusterName: options.target },
     };
     const config = parseGuardConfig(
       {
@@ -78,7 +80,8 @@ export async function startEtcdWebhook(options: EtcdWebhookOptions): Promise<Etc
       const [result] = await runScheduledEvaluation({
         config: scheduledConfig,
         store,
-        evaluate: (target) => evaluateTarget(target),
+        // As the CronJob does: the stored evaluation is read back (learner ages, the last membership).
+        evaluate: (target, context) => evaluateTarget(target, context),
         logger: silent,
       });
       if (!result?.ok) throw new Error(`the scheduled run failed: ${JSON.stringify(result)}`);

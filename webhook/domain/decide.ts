@@ -8,14 +8,14 @@
 //
 // Audit annotation keys are unprefixed ("override-user", "override-reason"): the API server
 // prefixes each key with the webhook's name and rejects keys that already contain a "/".
-import type { Evaluation } from '../../functions/domain/evaluation-document.js';
+import type { Evaluation, LastMembership } from '../../functions/domain/evaluation-document.js';
 import { annotationsOf, describeObject } from './classify.js';
 import type { Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
 import { judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
 import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
 import { allowDecision, clip, denyDecision, MAX_WARNINGS, oneLine } from './respond.js';
-import { effectiveChange, hibernationOf, projectionOptionsFor, type ProjectionFacts } from './removal.js';
+import { effectiveChange, hibernationOf, projectionOptionsFor, type Hibernation, type ProjectionFacts } from './removal.js';
 
 const MAX_REASONS_IN_MESSAGE = 3;
 /** The permission that lets a user override, granted like any other: `verbs: [override]` on `targets` in `etcd-guard.io`. */
@@ -197,20 +197,30 @@ function judge(original: DecisionInput): Judgement {
 
 /**
  * etcd-druid hibernation: Gardener scales an Etcd to 0 and back, which druid's CRD allows. At 0 no
- * member runs, so no evaluation can pass; waking up from 0 starts every member afresh. Allowed
- * whatever the verdict (or without one), said in a warning and the audit log with the user.
+ * member runs, so no evaluation can pass; waking up from 0 starts every member afresh, which is
+ * safe only at the size the members last had (fewer could not form its quorum). Allowed whatever
+ * the verdict, said in a warning and the audit log with the user (hibernationOf says when).
  */
-function allowHibernation(input: DecisionInput, hibernation: { from: number; to: number }): Decision {
+function allowHibernation(input: DecisionInput, hibernation: Hibernation): Decision {
   const user = input.request.userInfo.username ?? '(unknown user)';
-  const what = hibernation.to === 0 ? 'hibernation' : 'wake-up';
-  const decision = allow(input, what, [
-    `etcd-guard: ${what} ${hibernation.from} to ${hibernation.to} replicas allowed whatever the etcd verdict (by ${user})`,
-  ]);
+  const { what, from, to, lastMembership } = hibernation;
+  const warnings = [`etcd-guard: ${what} ${from} to ${to} replicas allowed whatever the etcd verdict (by ${user})`];
+  if (lastMembership !== undefined) {
+    warnings.push(`etcd-guard: ${to} is the voting size the evaluation of ${lastMembership.evaluatedAt} saw`);
+  }
+  const decision = allow(input, what, warnings);
   decision.response.auditAnnotations = {
     [AUDIT_HIBERNATION_USER]: user,
-    [AUDIT_HIBERNATION]: `${what}: ${hibernation.from} to ${hibernation.to} replicas`,
+    [AUDIT_HIBERNATION]: `${what}: ${from} to ${to} replicas`,
   };
   return decision;
+}
+
+/** The voting size the target's fresh evaluation remembers; unknown without one (a wake-up is then judged). */
+function rememberedMembership(input: DecisionInput): LastMembership | undefined {
+  const { evaluation } = input;
+  if (evaluation?.lastMembership === undefined) return undefined;
+  return judgeFreshness(evaluation, input.now, input.config.maxAgeSeconds).fresh ? evaluation.lastMembership : undefined;
 }
 
 export function decide(input: DecisionInput): Decision {
@@ -223,7 +233,7 @@ export function decide(input: DecisionInput): Decision {
         `needs ${whoMayOverride(input)}); remove the annotation`,
     );
   }
-  const hibernation = hibernationOf(input.classification);
+  const hibernation = hibernationOf(input.classification, rememberedMembership(input));
   if (hibernation !== null) return allowHibernation(input, hibernation);
   const judgement = judge(input);
   if (judgement.allowed) return allow(input, judgement.reason, judgement.warnings);

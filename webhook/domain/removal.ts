@@ -3,7 +3,7 @@
 // controller kind's module (functions/domain/kinds/) owns its own answer; this file looks the kind
 // up in the registry and hands it the facts. Pure: the server hands in the Machines it read (or
 // why it could not).
-import type { Evaluation } from '../../functions/domain/evaluation-document.js';
+import type { Evaluation, LastMembership } from '../../functions/domain/evaluation-document.js';
 import type { MachinesRead, ParentRead, ProjectionOptions } from '../../functions/domain/kinds/kind.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
 import type { Classification, MembershipChange, TargetMove } from './contract.js';
@@ -68,14 +68,29 @@ export function effectiveChange(
   return change.kind === 'retarget' || effective === undefined ? change : effective(change, request);
 }
 
-/** A hibernating kind going to 0 replicas or coming back from 0, as from → to. */
-export function hibernationOf(classification: Guarded): { from: number; to: number } | null {
+/** A hibernation (to 0) or a wake-up (from 0 back to the size it had), as from → to. */
+export interface Hibernation {
+  what: 'hibernation' | 'wake-up';
+  from: number;
+  to: number;
+  /** A wake-up's: the evaluation that last saw the cluster at that size. */
+  lastMembership?: LastMembership;
+}
+
+/**
+ * A hibernating kind going to 0 replicas, or coming back from 0 to the voting size the target's
+ * evaluations last saw (`lastMembership`: etcd-guard's own record, which no tenant writes), with
+ * replicas the only guarded change. Anything else (a spec change riding along, a wake-up to
+ * another size or to a size nobody knows) is no hibernation: it is judged like any change.
+ */
+export function hibernationOf(classification: Guarded, lastMembership: LastMembership | undefined): Hibernation | null {
   if (kindOf(classification.object)?.removal.hibernates !== true) return null;
   const { change } = classification;
-  if (change.kind === 'retarget') return null;
-  const from = change.kind === 'rollout' ? (change.previousReplicas ?? change.replicas) : change.from;
-  const to = change.kind === 'rollout' ? change.replicas : change.to;
-  return from === 0 || to === 0 ? { from, to } : null;
+  if (change.kind === 'scale-down' && change.to === 0) return { what: 'hibernation', from: change.from, to: 0 };
+  if (change.kind === 'scale-up' && change.from === 0 && lastMembership?.votingMembers === change.to) {
+    return { what: 'wake-up', from: 0, to: change.to, lastMembership };
+  }
+  return null;
 }
 
 /** How the guarded object's controller will carry the change out, as far as known. */

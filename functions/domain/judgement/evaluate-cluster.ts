@@ -91,5 +91,15 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
     },
     members: view.members.map((member) => memberReport(member, view)),
     checks,
+    ...lastMembershipOf(view, input),
   };
+}
+
+/** This evaluation's voting size when it listed members, else the one carried from the stored evaluation. */
+function lastMembershipOf(view: ClusterView, input: EvaluationInput): Pick<Evaluation, 'lastMembership'> {
+  // Without a member list the voting members are only the endpoints we were given: no size.
+  if (view.memberList.ok && view.voting.length > 0) {
+    return { lastMembership: { votingMembers: view.voting.length, evaluatedAt: input.evaluatedAt } };
+  }
+  return input.lastMembership === undefined ? {} : { lastMembership: input.lastMembership };
 }

@@ -1,6 +1,7 @@
 // Everything the judgement reads: the probes' results, the thresholds and what earlier runs saw.
 import type { EndpointMemberList, MemberListAnswer } from '../member-view.js';
 import type { ControlPlaneInventory, DiscoveredMember, EndpointProbe, Outcome } from '../../ports/etcd-probe.js';
+import type { LastMembership } from '../evaluation-document.js';
 
 export interface EvaluationThresholds {
   /** DB size as a fraction of the backend quota that warns / fails. */
@@ -53,6 +54,8 @@ export interface EvaluationInput {
    * evaluation: the age of a learner no inventory entry dates.
    */
   learnersFirstSeen?: Readonly<Record<string, string>>;
+  /** The stored evaluation's lastMembership: carried into this one when it gets no member list. */
+  lastMembership?: LastMembership;
   /**
    * Whether the process's locale orders plain member names by code unit (plainNamesCollateByCodeUnit
    * of its environment), so the members can be sorted without ICU's collator. Absent: localeCompare.
