@@ -10,6 +10,10 @@
 //   dropped and counted, never waited for.
 // - record() only queues: it returns at once and never throws. One write at a time, each with
 //   its own deadline; a failed or timed-out write is counted and logged, and changes nothing else.
+// - The series table and the queue are bounded for the whole process but shared fairly between
+//   namespaces (tenants): when one is full, a namespace holding fewer entries takes the place of
+//   the oldest series (or the newest queued write) of the namespace holding the most, so one
+//   namespace's flood of denials on distinct objects never silences another's Events.
 import { monotonicNowMs } from '../domain/deadline.js';
 import type { EventIntent } from '../domain/events.js';
 
@@ -74,6 +78,7 @@ export const EVENT_MAX_SERIES = 4_096;
 const MAX_REPORTING_INSTANCE = 128;
 
 interface Entry {
+  key: string;
   event: EventObject;
   /** Monotonic ms of the last occurrence and of the last write. */
   lastSeenMs: number;
@@ -123,8 +128,45 @@ function objectKey(event: EventIntent): string {
   return JSON.stringify([r.apiVersion, r.kind, r.namespace, r.name]);
 }
 
+/** The namespace an intent's Event is written to: its object's. */
+function namespaceOf(event: Pick<EventIntent, 'regarding'>): string {
+  return event.regarding.namespace ?? '';
+}
+
+/** Members grouped by namespace, each group in insertion order (its first is its oldest). */
+class NamespaceShares<T> {
+  private readonly groups = new Map<string, Set<T>>();
+
+  add(namespace: string, member: T): void {
+    let group = this.groups.get(namespace);
+    if (group === undefined) this.groups.set(namespace, (group = new Set()));
+    group.add(member);
+  }
+
+  delete(namespace: string, member: T): void {
+    const group = this.groups.get(namespace);
+    if (group?.delete(member) === true && group.size === 0) this.groups.delete(namespace);
+  }
+
+  count(namespace: string): number {
+    return this.groups.get(namespace)?.size ?? 0;
+  }
+
+  /**
+   * The group to take a place from for `namespace`: the largest, when it holds at least two more
+   * than `namespace` does (taking from a group one larger would only swap who is short).
+   */
+  donorFor(namespace: string): Set<T> | undefined {
+    let largest: Set<T> | undefined;
+    for (const group of this.groups.values()) if (largest === undefined || group.size > largest.size) largest = group;
+    return largest !== undefined && largest.size >= this.count(namespace) + 2 ? largest : undefined;
+  }
+}
+
 export class EventRecorder {
   private readonly series = new Map<string, Entry>();
+  private readonly seriesShares = new NamespaceShares<Entry>();
+  private readonly queueShares = new NamespaceShares<Write>();
   private readonly buckets = new Map<string, { tokens: number; refilledMs: number }>();
   private readonly queue: Write[] = [];
   private draining: Promise<void> | null = null;
@@ -175,13 +217,28 @@ export class EventRecorder {
       this.enqueue({ kind: 'patch', entry, series: { ...entry.event.series } }, event);
       return;
     }
-    if (this.series.size >= this.o.maxSeries) {
+    if (this.series.size >= this.o.maxSeries && !this.evictSeriesFor(namespaceOf(event))) {
       this.dropped(event);
       return;
     }
-    const created: Entry = { event: this.eventObject(event), lastSeenMs: nowMs, lastWrittenMs: nowMs, dirty: false };
+    const created: Entry = { key, event: this.eventObject(event), lastSeenMs: nowMs, lastWrittenMs: nowMs, dirty: false };
     this.series.set(key, created);
+    this.seriesShares.add(namespaceOf(created.event), created);
     this.enqueue({ kind: 'create', entry: created, body: structuredClone(created.event) }, event);
+  }
+
+  /** Forgets the oldest series of the namespace holding the most, if it holds enough more than `namespace`. */
+  private evictSeriesFor(namespace: string): boolean {
+    const oldest = this.seriesShares.donorFor(namespace)?.values().next().value;
+    if (oldest === undefined) return false;
+    this.forgetSeries(oldest);
+    return true;
+  }
+
+  private forgetSeries(entry: Entry): void {
+    if (this.series.get(entry.key) !== entry) return;
+    this.series.delete(entry.key);
+    this.seriesShares.delete(namespaceOf(entry.event), entry);
   }
 
   /**
@@ -190,7 +247,7 @@ export class EventRecorder {
    */
   tick(): void {
     const nowMs = this.o.clockMs();
-    for (const [key, entry] of this.series) {
+    for (const entry of this.series.values()) {
       const finished = nowMs - entry.lastSeenMs >= this.o.finishMs;
       const refreshDue = nowMs - entry.lastWrittenMs >= this.o.refreshMs;
       if (entry.event.series !== undefined && entry.dirty && (finished || refreshDue)) {
@@ -198,7 +255,7 @@ export class EventRecorder {
         if (entry.lastObserved !== undefined) entry.event.series.lastObservedTime = microTime(entry.lastObserved);
         this.enqueue({ kind: 'patch', entry, series: { ...entry.event.series } }, entry.event);
       }
-      if (finished) this.series.delete(key);
+      if (finished) this.forgetSeries(entry);
     }
     // A full bucket is the same as none: forget it, so the map holds only recently busy objects.
     for (const [key, bucket] of this.buckets) {
@@ -267,17 +324,37 @@ export class EventRecorder {
 
   private enqueue(write: Write, event: Pick<EventIntent, 'reason' | 'regarding'> & Partial<EventIntent>): void {
     const intent = write.entry.event;
-    if (this.queue.length >= this.o.maxQueued || !this.takeToken(intent)) {
-      // The occurrence stays counted in its series; a later tick writes it if a token is back.
-      if (write.kind === 'patch') write.entry.dirty = true;
-      else this.series.delete(seriesKey(this.o.reportingController, intent));
-      this.dropped(event);
+    const namespace = namespaceOf(intent);
+    if ((this.queue.length >= this.o.maxQueued && !this.evictQueuedFor(namespace)) || !this.takeToken(intent)) {
+      this.unqueued(write, event);
       return;
     }
     this.queue.push(write);
+    this.queueShares.add(namespace, write);
     this.draining ??= this.drain().finally(() => {
       this.draining = null;
     });
+  }
+
+  /** A write that will not be made: the occurrence stays counted in its series (a later tick writes it), a create is forgotten. */
+  private unqueued(write: Write, event: Pick<EventIntent, 'reason'>): void {
+    if (write.kind === 'patch') write.entry.dirty = true;
+    else this.forgetSeries(write.entry);
+    this.dropped(event);
+  }
+
+  /** Drops the newest queued write of the namespace holding the most, if it holds enough more than `namespace`. */
+  private evictQueuedFor(namespace: string): boolean {
+    const donor = this.queueShares.donorFor(namespace);
+    if (donor === undefined) return false;
+    let newest: Write | undefined;
+    for (const write of donor) newest = write;
+    if (newest === undefined) return false;
+    const index = this.queue.lastIndexOf(newest);
+    if (index !== -1) this.queue.splice(index, 1);
+    this.queueShares.delete(namespaceOf(newest.entry.event), newest);
+    this.unqueued(newest, newest.entry.event);
+    return true;
   }
 
   private dropped(event: Pick<EventIntent, 'reason'>): void {
@@ -288,6 +365,7 @@ export class EventRecorder {
     // Let the caller (an admission answer) go first: writes start on a later turn of the loop.
     await new Promise<void>((resolve) => setImmediate(resolve));
     for (let write = this.queue.shift(); write !== undefined; write = this.queue.shift()) {
+      this.queueShares.delete(namespaceOf(write.entry.event), write);
       await this.write(write);
     }
   }
