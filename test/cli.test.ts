@@ -300,3 +300,45 @@ describe('etcd-guard evaluate against a real cluster', () => {
     }
   });
 });
+
+// Issue 30 item 14: a one-shot run (no store, no inventory) saw every learner for the first time
+// and called it "joining for 0s", so one stuck for hours read as just started.
+describe('etcd-guard evaluate with a learner, one shot', () => {
+  let cluster: EtcdTestCluster;
+  beforeAll(async () => {
+    cluster = await startEtcdCluster({ name: 'clilearner' });
+    const learner = await cluster.addLearner();
+    await learner.start();
+  });
+  afterAll(async () => {
+    await cluster?.destroy();
+  });
+
+  it.each(['json', 'wide'])("says the learner's age is unknown, not 0s (--output %s)", async (output) => {
+    const learner = cluster.members[3];
+    const run = await runCli([
+      'evaluate',
+      '--endpoints',
+      cluster.endpoints.join(','),
+      '--cacert',
+      cluster.tls.caFile,
+      '--cert',
+      cluster.tls.certFile,
+      '--key',
+      cluster.tls.keyFile,
+      '--output',
+      output,
+    ]);
+    // A learner joining is Degraded, which passes.
+    expect(run.code, run.stderr).toBe(0);
+    const said = `membership change in progress: learner ${learner?.name} joining, age unknown (first seen by this evaluation)`;
+    if (output === 'json') {
+      const evaluation = evaluationSchema.parse(JSON.parse(run.stdout));
+      expect(evaluation.verdict).toBe('Degraded');
+      expect(evaluation.reasons).toContain(said);
+    } else {
+      expect(run.stdout).toContain(said);
+    }
+    expect(run.stdout).not.toMatch(/joining for 0s/);
+  });
+});

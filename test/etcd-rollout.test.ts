@@ -236,7 +236,9 @@ describe('a KCP rollout step on real etcd, verdict at every step', () => {
     const added = await scheduledRun('learner added', 70 * SECOND);
     expect(judged(added).verdict).toBe('Degraded');
     expect(added.cluster).toMatchObject({ votingMembers: 3, learners: 1, healthyVoting: 3 });
-    expect(reasonsOf(added)).toContain(`learner id ${learner.memberIdDecimal} (not started) joining for 0s`);
+    expect(reasonsOf(added)).toContain(
+      `learner id ${learner.memberIdDecimal} (not started) joining, age unknown (first seen by this evaluation)`,
+    );
     expect(added.checks.find((check) => check.name === 'learners')?.status).toBe('warn');
     expect(added.checks.every((check) => check.status !== 'fail')).toBe(true);
 
@@ -309,7 +311,9 @@ describe('a learner left unpromoted', () => {
     try {
       const first = await scheduledRun('stray learner first seen', 300 * SECOND);
       expect(judged(first).verdict).toBe('Degraded');
-      expect(reasonsOf(first)).toContain(`learner id ${learner.memberIdDecimal} (not started) joining for 0s`);
+      expect(reasonsOf(first)).toContain(
+        `learner id ${learner.memberIdDecimal} (not started) joining, age unknown (first seen by this evaluation)`,
+      );
       // The stored evaluation carries the sighting; the next run reads it back.
       const stored = await store.read(target.name);
       expect(stored?.members.find((member) => member.id === learner.memberIdDecimal)?.learnerSince).toBe(at(300 * SECOND));

@@ -349,7 +349,7 @@ const rows: Row[] = [
     verdict: 'Degraded',
     check: 'learners',
     status: 'warn',
-    names: 'learner etcd-d joining for 0s',
+    names: 'learner etcd-d joining, age unknown (first seen by this evaluation)',
   },
   {
     behaviour: 'a learner an earlier evaluation saw 40 s ago is joining for 40s, Degraded',

@@ -145,6 +145,11 @@ export interface LearnerJoin {
   since: string;
   ageMs: number;
   overdue: boolean;
+  /**
+   * Whether a date says when it began (its Node's or Machine's creation, an earlier sighting);
+   * false when this evaluation is the first to see it, so its age (0) says nothing.
+   */
+  dated: boolean;
 }
 
 // leader: every reachable member must name the same leader, and since Status answers without
@@ -261,7 +266,7 @@ export function clusterView(input: EvaluationInput): ClusterView {
 
 /**
  * A learner's age: from its Node's (else Machine's) creation where the inventory dates it, else
- * from when an earlier evaluation first saw it, else from now (first seen by this one). Of a Node
+ * from when an earlier evaluation first saw it, else from now (first seen by this one: undated). Of a Node
  * date and a sighting the earlier counts: the learner existed when it was seen, and a Node date
  * comes from the workload API server, which must not make a learner younger than we saw it.
  */
@@ -284,6 +289,7 @@ export function learnerJoins(
       since: new Date(sinceMs).toISOString(),
       ageMs,
       overdue: ageMs >= thresholds.learnerGraceMs,
+      dated: stamps.length > 0,
     });
   }
   return joins;

@@ -74,7 +74,10 @@ export const learnersCheck: CheckFunction = ({ learners, joins, thresholds }) =>
         const age = join === undefined ? '' : ` for ${formatAge(join.ageMs)}`;
         return fail(`learner ${who} not promoted${age} (grace ${formatAge(thresholds.learnerGraceMs)})`);
       }
-      return warn(`membership change in progress: learner ${who} joining for ${formatAge(join.ageMs)}`);
+      // A one-shot run (no store, no inventory) sees every learner for the first time: "for 0s"
+      // would make one stuck for hours read as just started.
+      const age = join.dated ? ` for ${formatAge(join.ageMs)}` : ', age unknown (first seen by this evaluation)';
+      return warn(`membership change in progress: learner ${who} joining${age}`);
     }),
     'no learner',
   );
