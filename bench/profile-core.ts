@@ -108,11 +108,13 @@ async function loadCore(root: string): Promise<{ one: (text: string) => string; 
     const classification = core.classifyRequest(request, config, undefined, staticOnly, undefined);
     if (classification.kind !== 'needs-evaluation') throw new Error(`classified ${classification.kind}`);
     const target = classification.target;
+    const clockMs = now().getTime();
     const choice = core.chooseEvaluation({
       cached: cache.get(target.name),
-      now: now(),
-      maxAgeSeconds: config.maxAgeSeconds,
-      inlineRefresh: config.inlineRefresh,
+      arrivedAtMs: clockMs - (performance.now() - startedAt),
+      nowMs: clockMs,
+      decisionMaxAgeMs: config.decisionMaxAgeMs,
+      decision: 'cached',
       remainingMs: budgetMs - (performance.now() - startedAt),
       evaluationTimeoutMs: target.timeout,
     });
@@ -124,7 +126,7 @@ async function loadCore(root: string): Promise<{ one: (text: string) => string; 
       classification,
       evaluation: choice.evaluation,
       now: now(),
-      ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
+      evidence: choice.evidence,
     });
     const enforced = core.enforce({
       decision,

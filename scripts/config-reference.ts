@@ -23,9 +23,14 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     '`file`: `<dir>/<target>.json`, written atomically. `configmap`: ConfigMap `etcd-guard-<target>`, key `evaluation.json`.',
   'store.dir': 'Directory of the evaluation files; relative to the config file.',
   'store.namespace': 'Namespace of the `etcd-guard-<target>` ConfigMaps (the RBAC in manifests/ grants only this one).',
-  maxAgeSeconds: 'An evaluation older than this is stale: the webhook refreshes it inline or denies.',
+  maxAgeSeconds:
+    'An evaluation older than this is stale. Where no live evaluation can run (see `decision`), a cached one decides only within this age, with a warning; older or none: deny.',
   inlineRefresh:
-    "On a missing or stale evaluation, evaluate during the admission request when the apiserver's remaining timeout leaves at least 1 s.",
+    "Evaluate during the admission request when no live evaluation is at hand and the apiserver's remaining timeout leaves the target's `timeout` plus 1 s. `false` without `decision` means `decision: cached`.",
+  decisionMaxAgeMs:
+    'Live evidence: a guarded change is judged on an evaluation of its target that started at most this many milliseconds before the request arrived, else one runs inline (and is stored). Smaller: fresher evidence, more evaluations under load; larger: fewer evaluations, a fault that recent goes unseen. See [the decision rule](#the-decision-rule-live-evidence).',
+  decision:
+    '`live` (default): decide on live evidence as `decisionMaxAgeMs` says. `cached`: the webhook cannot reach etcd (e.g. a network policy), so the stored evaluation decides within `maxAgeSeconds` and every such answer warns with its age; see [operations](operations.md#a-webhook-that-cannot-reach-etcd-decision-cached).',
   enforcement:
     'What a would-be denial does for every target that names no `enforcement` (and for denials no target owns, e.g. no target matches): `enforce` denies; `warn` allows with the denial as admission warnings (kubectl prints them); `audit` allows silently. All three count it (`etcd_guard_admission_decisions_total{decision="denied",mode=…}`), add audit annotations and record an Event. Adopt with `audit`, then `warn`, then `enforce` (see operations.md).',
   events:
@@ -55,6 +60,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'targets[].watchProbe':
     'Opt-in watch round trip (the `watch` check): per member, a watch on `/etcd-guard/watch-probe/<target>/<member id>` must deliver a write made through another member within `timeout`. Off by default because it writes (one put and one delete per member per evaluation); see [the watch probe](#the-watch-probe-and-the-etcd-permission-it-needs).',
   'targets[].enforcement': "This target's enforcement (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.",
+  'targets[].decisionMaxAgeMs': "This target's `decisionMaxAgeMs`; the top-level one when absent.",
+  'targets[].decision': "This target's `decision` (`live` or `cached`); the top-level one when absent.",
   'targets[].tlsVerify':
     "`full` (default): a member's serving certificate must chain to `tls.caFile` and name the member (its address, or its node name through a port-forward); one that does not fails the `tls-identity` check naming both. `chain-only`: the chain alone, for etcd serving certificates without the node name. Risk: any certificate that CA issued is taken for the member; see [TLS identity](#tls-identity-and-chain-only).",
   'targets[].learnerGrace':
@@ -76,12 +83,19 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'discovery.capi.labelSelector': 'Labels a KubeadmControlPlane must carry with exactly these values.',
   'discovery.capi.enforcement':
     'Enforcement of every target this provider discovers (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.',
+  'discovery.capi.decisionMaxAgeMs': '`decisionMaxAgeMs` of every target this provider discovers; the top-level one when absent.',
+  'discovery.capi.decision':
+    '`decision` (`live` or `cached`) of every target this provider discovers; the top-level one when absent.',
   'discovery.druid':
     'A target per etcd-druid Etcd, guarding it by identity: members at `<etcd>-<i>.<etcd>-peer.<namespace>.svc:<clientPort>`, TLS from the Secrets `spec.etcd.clientUrlTls` names (held in memory).',
   'discovery.druid.namespaces': 'Namespaces to look in; every namespace when absent.',
   'discovery.druid.labelSelector': 'Labels an Etcd must carry with exactly these values.',
   'discovery.druid.enforcement':
     'Enforcement of every target this provider discovers (`enforce`, `warn` or `audit`); the top-level `enforcement` when absent.',
+  'discovery.druid.decisionMaxAgeMs':
+    '`decisionMaxAgeMs` of every target this provider discovers; the top-level one when absent.',
+  'discovery.druid.decision':
+    '`decision` (`live` or `cached`) of every target this provider discovers; the top-level one when absent.',
   'discovery.refreshSeconds':
     'How often the webhook lists again (each round within 10 s). A target that disappears stops being evaluated; its last evaluation ages out.',
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',

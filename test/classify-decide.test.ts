@@ -314,6 +314,77 @@ describe('decide over fixtures × evaluation states', () => {
     expect(decision.response.status?.message).toMatch(/\(age 200s, max 60s\); inline refresh skipped: apiserver budget 0\.8s/);
   });
 
+  describe('issue 27: what the decision rests on', () => {
+    const request = loadFixture('kcp-scale-up-3-to-5.json');
+    const config = makeConfig();
+    const classification = needsEvaluation(classifyRequest(request, config));
+    const onEvidence = (evaluation: Evaluation | null, evidence: Parameters<typeof decide>[0]['evidence']) =>
+      decide({ request, config, classification, evaluation, now: NOW, ...(evidence === undefined ? {} : { evidence }) });
+
+    it.each([
+      ['live evidence: no warning, annotated live with its age', { kind: 'live' as const }, true, null, 'live'],
+      [
+        'cached evidence within maxAgeSeconds: allowed, warning naming its age',
+        { kind: 'cached' as const, why: 'the target is configured with decision: cached', decisionMaxAgeMs: 1_000 },
+        true,
+        /decided on the cached evaluation of prod, 12s old \(12000 ms\), not on a live one/,
+        'cached',
+      ],
+      [
+        'a live evaluation that failed: denied, nothing older stands in',
+        { kind: 'failed' as const, why: 'live evaluation failed: timed out' },
+        false,
+        null,
+        'failed',
+      ],
+    ])('%s', (_name, evidence, allowed, warning, annotated) => {
+      const decision = onEvidence(EVALUATIONS.healthy ?? null, evidence);
+      expect(decision.response.allowed).toBe(allowed);
+      const warnings = (decision.response.warnings ?? []).join(' ');
+      if (warning === null) expect(warnings).not.toMatch(/cached evaluation/);
+      else expect(warnings).toMatch(warning);
+      expect(decision.response.auditAnnotations).toMatchObject({ evidence: annotated, 'evidence-age-ms': '12000' });
+      if (!allowed) {
+        expect(decision.reason).toBe('no-live-evaluation');
+        expect(decision.response.status?.message).toMatch(
+          /^no fresh etcd evaluation for prod \(live evaluation failed: timed out\)/,
+        );
+      }
+    });
+
+    it('cached evidence older than maxAgeSeconds is denied in the usual form, saying why no live one ran', () => {
+      const decision = onEvidence(EVALUATIONS.stale ?? null, {
+        kind: 'cached',
+        why: 'the target is configured with decision: cached',
+        decisionMaxAgeMs: 1_000,
+      });
+      expect(decision.response.allowed).toBe(false);
+      expect(decision.response.status?.message).toMatch(
+        /^no fresh etcd evaluation for prod \(age 200s, max 60s\); the target is configured with decision: cached/,
+      );
+    });
+
+    it('an override on cached evidence keeps its own annotations and gains the evidence ones', () => {
+      const override = loadFixture('kcp-override-scale-down.json');
+      const decision = decide({
+        request: override,
+        config,
+        classification: needsEvaluation(classifyRequest(override, config)),
+        evaluation: EVALUATIONS.unhealthy ?? null,
+        now: NOW,
+        evidence: { kind: 'cached', why: 'no live evaluation: no slot', decisionMaxAgeMs: 1_000 },
+      });
+      expect(decision.result).toBe('overridden');
+      expect(decision.response.auditAnnotations).toMatchObject({
+        evidence: 'cached',
+        'override-user': expect.any(String) as unknown,
+      });
+      expect(decision.response.warnings?.[0]).toMatch(/^etcd-guard: decided on the cached evaluation/);
+      for (const line of decision.response.warnings ?? []) expect(line.length).toBeLessThanOrEqual(MAX_WARNING_LENGTH);
+      expect(decision.response.warnings?.length).toBeLessThanOrEqual(MAX_WARNINGS);
+    });
+  });
+
   it('lets an operator remove a dead member from 5, warning which member is unhealthy', () => {
     const request = loadFixture('kcp-scale-down-3-to-2.json');
     const object = structuredClone(request.object) as { spec: { replicas: number } };

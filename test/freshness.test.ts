@@ -44,27 +44,61 @@ describe('judgeFreshness', () => {
 });
 
 describe('chooseEvaluation', () => {
+  // The request arrived 50 ms before NOW; live evidence started at most 1 s before it arrived.
+  const arrivedAtMs = NOW.getTime() - 50;
   const base: EvaluationChoiceInput = {
-    cached: at(-200),
-    now: NOW,
-    maxAgeSeconds: 60,
-    inlineRefresh: true,
+    cached: at(-30),
+    arrivedAtMs,
+    nowMs: NOW.getTime(),
+    decisionMaxAgeMs: 1_000,
+    decision: 'live',
     remainingMs: 10_000,
     evaluationTimeoutMs: 2_000,
   };
   it.each([
-    ['uses a fresh cached evaluation', { cached: at(-1) }, { kind: 'use' }],
-    ['refreshes a stale one within the budget minus the 1 s margin', {}, { kind: 'refresh', timeoutMs: 9_000 }],
-    ['refreshes one stamped in the future', { cached: at(100) }, { kind: 'refresh' }],
-    ['refreshes when none is cached', { cached: null }, { kind: 'refresh' }],
-    ['says so when inline refresh is off', { inlineRefresh: false }, { kind: 'use', refreshNote: 'inline refresh is disabled' }],
     [
-      'skips when the budget cannot fit the evaluation and the margin',
+      'uses a cached evaluation that started within the bound as live',
+      { cached: at(-1) },
+      { kind: 'use', evidence: { kind: 'live' } },
+    ],
+    [
+      'evaluates live over a cached Healthy younger than maxAgeSeconds but older than the bound',
+      {},
+      { kind: 'refresh', timeoutMs: 9_000, notBeforeMs: arrivedAtMs - 1_000 },
+    ],
+    ['evaluates live when the cached one started just before the bound', { cached: at(-1.051) }, { kind: 'refresh' }],
+    [
+      'a bound of 0 asks for an evaluation that started after the request arrived',
+      { decisionMaxAgeMs: 0, cached: at(-0.06) },
+      { kind: 'refresh', notBeforeMs: arrivedAtMs },
+    ],
+    [
+      'a per-target bound of 60 s takes a 30 s old one as live',
+      { decisionMaxAgeMs: 60_000 },
+      { kind: 'use', evidence: { kind: 'live' } },
+    ],
+    ['evaluates live over one stamped in the future (another clock)', { cached: at(0.5) }, { kind: 'refresh' }],
+    ['evaluates live when none is cached', { cached: null }, { kind: 'refresh' }],
+    [
+      'decision cached: the cached one decides, saying why',
+      { decision: 'cached' as const },
+      {
+        kind: 'use',
+        evidence: { kind: 'cached', why: 'the target is configured with decision: cached', decisionMaxAgeMs: 1_000 },
+      },
+    ],
+    [
+      'decision cached still takes a young one as live',
+      { decision: 'cached' as const, cached: at(-0.5) },
+      { kind: 'use', evidence: { kind: 'live' } },
+    ],
+    [
+      'skips when the budget cannot fit the evaluation and the margin: cached evidence saying so',
       { remainingMs: 2_500 },
       {
         kind: 'use',
         skippedRefresh: true,
-        refreshNote: expect.stringContaining('budget 2.5s cannot fit the 2.0s evaluation') as unknown,
+        evidence: { kind: 'cached', why: expect.stringContaining('budget 2.5s cannot fit the 2.0s evaluation') as unknown },
       },
     ],
   ])('%s', (_name, change, expected) => {

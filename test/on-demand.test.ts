@@ -15,6 +15,7 @@ import {
 } from '../functions/usecases/on-demand-service.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { makeEvaluation } from './harness/evaluation-fixture.js';
+import { waitFor } from './harness/wait.js';
 
 const TOKEN = 'an-on-demand-test-token-7f3a';
 
@@ -300,6 +301,51 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
       expect(runs).toBe(1);
       expect(dryResult).toEqual(stored);
       expect(store.writes).toEqual([stored]);
+    });
+
+    it('shares a run with a live bound only if it started within it, and never rides an older one (issue 27)', async () => {
+      const clock = manualClock();
+      const gates: Array<ReturnType<typeof deferred<void>>> = [];
+      const store = gatedStore(Promise.resolve());
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store,
+        evaluate: async (target) => {
+          const startedAt = clock.now();
+          const gate = deferred<void>();
+          gates.push(gate);
+          await gate.promise;
+          return evaluationOf(target, startedAt);
+        },
+        token: null,
+        now: clock.now,
+        minIntervalMs: 60_000,
+      });
+      const startedMs = clock.now().getTime();
+      const first = onDemand.evaluateForAdmission('alpha', { persist: true, notBeforeMs: startedMs - 1_000 });
+      await waitFor('the first run to start', 2_000, () => gates.length === 1);
+      // 900 ms later a request with a 1 s bound shares the run still in flight: it started within it.
+      clock.advance(900);
+      const shared = onDemand.evaluateForAdmission('alpha', { persist: true, notBeforeMs: clock.now().getTime() - 1_000 });
+      // 1,200 ms after the start one more arrives: the run is older than its bound, so it starts its own.
+      clock.advance(300);
+      const own = onDemand.evaluateForAdmission('alpha', { persist: true, notBeforeMs: clock.now().getTime() - 1_000 });
+      await waitFor('a second run to start', 2_000, () => gates.length === 2);
+      // And a request right after shares that newer run, not the old one.
+      const onNewer = onDemand.evaluateForAdmission('alpha', { persist: true, notBeforeMs: clock.now().getTime() - 1_000 });
+      for (const gate of gates) gate.resolve();
+      const [a, b, c, d] = await Promise.all([first, shared, own, onNewer]);
+      expect(gates).toHaveLength(2);
+      expect(b.evaluatedAt).toBe(a.evaluatedAt);
+      expect(Date.parse(c.evaluatedAt) - startedMs).toBe(1_200);
+      expect(d.evaluatedAt).toBe(c.evaluatedAt);
+      // Settled runs within minIntervalMs are still bounded by their start: an HTTP refresh reuses, a late admission does not.
+      clock.advance(5_000);
+      expect((await onDemand.refresh('alpha')).evaluatedAt).toBe(c.evaluatedAt);
+      const late = onDemand.evaluateForAdmission('alpha', { persist: true, notBeforeMs: clock.now().getTime() - 1_000 });
+      await waitFor('a third run to start', 2_000, () => gates.length === 3);
+      gates[2]?.resolve();
+      expect(Date.parse((await late).evaluatedAt) - startedMs).toBe(6_200);
     });
 
     it('rejects an unknown target', async () => {

@@ -174,6 +174,22 @@ describe('webhook metrics', () => {
   });
 });
 
+describe('issue 27: the evidence age histogram', () => {
+  it('exists at 0 for live and cached evidence from the start, then counts each decision under its evidence', async () => {
+    const metrics = createWebhookMetrics();
+    const before = await metrics.render();
+    for (const evidence of ['live', 'cached']) {
+      expect(before).toMatch(new RegExp(`etcd_guard_decision_evidence_age_seconds_count\\{evidence="${evidence}"\\} 0\n`));
+    }
+    metrics.recordEvidenceAge('live', 0.012);
+    metrics.recordEvidenceAge('cached', 42);
+    const after = await metrics.render();
+    expect(after).toMatch(/etcd_guard_decision_evidence_age_seconds_bucket\{le="0.025",evidence="live"\} 1\n/);
+    expect(after).toMatch(/etcd_guard_decision_evidence_age_seconds_bucket\{le="30",evidence="cached"\} 0\n/);
+    expect(after).toMatch(/etcd_guard_decision_evidence_age_seconds_bucket\{le="60",evidence="cached"\} 1\n/);
+  });
+});
+
 describe('webhook logger', () => {
   it('writes JSON lines with secrets redacted and honours LOG_LEVEL', async () => {
     const { createLogger } = await import('../functions/shared/logger.js');

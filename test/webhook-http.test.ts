@@ -21,6 +21,7 @@ import { EvaluationCache } from '../webhook/server/cache.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { createWebhookMetrics } from '../webhook/server/metrics.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
+import { waitFor } from './harness/wait.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { httpRequest, type HttpsAnswer } from './harness/https-client.js';
 import { admissionFixture, kcpReplicasReview } from './harness/reviews.js';
@@ -66,18 +67,37 @@ const TARGETS = [
   'missing',
   'slow-refresh',
   'burst',
+  'turned',
 ] as const;
 
 function secondsAgo(seconds: number): string {
   return new Date(Date.now() - seconds * 1000).toISOString();
 }
 
-/** Stand-in for the etcd evaluation engine: a fresh healthy evaluation, or a slow one for `slow-refresh`. */
+/** What etcd says of the degraded and unhealthy targets, every time it is asked. */
+const DEGRADED = {
+  verdict: 'Degraded',
+  reasons: ['member etcd-2 database is 85% of its quota'],
+  checks: [{ name: 'db-size', status: 'warn', message: 'member etcd-2 database is 85% of its quota' }],
+} as const satisfies Partial<Evaluation>;
+const UNHEALTHY = {
+  verdict: 'Unhealthy',
+  members: [makeMember(0), makeMember(1, { healthy: false, error: 'connection refused' }), makeMember(2)],
+  reasons: ['member etcd-1 (https://127.0.0.1:2389) is unreachable: connection refused'],
+  checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-1 (https://127.0.0.1:2389) is unreachable' }],
+} as const satisfies Partial<Evaluation>;
+// `turned` was stored Healthy a few seconds ago; etcd has lost a member since.
+const STATE_OF: Record<string, Partial<Evaluation>> = { degraded: DEGRADED, unhealthy: UNHEALTHY, turned: UNHEALTHY };
+
+/**
+ * Stand-in for the etcd evaluation engine: a live evaluation saying what etcd says of the target
+ * (healthy unless it is the degraded or unhealthy one), or a slow one for `slow-refresh`.
+ */
 async function evaluateStandIn(target: TargetConfig): Promise<Evaluation> {
   evaluateCalls.push(target.name);
   // The burst target's evaluation takes a while, as a real one does, so concurrent requests overlap it.
   if (target.name === 'burst') await new Promise((resolve) => setTimeout(resolve, 300));
-  return makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString() });
+  return makeEvaluation({ target: target.name, evaluatedAt: new Date().toISOString(), ...STATE_OF[target.name] });
 }
 
 beforeAll(async () => {
@@ -99,30 +119,14 @@ beforeAll(async () => {
   );
   store = createStore(config.store);
   await store.write(makeEvaluation({ target: 'healthy', evaluatedAt: secondsAgo(5) }));
-  await store.write(
-    makeEvaluation({
-      target: 'degraded',
-      evaluatedAt: secondsAgo(5),
-      verdict: 'Degraded',
-      reasons: ['member etcd-2 database is 85% of its quota'],
-      checks: [{ name: 'db-size', status: 'warn', message: 'member etcd-2 database is 85% of its quota' }],
-    }),
-  );
-  await store.write(
-    makeEvaluation({
-      target: 'unhealthy',
-      evaluatedAt: secondsAgo(5),
-      verdict: 'Unhealthy',
-      members: [makeMember(0), makeMember(1, { healthy: false, error: 'connection refused' }), makeMember(2)],
-      reasons: ['member etcd-1 (https://127.0.0.1:2389) is unreachable: connection refused'],
-      checks: [{ name: 'reachable', status: 'fail', message: 'member etcd-1 (https://127.0.0.1:2389) is unreachable' }],
-    }),
-  );
+  await store.write(makeEvaluation({ target: 'degraded', evaluatedAt: secondsAgo(5), ...DEGRADED }));
+  await store.write(makeEvaluation({ target: 'unhealthy', evaluatedAt: secondsAgo(5), ...UNHEALTHY }));
   await store.write(makeEvaluation({ target: 'stale', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'stale-refresh', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'stale-dry-run', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'slow-refresh', evaluatedAt: secondsAgo(300) }));
   await store.write(makeEvaluation({ target: 'burst', evaluatedAt: secondsAgo(300) }));
+  await store.write(makeEvaluation({ target: 'turned', evaluatedAt: secondsAgo(5) }));
 
   webhook = await startTestWebhook({
     config,
@@ -160,9 +164,11 @@ describe('POST /validate over HTTPS', () => {
     'scale $from→$to of a KCP routed to the $target evaluation: allowed=$allowed',
     async ({ target, from, to, allowed, message }) => {
       const review = kcpScale(target, from, to);
+      // ?timeout=1s leaves no room for a live evaluation: the cached one decides, and says so.
       const response = await validate(review, '?timeout=1s');
       expect(response.uid).toBe(review.request.uid);
       expect(response.allowed).toBe(allowed);
+      if (allowed) expect((response.warnings ?? []).join(' ')).toMatch(/decided on the cached evaluation of \S+, \d+s old/);
       if (message) {
         expect(response.status?.code).toBe(403);
         expect(response.status?.message).toMatch(message);
@@ -174,6 +180,17 @@ describe('POST /validate over HTTPS', () => {
     const response = await validate(kcpScale('degraded', 3, 5));
     expect(response.allowed).toBe(true);
     expect((response.warnings ?? []).join(' ')).toMatch(/etcd-2/);
+  });
+
+  it('issue 27: a cached Healthy 5 s old does not decide; the live evaluation (Unhealthy now) denies, and is stored', async () => {
+    const callsBefore = evaluateCalls.filter((name) => name === 'turned').length;
+    const response = await validate(kcpScale('turned', 3, 5), '?timeout=10s');
+    expect(response.allowed).toBe(false);
+    expect(response.status?.message).toMatch(/target turned verdict Unhealthy, evaluated 0s ago: member etcd-1/);
+    expect(response.auditAnnotations).toMatchObject({ evidence: 'live', verdict: 'Unhealthy' });
+    expect(Number(response.auditAnnotations?.['evidence-age-ms'])).toBeLessThan(1_000);
+    expect(evaluateCalls.filter((name) => name === 'turned').length).toBe(callsBefore + 1);
+    await waitFor('the live evaluation to be stored', 5_000, async () => (await store.read('turned'))?.verdict === 'Unhealthy');
   });
 
   it('denies with the evaluation age when stale and ?timeout=1s leaves no room for an inline refresh', async () => {

@@ -35,6 +35,22 @@ const etcdTimeoutSchema = durationSchema.refine(
 /** The largest maxAgeSeconds accepted (documented in docs/configuration.md). */
 export const MAX_AGE_SECONDS_LIMIT = 3600;
 
+/**
+ * How an admission decision gets its evidence: `live` (an evaluation that started at most
+ * decisionMaxAgeMs before the request, run inline when there is none), or `cached` (the webhook
+ * cannot reach etcd: the stored evaluation decides within maxAgeSeconds, and the answer says so).
+ */
+export const DECISION_MODES = ['live', 'cached'] as const;
+export const decisionModeSchema = z.enum(DECISION_MODES);
+export type DecisionMode = z.infer<typeof decisionModeSchema>;
+/** Evidence that started at most this long before a request counts as live; default 1000 ms. */
+export const decisionMaxAgeMsSchema = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_AGE_SECONDS_LIMIT * 1000);
+export const DEFAULT_DECISION_MAX_AGE_MS = 1_000;
+
 const endpointSchema = z.string().superRefine((value, context) => {
   if (hasUrlUserinfo(value)) {
     // The message must not echo the value: it holds a password.
@@ -131,6 +147,10 @@ export const targetSchema = z
     watchProbe: z.boolean().optional(),
     /** This target's enforcement; the config's `enforcement` when absent. */
     enforcement: enforcementSchema.optional(),
+    /** This target's bound on live evidence; the config's `decisionMaxAgeMs` when absent. */
+    decisionMaxAgeMs: decisionMaxAgeMsSchema.optional(),
+    /** This target's decision mode; the config's `decision` when absent. */
+    decision: decisionModeSchema.optional(),
     /**
      * How members' serving certificates are checked. 'full' (default): the certificate must chain
      * to the CA and name the member's address (or node name, through a port-forward). 'chain-only':
@@ -159,6 +179,10 @@ const discoveryScopeSchema = z
     labelSelector: z.record(z.string()).optional(),
     /** Enforcement of every target this provider discovers; the config's `enforcement` when absent. */
     enforcement: enforcementSchema.optional(),
+    /** decisionMaxAgeMs of every target this provider discovers; the config's when absent. */
+    decisionMaxAgeMs: decisionMaxAgeMsSchema.optional(),
+    /** decision of every target this provider discovers; the config's when absent. */
+    decision: decisionModeSchema.optional(),
   })
   .strict();
 export type DiscoveryScope = z.infer<typeof discoveryScopeSchema>;
@@ -199,6 +223,10 @@ export const guardConfigSchema = z
     /** At most an hour: an older evaluation says nothing about etcd now, and the bound keeps timers in range. */
     maxAgeSeconds: z.number().int().positive().max(MAX_AGE_SECONDS_LIMIT).default(120),
     inlineRefresh: z.boolean().default(true),
+    /** Live evidence: an evaluation that started at most this long before the request. */
+    decisionMaxAgeMs: decisionMaxAgeMsSchema.default(DEFAULT_DECISION_MAX_AGE_MS),
+    /** `live` unless set; `inlineRefresh: false` without it means `cached` (what it meant before). */
+    decision: decisionModeSchema.optional(),
     /** The enforcement of every target that names none (and of denials no target owns). */
     enforcement: enforcementSchema.default('enforce'),
     /** Kubernetes Events (events.k8s.io/v1) for denials, overrides and verdict transitions. */
@@ -256,6 +284,22 @@ export function enforcementOf(
   target?: Pick<TargetConfig, 'enforcement'>,
 ): EnforcementMode {
   return target?.enforcement ?? config.enforcement;
+}
+
+/** The decision mode of a target: its own, its scope's (copied onto it), the config's, else inlineRefresh's. */
+export function decisionModeOf(
+  config: Pick<GuardConfig, 'decision' | 'inlineRefresh'>,
+  target?: Pick<TargetConfig, 'decision'>,
+): DecisionMode {
+  return target?.decision ?? config.decision ?? (config.inlineRefresh ? 'live' : 'cached');
+}
+
+/** How old, at most, the evidence of a live decision on this target may be. */
+export function decisionMaxAgeMsOf(
+  config: Pick<GuardConfig, 'decisionMaxAgeMs'>,
+  target?: Pick<TargetConfig, 'decisionMaxAgeMs'>,
+): number {
+  return target?.decisionMaxAgeMs ?? config.decisionMaxAgeMs;
 }
 
 export class ConfigError extends Error {

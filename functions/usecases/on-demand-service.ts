@@ -81,11 +81,25 @@ interface Run {
   promise: Promise<Evaluation>;
   /** Clock time (ms) the run settled; null while it is still running. */
   settledAtMs: number | null;
+  /** Clock time (ms) the run started evaluating (it held a slot); null while it waits for one. */
+  startedAtMs: number | null;
   /** Lets an admission request that joins a run still waiting for a slot move it up. */
   promote: () => void;
 }
 
 const MAX_ECHOED_NAME = 64;
+
+/**
+ * A run that did evaluate, on an event loop stalled enough that its failures say nothing about
+ * etcd. Unlike a run that never got a slot, it may have seen a fault: a decision must not fall
+ * back on older evidence because of it.
+ */
+export class StarvedEvaluationError extends OverloadError {
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message, retryAfterSeconds);
+    this.name = 'StarvedEvaluationError';
+  }
+}
 
 function quote(name: string): string {
   const shown = name.length > MAX_ECHOED_NAME ? `${name.slice(0, MAX_ECHOED_NAME)}...` : name;
@@ -149,16 +163,21 @@ export class OnDemandEvaluations {
    * webhook should not also wait on — or be denied by — a slow or failing store. Without
    * `persist` (dryRun requests, which must cause no side effect) nothing is written: the request
    * shares a run already under way, or starts one of its own that does not store.
+   *
+   * With `notBeforeMs` (the request's bound on live evidence), a run is shared only if it started
+   * evaluating at or after that clock time, or has not started yet: a request never rides an
+   * older run, it starts one of its own, which later requests then share.
    */
-  evaluateForAdmission(targetName: string, options: { persist: boolean }): Promise<Evaluation> {
+  evaluateForAdmission(targetName: string, options: { persist: boolean; notBeforeMs?: number }): Promise<Evaluation> {
+    const notBeforeMs = options.notBeforeMs ?? Number.NEGATIVE_INFINITY;
     if (!options.persist) {
-      const storing = this.reusableRun(this.runs.get(targetName));
+      const storing = this.reusableRun(this.runs.get(targetName), notBeforeMs);
       if (storing !== undefined) {
         storing.promote();
         return storing.evaluation;
       }
     }
-    const run = this.sharedRun(targetName, options.persist, 'admission');
+    const run = this.sharedRun(targetName, options.persist, 'admission', notBeforeMs);
     if (options.persist) {
       run.promise.catch((error: unknown) => {
         // An evaluation that failed is reported to its caller through `evaluation`; only a failed
@@ -172,24 +191,25 @@ export class OnDemandEvaluations {
     return run.evaluation;
   }
 
-  /** A run still going, or settled within minIntervalMs, or undefined. */
-  private reusableRun(run: Run | undefined): Run | undefined {
+  /** A run still going, or settled within minIntervalMs, that started no earlier than `notBeforeMs`; or undefined. */
+  private reusableRun(run: Run | undefined, notBeforeMs = Number.NEGATIVE_INFINITY): Run | undefined {
     if (run === undefined) return undefined;
+    if (run.startedAtMs !== null && run.startedAtMs < notBeforeMs) return undefined;
     if (run.settledAtMs === null || this.now().getTime() - run.settledAtMs < this.minIntervalMs) return run;
     return undefined;
   }
 
-  private sharedRun(targetName: string, store: boolean, kind: RunKind): Run {
+  private sharedRun(targetName: string, store: boolean, kind: RunKind, notBeforeMs = Number.NEGATIVE_INFINITY): Run {
     const target = this.targets().find((candidate) => candidate.name === targetName);
     if (target === undefined) {
       // Nothing is kept for a name that is not a target: the maps hold targets only.
       const unknown = Promise.reject(new UnknownTargetError(targetName));
       unknown.catch(() => undefined);
-      return { evaluation: unknown, promise: unknown, settledAtMs: 0, promote: () => undefined };
+      return { evaluation: unknown, promise: unknown, settledAtMs: 0, startedAtMs: 0, promote: () => undefined };
     }
     const runs = store ? this.runs : this.unstoredRuns;
     this.forgetSettled(runs);
-    const reusable = this.reusableRun(runs.get(targetName));
+    const reusable = this.reusableRun(runs.get(targetName), notBeforeMs);
     if (reusable !== undefined) {
       if (kind === 'admission') reusable.promote();
       return reusable;
@@ -245,10 +265,14 @@ export class OnDemandEvaluations {
    */
   private startRun(target: Target, store: boolean, kind: RunKind): Run {
     const { slot, promote } = this.slots.acquire(kind);
+    // Assigned below, before the slot can resolve (a resolved promise's callback runs later).
+    let started: (atMs: number) => void = () => undefined;
     const evaluation = slot.then(async (release) => {
       let fresh: Evaluation;
       let stalls: { stop: () => number } | undefined;
       try {
+        // Taken before the engine loads, so it is never later than the evaluation's own start.
+        started(this.now().getTime());
         await this.options.prepare?.();
         stalls = watchEventLoopStalls();
         fresh = await withTimeout(
@@ -265,7 +289,11 @@ export class OnDemandEvaluations {
       evaluation,
       promise: store ? evaluation.then((fresh) => this.store(target, fresh)) : evaluation,
       settledAtMs: null,
+      startedAtMs: null,
       promote,
+    };
+    started = (atMs) => {
+      run.startedAtMs = atMs;
     };
     run.promise = run.promise.finally(() => {
       run.settledAtMs = this.now().getTime();
@@ -284,7 +312,7 @@ export class OnDemandEvaluations {
    */
   private unlessStarved(target: Target, fresh: Evaluation, stalledMs: number): Evaluation {
     if (fresh.verdict === 'Healthy' || stalledMs < starvedStallMs(target.timeout)) return fresh;
-    throw new OverloadError(
+    throw new StarvedEvaluationError(
       `the evaluation of target ${quote(target.name)} ran while this process was overloaded (its event loop was held up ` +
         `${stalledMs} ms in all, target timeout ${target.timeout} ms): its ${fresh.verdict} verdict is not ` +
         'evidence about etcd; not evaluated, nothing stored',

@@ -2,7 +2,7 @@
 // provider finds in the management cluster now. One listing per provider, all under one deadline;
 // a provider that cannot list is reported and leaves the others' targets intact.
 import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
-import type { EnforcementMode, GuardConfig } from '../entrypoints/config.js';
+import type { DiscoveryScope, GuardConfig } from '../entrypoints/config.js';
 import type { DiscoverySource } from '../domain/controller-kinds.js';
 import { Deadline } from '../domain/deadline.js';
 import { discoveredTargets, type DiscoveryDefaults } from '../domain/discovery-mapping.js';
@@ -37,9 +37,19 @@ export function staticTargets(config: GuardConfig): Target[] {
   return config.targets.map(staticTarget);
 }
 
-/** A provider's defaults with its scope's enforcement, when the scope names one. */
-function withEnforcement(defaults: DiscoveryDefaults, enforcement: EnforcementMode | undefined): DiscoveryDefaults {
-  return enforcement === undefined ? defaults : { ...defaults, enforcement };
+/** A provider's defaults with its scope's enforcement and decision settings, when the scope names them. */
+function withScope(
+  defaults: DiscoveryDefaults,
+  scope: Pick<DiscoveryScope, 'enforcement' | 'decisionMaxAgeMs' | 'decision'>,
+): DiscoveryDefaults {
+  const { enforcement, decisionMaxAgeMs, decision } = scope;
+  if (enforcement === undefined && decisionMaxAgeMs === undefined && decision === undefined) return defaults;
+  return {
+    ...defaults,
+    ...(enforcement === undefined ? {} : { enforcement }),
+    ...(decisionMaxAgeMs === undefined ? {} : { decisionMaxAgeMs }),
+    ...(decision === undefined ? {} : { decision }),
+  };
 }
 
 export async function resolveTargets(config: GuardConfig, options: ResolveOptions = {}): Promise<ResolvedTargets> {
@@ -76,7 +86,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
           adapter.listInScope(api, own, scope, true, deadline),
           ...related.map((resource) => adapter.listInScope(api, resource, scope, false, deadline)),
         ]);
-        return discoveredTargets(provider.source, listed, withEnforcement(defaults, scope.enforcement));
+        return discoveredTargets(provider.source, listed, withScope(defaults, scope));
       } catch (error) {
         failures.push({ source: provider.source, message: (error as Error).message });
         return { targets: [], problems: [] };

@@ -5,6 +5,7 @@ import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
 import type { MachinesRead, ParentRead } from '../../functions/domain/kinds/kind.js';
 import type { MembershipChange, TargetMove } from '../../functions/domain/kinds/kind.js';
+import type { Evidence } from './freshness.js';
 
 /** admission.k8s.io/v1 AdmissionRequest, the fields the guard reads. */
 export interface AdmissionRequest {
@@ -97,6 +98,12 @@ export interface DecisionInput {
   parent?: ParentRead;
   /** Why no fresh evaluation could be had, when that is so (e.g. "inline refresh skipped: budget 0.8s"). */
   refreshNote?: string;
+  /**
+   * What `evaluation` is as evidence (freshness.ts): live, cached (then an allow warns with its
+   * age) or failed (a live evaluation was due and did not come: deny). Absent: the caller vouches
+   * that the evaluation is live, as the server does only when it is.
+   */
+  evidence?: Evidence;
   /**
    * The API server's SubjectAccessReview said the requesting user may override (verb `override` on
    * `targets.etcd-guard.io`); absent or false: only `config.override.groups` let a user override.

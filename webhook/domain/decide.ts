@@ -8,16 +8,19 @@
 //
 // Audit annotation keys are unprefixed ("override-user", "override-reason"): the API server
 // prefixes each key with the webhook's name and rejects keys that already contain a "/".
-import type { Evaluation, LastMembership } from '../../functions/domain/evaluation-document.js';
+import { epochMs, evaluatedAtMs, type Evaluation, type LastMembership } from '../../functions/domain/evaluation-document.js';
 import { annotationsOf, describeObject } from './classify.js';
 import type { Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
 import { judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
 import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
 import { allowDecision, clip, denyDecision, MAX_WARNINGS, oneLine } from './respond.js';
+import { warningChunks } from './enforcement.js';
 import { effectiveChange, hibernationOf, projectionOptionsFor, type Hibernation, type ProjectionFacts } from './removal.js';
 
 const MAX_REASONS_IN_MESSAGE = 3;
+/** The warning that a change was judged on cached evidence, in the API server's short warnings. */
+const MAX_EVIDENCE_WARNINGS = 3;
 /** The permission that lets a user override, granted like any other: `verbs: [override]` on `targets` in `etcd-guard.io`. */
 export const OVERRIDE_GROUP = 'etcd-guard.io';
 export const OVERRIDE_RESOURCE = 'targets';
@@ -31,6 +34,10 @@ export const AUDIT_OVERRIDE_REASON = 'override-reason';
 export const AUDIT_OVERRIDDEN_DENIAL = 'overridden-denial';
 export const AUDIT_HIBERNATION_USER = 'hibernation-user';
 export const AUDIT_HIBERNATION = 'hibernation';
+/** How old the evaluation the decision rests on was when it was made (ms since it started). */
+export const AUDIT_EVIDENCE_AGE_MS = 'evidence-age-ms';
+/** `live`, `cached` (no live evaluation could run) or `failed` (a live one was due and did not come). */
+export const AUDIT_EVIDENCE = 'evidence';
 
 export function describeChange(change: MembershipChange | TargetMove): string {
   switch (change.kind) {
@@ -121,9 +128,15 @@ type Judgement = { allowed: true; reason: string; warnings: string[] } | { allow
 function freshEvaluation(
   input: DecisionInput,
 ): { evaluation: Evaluation; ageMs: number } | Extract<Judgement, { allowed: false }> {
+  const { evidence } = input;
+  if (evidence?.kind === 'failed') {
+    const target = input.classification.target.name;
+    return { allowed: false, reason: 'no-live-evaluation', message: `no fresh etcd evaluation for ${target} (${evidence.why})` };
+  }
   const freshness = judgeFreshness(input.evaluation, input.now, input.config.maxAgeSeconds);
   if (freshness.fresh) return freshness;
-  const note = input.refreshNote ? `; ${input.refreshNote}` : '';
+  const why = input.refreshNote ?? (evidence?.kind === 'cached' ? evidence.why : undefined);
+  const note = why ? `; ${why}` : '';
   return {
     allowed: false,
     reason: freshness.reason,
@@ -223,7 +236,42 @@ function rememberedMembership(input: DecisionInput): LastMembership | undefined 
   return judgeFreshness(evaluation, input.now, input.config.maxAgeSeconds).fresh ? evaluation.lastMembership : undefined;
 }
 
+/**
+ * Every decision on an evaluation says what it rested on in its audit annotations, and an allow
+ * on cached evidence (no live evaluation could run) says so in a warning with its age: a change
+ * judged on what etcd said a while ago is never let through silently.
+ */
+function withEvidence(input: DecisionInput, decision: Decision): Decision {
+  const { evaluation } = input;
+  const evidence = input.evidence ?? { kind: 'live' };
+  const annotations: Record<string, string> = { [AUDIT_EVIDENCE]: evidence.kind };
+  if (evaluation !== null) {
+    const ageMs = Math.max(0, Math.round(epochMs(input.now) - evaluatedAtMs(evaluation.evaluatedAt)));
+    if (Number.isFinite(ageMs)) annotations[AUDIT_EVIDENCE_AGE_MS] = String(ageMs);
+    if (evidence.kind === 'cached' && decision.response.allowed) {
+      const said = warningChunks(
+        `etcd-guard: decided on the cached evaluation of ${input.classification.target.name}, ${formatAge(ageMs)} old ` +
+          `(${ageMs} ms), not on a live one (at most ${evidence.decisionMaxAgeMs} ms old): ${evidence.why}`,
+        MAX_EVIDENCE_WARNINGS,
+      );
+      const others = decision.response.warnings ?? [];
+      // The last of a full list says how many were cut; the age warning takes room before it.
+      const kept =
+        others.length + said.length > MAX_WARNINGS
+          ? [...others.slice(0, MAX_WARNINGS - said.length - 1), ...others.slice(-1)]
+          : others;
+      decision.response.warnings = [...said, ...kept];
+    }
+  }
+  decision.response.auditAnnotations = { ...annotations, ...decision.response.auditAnnotations };
+  return decision;
+}
+
 export function decide(input: DecisionInput): Decision {
+  return withEvidence(input, decideOnEvaluation(input));
+}
+
+function decideOnEvaluation(input: DecisionInput): Decision {
   const override = readOverride(input);
   if (override.kind === 'forbidden') {
     return deny(

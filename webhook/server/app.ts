@@ -4,12 +4,17 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type http from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
+import { decisionMaxAgeMsOf, decisionModeOf, type GuardConfig, type TargetConfig } from '../../functions/entrypoints/config.js';
 import { evaluationAgeMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
 import { Deadline, withTimeout } from '../../functions/domain/deadline.js';
 import type { MachineReader } from '../../functions/adapters/capi-machines.js';
 import type { AccessReviewer } from '../../functions/adapters/kube-access-review.js';
-import type { OnDemandRequest, OnDemandResponse } from '../../functions/usecases/on-demand-service.js';
+import {
+  StarvedEvaluationError,
+  type OnDemandRequest,
+  type OnDemandResponse,
+} from '../../functions/usecases/on-demand-service.js';
+import { OverloadError } from '../../functions/usecases/run-slots.js';
 import { parseGoDurationMs } from '../../functions/shared/duration.js';
 import { staticTarget, targetOverview, type FleetView, type Target } from '../../functions/domain/targets.js';
 import type { EvaluationCache } from './cache.js';
@@ -28,7 +33,7 @@ import type {
 import { attemptsOverride, decide, OVERRIDE_GROUP, OVERRIDE_RESOURCE, OVERRIDE_VERB } from '../domain/decide.js';
 import { enforce, type EnforcedDecision, type EnforcementInput } from '../domain/enforcement.js';
 import type { EventIntent } from '../../functions/domain/events.js';
-import { chooseEvaluation } from '../domain/freshness.js';
+import { chooseEvaluation, type Evidence } from '../domain/freshness.js';
 import { classificationDecision, failClosedResponse } from '../domain/respond.js';
 import {
   clusterNameOf,
@@ -72,7 +77,7 @@ export interface WebhookCore {
 export interface OnDemandService {
   authorize(authorizationHeader?: string): boolean;
   refresh(targetName: string): Promise<Evaluation>;
-  evaluateForAdmission(targetName: string, options: { persist: boolean }): Promise<Evaluation>;
+  evaluateForAdmission(targetName: string, options: { persist: boolean; notBeforeMs?: number }): Promise<Evaluation>;
   handle(request: OnDemandRequest): Promise<OnDemandResponse>;
 }
 
@@ -193,9 +198,12 @@ function appContext(deps: WebhookAppDeps): AppContext {
  */
 type Sync<T> = T | Promise<T>;
 
-type EvaluationPick = { evaluation: Evaluation | null; refreshNote?: string };
+type EvaluationPick = { evaluation: Evaluation | null; evidence: Evidence; refreshNote?: string };
 
-/** The I/O side of the core's chooseEvaluation: the inline refresh it asks for, and its metrics. */
+/**
+ * The I/O side of the core's chooseEvaluation: the live evaluation it asks for, and its metrics.
+ * `arrivedAtMs` is the wall-clock time the request arrived, which bounds the evidence.
+ */
 function evaluationFor(
   ctx: AppContext,
   target: TargetConfig,
@@ -205,44 +213,64 @@ function evaluationFor(
 ): Sync<EvaluationPick> {
   const { cache, config, metrics } = ctx;
   const cached = cache.get(target.name);
+  const nowMs = ctx.now().getTime();
+  const elapsedMs = performance.now() - startedAt;
+  const decisionMaxAgeMs = decisionMaxAgeMsOf(config, target);
   const choice = chooseEvaluation({
     cached,
-    now: ctx.now(),
-    maxAgeSeconds: config.maxAgeSeconds,
-    inlineRefresh: config.inlineRefresh,
-    remainingMs: budgetMs - (performance.now() - startedAt),
+    arrivedAtMs: nowMs - elapsedMs,
+    nowMs,
+    decisionMaxAgeMs,
+    decision: decisionModeOf(config, target),
+    remainingMs: budgetMs - elapsedMs,
     evaluationTimeoutMs: target.timeout,
   });
   if (choice.kind === 'use') {
     if (choice.skippedRefresh) metrics.recordInlineRefresh(target.name, 'skipped');
     return choice;
   }
-  return refreshInline(ctx, target, cached, choice.timeoutMs, dryRun);
+  return refreshInline(
+    ctx,
+    target,
+    { cached, timeoutMs: choice.timeoutMs, notBeforeMs: choice.notBeforeMs, decisionMaxAgeMs },
+    dryRun,
+  );
 }
 
 async function refreshInline(
   ctx: AppContext,
   target: TargetConfig,
-  cached: Evaluation | null,
-  timeoutMs: number,
+  due: { cached: Evaluation | null; timeoutMs: number; notBeforeMs: number; decisionMaxAgeMs: number },
   dryRun: boolean,
 ): Promise<EvaluationPick> {
   const { cache, metrics } = ctx;
   try {
     // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
-    // The refresh has its own deadlines; this one guarantees the answer still reaches the apiserver.
+    // The evaluation has its own deadlines; this one guarantees the answer still reaches the apiserver.
     const fresh = await withTimeout(
-      ctx.onDemand.evaluateForAdmission(target.name, { persist: !dryRun }),
-      timeoutMs,
-      `inline refresh of ${target.name}`,
+      ctx.onDemand.evaluateForAdmission(target.name, { persist: !dryRun, notBeforeMs: due.notBeforeMs }),
+      due.timeoutMs,
+      `live evaluation of ${target.name}`,
     );
     cache.put(fresh);
     metrics.recordInlineRefresh(target.name, 'success');
-    return { evaluation: fresh };
+    return { evaluation: fresh, evidence: { kind: 'live' } };
   } catch (error) {
     metrics.recordInlineRefresh(target.name, 'error');
-    ctx.logger.warn({ target: target.name, err: errorMessage(error) }, 'inline refresh failed');
-    return { evaluation: cached, refreshNote: `inline refresh failed: ${shorten(errorMessage(error))}` };
+    const why = shorten(errorMessage(error));
+    ctx.logger.warn({ target: target.name, err: why }, 'live evaluation failed');
+    // A run that never got a slot saw nothing: the cached evaluation may decide, saying so. Any
+    // other failure (a run that timed out, or ran starved) may have met the fault itself, and
+    // nothing older stands in for it.
+    if (error instanceof OverloadError && !(error instanceof StarvedEvaluationError)) {
+      const note = `no live evaluation: ${why}`;
+      return {
+        evaluation: due.cached,
+        evidence: { kind: 'cached', why: note, decisionMaxAgeMs: due.decisionMaxAgeMs },
+        refreshNote: note,
+      };
+    }
+    return { evaluation: null, evidence: { kind: 'failed', why: `live evaluation failed: ${why}` } };
   }
 }
 
@@ -461,12 +489,14 @@ function judged(
   byRbac: boolean | undefined,
 ): DecisionOutcome {
   const { request, classification, choice, ageMs } = facts;
+  const now = ctx.now();
   const decision = ctx.core.decide({
     request,
     config: ctx.config,
     classification,
     evaluation: choice.evaluation,
-    now: ctx.now(),
+    now,
+    evidence: choice.evidence,
     ...(choice.refreshNote === undefined ? {} : { refreshNote: choice.refreshNote }),
     ...reads,
     ...(byRbac === undefined ? {} : { overrideByRbac: byRbac }),
@@ -480,6 +510,9 @@ function judged(
     evaluation:
       choice.evaluation && ageMs !== undefined ? { verdict: choice.evaluation.verdict, ageSeconds: ageMs / 1000 } : null,
   });
+  if (choice.evaluation !== null && choice.evidence.kind !== 'failed') {
+    ctx.metrics.recordEvidenceAge(choice.evidence.kind, evaluationAgeMs(choice.evaluation, now) / 1000);
+  }
   return { enforced, ...(ageMs === undefined ? {} : { ageSeconds: Math.round(ageMs / 1000) }) };
 }
 

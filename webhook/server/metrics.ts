@@ -25,6 +25,8 @@ export interface WebhookMetrics {
   readonly registry: Registry;
   recordDecision(labels: DecisionLabels, durationSeconds: number): void;
   recordInlineRefresh(target: string, result: 'success' | 'error' | 'skipped'): void;
+  /** The age of the evaluation a guarded decision rested on (live or cached evidence), at the decision. */
+  recordEvidenceAge(evidence: 'live' | 'cached', ageSeconds: number): void;
   recordCacheFeedError(target: string): void;
   /** One Event write attempt (or an Event dropped by the rate limit or the full queue). */
   recordEventWrite(result: 'created' | 'patched' | 'failed' | 'dropped'): void;
@@ -51,6 +53,15 @@ export const ADMISSION_DURATION: Readonly<{ name: string; help: string; buckets:
   buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
 };
 
+/** etcd_guard_decision_evidence_age_seconds: live evidence stays under decisionMaxAgeMs, cached spreads up to maxAgeSeconds. */
+export const EVIDENCE_AGE = {
+  name: 'etcd_guard_decision_evidence_age_seconds',
+  help:
+    'Age of the evaluation a guarded admission decision rested on, from its start to the decision; evidence="live" ' +
+    '(started within decisionMaxAgeMs of the request) or "cached" (no live evaluation could run).',
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+} as const;
+
 export interface MetricsOptions {
   now?: () => Date;
 }
@@ -66,10 +77,20 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
   registerCertificateExpiry(registry, () => certificateNotAfter?.() ?? null);
   const inlineRefreshes = new Counter({
     name: 'etcd_guard_inline_refresh_total',
-    help: 'Inline evaluations run from /validate because the cached one was missing or stale.',
+    help: 'Live evaluations run from /validate because no evaluation at hand started within decisionMaxAgeMs (or skipped: no budget).',
     labelNames: ['target', 'result'] as const,
     registers: [registry],
   });
+  const evidenceAge = new Histogram({
+    name: EVIDENCE_AGE.name,
+    help: EVIDENCE_AGE.help,
+    buckets: [...EVIDENCE_AGE.buckets],
+    labelNames: ['evidence'] as const,
+    registers: [registry],
+  });
+  // Both series from the start, so a dashboard tells "no cached decisions" from "not scraped yet".
+  evidenceAge.zero({ evidence: 'live' });
+  evidenceAge.zero({ evidence: 'cached' });
   const feedErrors = new Counter({
     name: 'etcd_guard_cache_feed_errors_total',
     help: 'Failed or timed-out reads of a target from the evaluation store.',
@@ -93,6 +114,9 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     },
     recordInlineRefresh(target, result) {
       inlineRefreshes.inc({ target, result });
+    },
+    recordEvidenceAge(evidence, ageSeconds) {
+      evidenceAge.observe({ evidence }, Math.max(0, ageSeconds));
     },
     recordCacheFeedError(target) {
       feedErrors.inc({ target });

@@ -1,7 +1,7 @@
 // What every kind's discovery mapping shares: reading the apiserver's untrusted JSON defensively,
 // the loop that names an object or reports it, and the discovery-wide defaults each target takes.
 // A problem names the object, never quotes its content. Pure.
-import type { DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../../entrypoints/config.js';
+import type { DecisionMode, DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../../entrypoints/config.js';
 import type { GuardedObject, Target } from '../targets.js';
 import { objectUid } from '../../shared/object-uid.js';
 import type { ControllerKindId, KindDiscovery, ProviderResult } from './kind.js';
@@ -14,6 +14,9 @@ export interface DiscoveryDefaults {
   watchProbe?: boolean;
   /** The provider scope's enforcement, copied onto each of its targets. */
   enforcement?: EnforcementMode;
+  /** The provider scope's decision settings, copied onto each of its targets. */
+  decisionMaxAgeMs?: number;
+  decision?: DecisionMode;
   /** How the discovered targets' serving certificates are checked (targets[].tlsVerify). */
   tlsVerify?: 'full' | 'chain-only';
   /** How long a learner may stay unpromoted, in milliseconds (the core's default when absent). */
@@ -91,6 +94,8 @@ export function targetDefaults(defaults: DiscoveryDefaults) {
     match: {},
     ...(defaults.watchProbe === true && { watchProbe: true }),
     ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
+    ...(defaults.decisionMaxAgeMs !== undefined && { decisionMaxAgeMs: defaults.decisionMaxAgeMs }),
+    ...(defaults.decision !== undefined && { decision: defaults.decision }),
     ...(defaults.tlsVerify === undefined ? {} : { tlsVerify: defaults.tlsVerify }),
     ...(defaults.learnerGrace !== undefined && { learnerGrace: defaults.learnerGrace }),
   };
