@@ -98,3 +98,21 @@ describe("today's writer beside a newer writer's stored document", () => {
     expect(writeDecision(healthyThree(new Date(NOW).toISOString()), older, { writerNowMs: NOW }).write).toBe(true);
   });
 });
+
+describe('what the stored document remembers (issue 30 item 1: lastMembership)', () => {
+  const remembered = { votingMembers: 3, evaluatedAt: new Date(NOW - 3_600_000).toISOString() };
+  it('is carried into a write whose writer could not read it (a slow or failed store read)', () => {
+    const stored = { ...healthyThree(new Date(NOW - 60_000).toISOString()), lastMembership: remembered };
+    const { lastMembership: _none, ...unaware } = healthyThree(new Date(NOW).toISOString());
+    const decision = writeDecision(unaware, stored, { writerNowMs: NOW });
+    expect(decision.write && decision.evaluation.lastMembership).toEqual(remembered);
+  });
+
+  it('gives way to the size a newer evaluation listed', () => {
+    const stored = { ...healthyThree(new Date(NOW - 60_000).toISOString()), lastMembership: remembered };
+    const listed = healthyThree(new Date(NOW).toISOString());
+    const decision = writeDecision(listed, stored, { writerNowMs: NOW });
+    expect(decision.write && decision.evaluation.lastMembership).toEqual(listed.lastMembership);
+    expect(listed.lastMembership?.votingMembers).toBe(3);
+  });
+});

@@ -167,7 +167,18 @@ export function writeDecision(
   const now = new Date(storeNowMs !== undefined && Number.isFinite(storeNowMs) ? storeNowMs : writerNowMs);
   if (stored !== null && !supersedes(evaluation, stored, now)) return { write: false };
   if (stored !== null && keepsNewerFormat(evaluation, stored, now)) return { write: false };
+  evaluation = withCarriedMemory(evaluation, stored);
   return correction === undefined ? { write: true, evaluation } : { write: true, evaluation, stampCorrectedByMs: correction };
+}
+
+/**
+ * What the stored evaluation remembers and the candidate does not know (its writer could not read
+ * the stored one in time): carried into the write, so a slow read never erases it. Done under the
+ * write's own precondition, where the stored document is the one being replaced.
+ */
+function withCarriedMemory(candidate: Evaluation, stored: Evaluation | null): Evaluation {
+  if (candidate.lastMembership !== undefined || stored?.lastMembership === undefined) return candidate;
+  return { ...candidate, lastMembership: stored.lastMembership };
 }
 
 /**
