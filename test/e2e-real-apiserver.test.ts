@@ -46,6 +46,7 @@ const CRD_SOURCES: Array<[string, string, string[]]> = [
 
 /** An address the Service's EndpointSlice may carry (loopback is refused); the relay maps it to the webhook. */
 const WEBHOOK_POD_IP = '10.244.0.10';
+const WEBHOOK_POD_PORT = 8443;
 const TARGET = 'prod';
 const NS = 'default';
 
@@ -57,6 +58,43 @@ let oncall: KubeUser;
 let developer: KubeUser;
 let configFile: string;
 let evaluatorKubeconfig: string;
+let webhookKubeconfig: string;
+let certFile: string;
+let keyFile: string;
+
+/**
+ * (Re)starts the webhook bundle with the test's config in this enforcement mode and points the
+ * relay at it: the EndpointSlice keeps its address and port, only what is behind it changes.
+ */
+async function startGuard(enforcement: 'enforce' | 'warn' | 'audit'): Promise<WebhookProcess> {
+  await webhook?.stop();
+  const tokenFile = path.join(work, 'api-token');
+  await writeFile(tokenFile, 'e2e-api-token\n', { mode: 0o600 });
+  await writeFile(
+    configFile,
+    stringify({
+      store: { kind: 'configmap', namespace: 'etcd-guard' },
+      maxAgeSeconds: 120,
+      inlineRefresh: true,
+      enforcement,
+      targets: [
+        {
+          name: TARGET,
+          endpoints: etcd.endpoints,
+          tls: etcd.clientTls,
+          timeout: '5s',
+          match: { namespaces: [NS], names: [TARGET] },
+        },
+      ],
+      auth: { tokenFile },
+      override: { annotation: 'etcd-guard.io/override', groups: ['system:masters'], subjectAccessReview: true },
+    }),
+  );
+  const started = await startWebhookProcess({ configFile, certFile, keyFile, env: { KUBECONFIG: webhookKubeconfig } });
+  webhook = started;
+  kube.route(WEBHOOK_POD_IP, WEBHOOK_POD_PORT, started.port);
+  return started;
+}
 
 /** The CronJob's command, `etcd-guard evaluate --config`, as the evaluator ServiceAccount (a real token). */
 function scheduledRun(): Promise<ProcessRun> {
@@ -195,36 +233,14 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
     ) as {
       data: Record<string, string>;
     };
-    const certFile = path.join(work, 'tls.crt');
-    const keyFile = path.join(work, 'tls.key');
+    certFile = path.join(work, 'tls.crt');
+    keyFile = path.join(work, 'tls.key');
     await writeFile(certFile, Buffer.from(secret.data['tls.crt'] ?? '', 'base64'));
     await writeFile(keyFile, Buffer.from(secret.data['tls.key'] ?? '', 'base64'), { mode: 0o600 });
-    const tokenFile = path.join(work, 'api-token');
-    await writeFile(tokenFile, 'e2e-api-token\n', { mode: 0o600 });
     configFile = path.join(work, 'config.yaml');
-    await writeFile(
-      configFile,
-      stringify({
-        store: { kind: 'configmap', namespace: 'etcd-guard' },
-        maxAgeSeconds: 120,
-        inlineRefresh: true,
-        targets: [
-          {
-            name: TARGET,
-            endpoints: etcd.endpoints,
-            tls: etcd.clientTls,
-            timeout: '2s',
-            match: { namespaces: [NS], names: [TARGET] },
-          },
-        ],
-        auth: { tokenFile },
-        override: { annotation: 'etcd-guard.io/override', groups: ['system:masters'], subjectAccessReview: true },
-      }),
-    );
-    const kubeconfig = await kube.serviceAccountKubeconfig('etcd-guard', 'etcd-guard-webhook');
+    webhookKubeconfig = await kube.serviceAccountKubeconfig('etcd-guard', 'etcd-guard-webhook');
     evaluatorKubeconfig = await kube.serviceAccountKubeconfig('etcd-guard', 'etcd-guard-evaluator');
-    webhook = await startWebhookProcess({ configFile, certFile, keyFile, env: { KUBECONFIG: kubeconfig } });
-    kube.route(WEBHOOK_POD_IP, webhook.port, webhook.port);
+    await startGuard('enforce');
     ok(
       await applyYaml([
         {
@@ -237,7 +253,7 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
           },
           addressType: 'IPv4',
           endpoints: [{ addresses: [WEBHOOK_POD_IP], conditions: { ready: true } }],
-          ports: [{ name: 'https', port: webhook.port, protocol: 'TCP' }],
+          ports: [{ name: 'https', port: WEBHOOK_POD_PORT, protocol: 'TCP' }],
         },
       ]),
       'the EndpointSlice',
@@ -322,18 +338,23 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       const denied = await scale(target.resource, target.replicas + 1);
       expect(denied.stdout).toBe('');
       expect(denied.code).toBe(1);
-      const victim = etcd.members[1]?.name ?? '';
-      // Only the evaluation's age varies; everything else is what the user reads.
-      const [before, after] = [
+      // Only the evaluation's age and its reasons vary: which of them the probe reached first
+      // within its deadline (the dead member refusing, or no member answering in time under load).
+      const before =
         `Error from server (Forbidden): admission webhook "etcd-guard.etcd-guard.io" denied the request: ` +
-          `etcd-guard denied scale up from ${target.replicas} to ${target.replicas + 1} replicas of ${target.kind} ${NS}/${TARGET}: ` +
-          `target ${TARGET} verdict Unhealthy, evaluated `,
-        ` ago: member ${victim} unreachable: ${killedUrl}: connection refused; etcd verdict is Unhealthy; ` +
-          'adding a member needs a passing evaluation; only 2 of 3 voting members healthy; adding a member needs all healthy; ' +
-          `to override, annotate with etcd-guard.io/override=<reason> (needs RBAC verb override on targets.etcd-guard.io ${TARGET}, ` +
-          'or membership in system:masters)\n',
-      ];
-      expect(denied.stderr).toMatch(new RegExp(`^${escape(before)}\\d+s${escape(after)}$`));
+        `etcd-guard denied scale up from ${target.replicas} to ${target.replicas + 1} replicas of ${target.kind} ${NS}/${TARGET}: ` +
+        `target ${TARGET} verdict Unhealthy, evaluated `;
+      const after =
+        `; to override, annotate with etcd-guard.io/override=<reason> (needs RBAC verb override on targets.etcd-guard.io ${TARGET}, ` +
+        'or membership in system:masters)\n';
+      const reasons = new RegExp(`^${escape(before)}\\d+s ago: (.+)${escape(after)}$`).exec(denied.stderr)?.[1];
+      expect(reasons, denied.stderr).toBeDefined();
+      expect([
+        `member ${etcd.members[1]?.name ?? ''} unreachable: ${killedUrl}: connection refused; etcd verdict is Unhealthy; ` +
+          'adding a member needs a passing evaluation; only 2 of 3 voting members healthy; adding a member needs all healthy',
+        'member list unavailable from every endpoint: opening access to etcd timed out after 5000 ms; no leader: no member answered; ' +
+          `no voting member known (+3 more: all in the evaluation, GET /evaluations/${TARGET} or ConfigMap etcd-guard-${TARGET})`,
+      ]).toContain(reasons);
     });
 
     const overridePatch = (replicas: number, reason: string) =>
@@ -390,6 +411,86 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       );
       expect(run.code).toBe(1);
     });
+
+    it('records the denial and the override as Events that kubectl describe shows', async () => {
+      // Events are written off the admission path.
+      const describe = async () => (await kube.kubectl(['describe', 'statefulset', TARGET, '-n', NS])).stdout;
+      await waitFor('the override Event on StatefulSet prod', 15_000, async () => (await describe()).includes('Overridden'));
+      const events = (await describe()).split('\nEvents:\n')[1] ?? '';
+      expect(events).toMatch(
+        /^ {2}Warning {2}Denied +\S+ +etcd-guard\.io\/webhook {2}change by etcd-guard-test-admin denied: etcd-guard denied scale up from 3 to 4 replicas of StatefulSet default\/prod: target prod verdict Unhealthy, evaluated \d+s ago: .+$/m,
+      );
+      expect(events).toMatch(
+        /^ {2}Warning {2}Overridden +\S+ +etcd-guard\.io\/webhook {2}change by oncall-alice allowed by override: etcd-guard override by oncall-alice: INC-42 replace the dead member .+$/m,
+      );
+      const table = ok(
+        await kube.kubectl(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.kind=Etcd']),
+        'get events',
+      );
+      expect(table).toMatch(
+        /^\S+ +Warning +Denied +etcd\/prod +change by etcd-guard-test-admin denied: etcd-guard denied scale up from 4 to 5 replicas of Etcd default\/prod/m,
+      );
+    });
+
+    it('puts the decision into the audit log as annotations of the request', async () => {
+      const denials = (await kube.auditEvents()).filter(
+        (event) =>
+          event.responseStatus?.code === 403 &&
+          event.objectRef?.resource === 'kubeadmcontrolplanes' &&
+          event.objectRef.subresource === 'scale' &&
+          !event.requestURI.includes('dryRun'),
+      );
+      expect(denials).toHaveLength(1);
+      const annotations = Object.fromEntries(
+        Object.entries(denials[0]?.annotations ?? {}).filter(([key]) => key.startsWith('etcd-guard.etcd-guard.io/')),
+      );
+      expect(annotations).toEqual({
+        'etcd-guard.etcd-guard.io/decision': 'denied',
+        'etcd-guard.etcd-guard.io/enforcement': 'enforce',
+        'etcd-guard.etcd-guard.io/evaluation-age-seconds': expect.stringMatching(/^\d+$/),
+        'etcd-guard.etcd-guard.io/reason': 'unhealthy',
+        'etcd-guard.etcd-guard.io/target': TARGET,
+        'etcd-guard.etcd-guard.io/verdict': 'Unhealthy',
+      });
+    });
+
+    it('in warn mode lets kubectl scale through and prints the denial as Warning: lines', async () => {
+      await startGuard('warn');
+      const sts = kinds[0]!;
+      const warned = await scale('statefulset', sts.replicas + 1);
+      expect(warned.stdout, warned.stderr).toBe('statefulset.apps/prod scaled\n');
+      sts.replicas += 1;
+      const lines = warned.stderr.trimEnd().split('\n');
+      expect(
+        lines.every((line) => line.startsWith('Warning: ')),
+        warned.stderr,
+      ).toBe(true);
+      const text = lines.map((line) => line.slice('Warning: '.length)).join(' ');
+      expect(text).toMatch(
+        new RegExp(
+          `^${escape(`etcd-guard would deny (enforcement warn): etcd-guard denied scale up from ${sts.replicas - 1} to ${sts.replicas} replicas of StatefulSet default/prod: target prod verdict Unhealthy, evaluated `)}\\d+s ago: .+ ${escape('to override, annotate with etcd-guard.io/override=<reason> (needs RBAC verb override on targets.etcd-guard.io prod, or membership in system:masters)')}$`,
+        ),
+      );
+    });
+
+    it('in audit mode lets it through silently, with the would-be denial in the audit log', async () => {
+      await startGuard('audit');
+      const sts = kinds[0]!;
+      const audited = await scale('statefulset', sts.replicas + 1);
+      expect(audited.stdout, audited.stderr).toBe('statefulset.apps/prod scaled\n');
+      expect(audited.stderr).toBe('');
+      sts.replicas += 1;
+      const last = (await kube.auditEvents())
+        .filter((event) => event.objectRef?.resource === 'statefulsets' && event.verb === 'patch')
+        .at(-1);
+      expect(last?.responseStatus?.code).toBe(200);
+      expect(last?.annotations).toMatchObject({
+        'etcd-guard.etcd-guard.io/enforcement': 'audit',
+        'etcd-guard.etcd-guard.io/target': TARGET,
+        'etcd-guard.etcd-guard.io/verdict': 'Unhealthy',
+      });
+      await startGuard('enforce');
+    });
   });
 
   describe('after the member is back', () => {
@@ -403,6 +504,42 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
         30_000,
         async () => (await scale('kcp', 4, ['--dry-run=server'])).code === 0,
       );
+    });
+
+    it('sends the webhook only guarded UPDATEs: the real server filters by its rules and namespaceSelector', async () => {
+      const statefulSet = (name: string, namespace: string) => ({
+        ...(guardedObjects(1)[0] as Record<string, unknown>),
+        metadata: { name, namespace },
+      });
+      // A CREATE (the rules name UPDATE only), a ConfigMap (not guarded), a StatefulSet in the
+      // guard's own namespace (the namespaceSelector leaves it out), then its scale and a DELETE.
+      ok(
+        await applyYaml([
+          statefulSet('unrelated', NS),
+          statefulSet('own', 'etcd-guard'),
+          { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'unrelated', namespace: NS }, data: { a: 'b' } },
+        ]),
+        'unrelated objects',
+      );
+      ok(await kube.kubectl(['scale', 'statefulset', 'own', '-n', 'etcd-guard', '--replicas=2']), 'scale in etcd-guard');
+      ok(
+        await kube.kubectl(['scale', 'statefulset', 'unrelated', '-n', NS, '--replicas=2']),
+        'scale of a StatefulSet no target names',
+      );
+      ok(await kube.kubectl(['annotate', 'configmap', 'unrelated', '-n', NS, 'touched=yes']), 'annotate a ConfigMap');
+      ok(await kube.kubectl(['delete', 'statefulset', 'unrelated', '-n', NS]), 'delete a StatefulSet');
+      // A guarded request does reach it; its log line comes after any the others would have made.
+      ok(await scale('statefulset', kinds[0]!.replicas + 1, ['--dry-run=server']), 'a guarded dry run');
+      const decided = () =>
+        (webhook?.output() ?? '')
+          .split('\n')
+          .filter((line) => line.includes('"msg":"admission decision"'))
+          .map((line) => JSON.parse(line) as { object: string; kind: string; dryRun: boolean });
+      await waitFor('the guarded dry run to be decided', 10_000, () => decided().some((line) => line.dryRun));
+      // The scale of `unrelated` in default is an UPDATE of a guarded resource: it does reach the
+      // webhook, which finds no target naming it; nothing else of the above does.
+      expect(new Set(decided().map((line) => line.object))).toEqual(new Set([`${NS}/${TARGET}`, `${NS}/unrelated`]));
+      expect(decided().filter((line) => line.object === `${NS}/unrelated`)).toHaveLength(1);
     });
 
     it.each(kinds)('kubectl scale $resource is allowed again', async (target) => {
