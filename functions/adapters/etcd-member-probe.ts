@@ -25,6 +25,7 @@ import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } 
 import type { MemberListAnswer } from '../domain/member-view.js';
 import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../domain/probe-failure.js';
 import { processTlsSessions, resumptionAttempt, sessionKey, type TlsSessionCache } from './tls-sessions.js';
+import { KeptPool, type Lease, type PoolLimits } from './channel-pool.js';
 
 export interface ProbeCredentials {
   /** PEM bytes; without a CA the system roots verify https endpoints. */
@@ -46,6 +47,12 @@ export interface ProbeSessionOptions {
   tlsVerify?: 'full' | 'chain-only';
   /** Where TLS sessions are kept for resumption (tls-sessions.ts); the process's by default. Tests give their own clock. */
   tlsSessions?: TlsSessionCache;
+  /**
+   * Channels kept open between evaluations (a long-running webhook): the session borrows each
+   * member's channel from `pool` under `target` and hands it back when it closes; a channel on
+   * which a call failed or timed out is retired, so the next evaluation dials afresh.
+   */
+  pool?: { channels: EtcdChannelPool; target: string };
 }
 
 /** Handshakes of the process's probe sessions that resumed a kept TLS session, and full ones verified. */
@@ -745,10 +752,15 @@ export class EtcdProbeSession {
    * shared: every channel has its own subchannel pool (CHANNEL_OPTIONS) and dials afresh.
    */
   private tlsChannelCredentials: unknown;
+  /** The channels borrowed from options.pool, by endpoint. */
+  private readonly leases = new Map<string, Lease<MemberChannel>>();
+  private digest: string | undefined;
 
   constructor(
     private readonly credentials: ProbeCredentials,
     private readonly options: ProbeSessionOptions = {},
+    /** Set for the session of a kept channel (MemberChannel): idle keepalive pings at this interval. */
+    private readonly keepaliveMs?: number,
   ) {}
 
   /** probeFailure, plus what only we know: the server refused our client certificate because it is out of date. */
@@ -775,8 +787,42 @@ export class EtcdProbeSession {
   /** The channel options for an endpoint: ours, plus the server name to verify when a relay is dialled. */
   private channelOptions(endpoint: string): Record<string, string | number> {
     const serverName = this.options.serverNameFor?.(endpoint);
-    if (serverName === undefined) return { ...CHANNEL_OPTIONS };
-    return { ...CHANNEL_OPTIONS, 'grpc.ssl_target_name_override': serverName, 'grpc.default_authority': serverName };
+    const base =
+      this.keepaliveMs === undefined ? { ...CHANNEL_OPTIONS } : { ...CHANNEL_OPTIONS, ...idleKeepalive(this.keepaliveMs) };
+    if (serverName === undefined) return base;
+    return { ...base, 'grpc.ssl_target_name_override': serverName, 'grpc.default_authority': serverName };
+  }
+
+  /**
+   * What a kept channel of `endpoint` is known by: the session's trust, identity and verification
+   * (a channel never serves other credentials), the endpoint and the name verified through it.
+   */
+  private channelKey(endpoint: string): string {
+    this.digest ??= credentialsDigest(this.credentials);
+    return [endpoint, this.options.serverNameFor?.(endpoint) ?? '', this.options.tlsVerify ?? 'full', this.digest].join('\0');
+  }
+
+  /** The pool's channel for `endpoint` (borrowed until close), or null when there is no pool or no room in it. */
+  private borrowed(endpoint: string): Etcd3 | null {
+    const pool = this.options.pool;
+    if (pool === undefined) return null;
+    const { tlsSessions, serverNameFor, tlsVerify } = this.options;
+    const lease = pool.channels.acquire(pool.target, this.channelKey(endpoint), () => {
+      const options: ProbeSessionOptions = {
+        ...(serverNameFor === undefined ? {} : { serverNameFor }),
+        ...(tlsVerify === undefined ? {} : { tlsVerify }),
+        ...(tlsSessions === undefined ? {} : { tlsSessions }),
+      };
+      return new MemberChannel(this.credentials, options, endpoint, pool.channels.keepaliveMs);
+    });
+    if (lease === null) return null;
+    this.leases.set(endpoint, lease);
+    return lease.value.client;
+  }
+
+  /** A call on `endpoint` failed or timed out: its kept channel (if any) is not handed to anyone again. */
+  private failedOn(endpoint: string): void {
+    this.leases.get(endpoint)?.fail();
   }
 
   private client(endpoint: string): Etcd3 {
@@ -784,13 +830,13 @@ export class EtcdProbeSession {
     if (existing) return existing;
     let client: Etcd3;
     try {
-      client = this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
+      client = this.borrowed(endpoint) ?? this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
       shareOneChannel(client);
       resolveIpDirectly(client);
     } catch (error) {
       // etcd3 builds TLS credentials in its constructor, which throws on a key that does not
       // match its certificate: that must be this member's failure, never the caller's exception.
-      throw new ClientSetupFailed(describeCredentialsError(error));
+      throw error instanceof ClientSetupFailed ? error : new ClientSetupFailed(describeCredentialsError(error));
     }
     this.clients.set(endpoint, client);
     return client;
@@ -891,7 +937,10 @@ export class EtcdProbeSession {
         (error: unknown): Settled<T> => ({ ok: false, error }),
       );
     };
-    const failed = (error: unknown): Outcome<T> => failedWith(this.failure(endpoint, error, deadline.timeoutMs));
+    const failed = (error: unknown): Outcome<T> => {
+      this.failedOn(endpoint);
+      return failedWith(this.failure(endpoint, error, deadline.timeoutMs));
+    };
     const canTryAgain = () => !this.closed && deadline.remainingMs() > RETRY_PAUSE_MS;
     const first = attempt();
     const early = throughRaft ? await settledWithin(first, budgetMs * HEDGE_AFTER_SHARE) : await first;
@@ -1051,6 +1100,7 @@ export class EtcdProbeSession {
       );
       return { ok: true, value };
     } catch (error) {
+      this.failedOn(watchEndpoint);
       const failed = failedWith(this.failure(watchEndpoint, error, deadline.timeoutMs));
       return error instanceof WatchWriteFailed ? { ...failed, writeFailed: true } : failed;
     } finally {
@@ -1084,10 +1134,23 @@ export class EtcdProbeSession {
     this.closed = true;
     // From the check phase, not from inside the read that delivered the last answer: see
     // destroyOutsideReads. Calls still in flight were already told to stop (`closed`).
-    if (this.cleanups.size === 0) setImmediate(() => this.release());
+    if (this.cleanups.size > 0) return;
+    // Kept channels go back at once, so the next evaluation finds them idle; closing one that
+    // failed is deferred by its own session the same way.
+    this.returnLeases();
+    setImmediate(() => this.release());
+  }
+
+  private returnLeases(): void {
+    for (const [endpoint, lease] of this.leases) {
+      this.clients.delete(endpoint);
+      lease.release();
+    }
+    this.leases.clear();
   }
 
   private release(): void {
+    this.returnLeases();
     for (const client of this.clients.values()) {
       try {
         client.close();
@@ -1097,5 +1160,63 @@ export class EtcdProbeSession {
     }
     this.clients.clear();
     this.sockets.destroyAll();
+  }
+
+  /** The client of a session that serves one kept channel (MemberChannel), built as any other. */
+  ownClient(endpoint: string): Etcd3 {
+    return this.client(endpoint);
+  }
+}
+
+/** grpc-js's connectivityState values a kept channel must not be handed out in. */
+const CHANNEL_TRANSIENT_FAILURE = 3;
+
+/** Keepalive pings on an idle kept channel, at the pool's interval (EtcdChannelPool.keepaliveMs). */
+function idleKeepalive(keepaliveMs: number): Record<string, number> {
+  return {
+    'grpc.keepalive_time_ms': keepaliveMs,
+    'grpc.keepalive_permit_without_calls': 1,
+  };
+}
+
+/**
+ * One member's channel kept between evaluations: a session of its own (its own sockets, its own
+ * credentials object around the kept TLS context), so that closing it destroys exactly its sockets.
+ */
+class MemberChannel {
+  private readonly owner: EtcdProbeSession;
+  readonly client: Etcd3;
+
+  constructor(credentials: ProbeCredentials, options: ProbeSessionOptions, endpoint: string, keepaliveMs: number) {
+    this.owner = new EtcdProbeSession(credentials, options, keepaliveMs);
+    this.client = this.owner.ownClient(endpoint);
+  }
+
+  usable(): boolean {
+    const host = onlyHost(this.client) as HostInternals | null;
+    if (host === null || typeof host.getServiceClient !== 'function') return true;
+    const state = host.getServiceClient('Maintenance').getChannel?.().getConnectivityState(false);
+    return state !== CHANNEL_SHUT_DOWN && state !== CHANNEL_TRANSIENT_FAILURE;
+  }
+
+  close(): void {
+    this.owner.close();
+  }
+}
+
+/** The member channels a long-running process keeps open between evaluations (channel-pool.ts). */
+export class EtcdChannelPool extends KeptPool<MemberChannel> {
+  /**
+   * The keepalive interval of its idle channels, so that a member that went away is noticed before
+   * the next evaluation rather than by it. etcd allows pings without a call in flight only rarely
+   * (its gRPC server counts a strike for each within 2 hours of the last and drops the connection
+   * after the third; a call resets the count), so: half the idle timeout, 5 s at least (etcd's
+   * --grpc-keepalive-min-time), which is at most two pings before the idle timeout closes it.
+   */
+  readonly keepaliveMs: number;
+
+  constructor(limits: PoolLimits) {
+    super(limits);
+    this.keepaliveMs = Math.max(5_000, Math.floor(limits.idleTimeoutMs / 2));
   }
 }

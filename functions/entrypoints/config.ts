@@ -238,6 +238,19 @@ export const guardConfigSchema = z
      * 45 s fits inside the Lambda's 55 s timeout and the CronJob's 50 s activeDeadlineSeconds.
      */
     runBudget: durationSchema.default('45s'),
+    /**
+     * Connections the webhook keeps open between evaluations (etcd member channels). The CLI and
+     * the scheduled run open and close them per evaluation.
+     */
+    connections: z
+      .object({
+        keep: z.boolean().default(true),
+        idleTimeout: durationSchema.default('60s'),
+        maxPerTarget: z.number().int().min(1).max(1024).default(16),
+        maxTotal: z.number().int().min(1).max(65_536).default(512),
+      })
+      .strict()
+      .default({}),
     targets: z
       .array(targetSchema)
       .default([])

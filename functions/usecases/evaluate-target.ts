@@ -2,7 +2,7 @@
 // members, probes every member under ONE deadline (target.timeout, counted from the moment the
 // evaluation starts reaching etcd, never from process start) and lets the pure core judge.
 import type { InventoryConfig, TargetConfig } from '../entrypoints/config.js';
-import { EtcdProbeSession } from '../adapters/etcd-member-probe.js';
+import { EtcdProbeSession, type EtcdChannelPool } from '../adapters/etcd-member-probe.js';
 import { EtcdAccessError, openStaticEtcdAccess, type EtcdAccess, type EtcdAccessFactory } from './etcd-access.js';
 import { evaluateCluster, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
 import {
@@ -44,6 +44,12 @@ export interface EvaluateTargetOptions {
    * a learner no inventory dates keeps its age across runs. A failure or a miss counts as none.
    */
   previous?: () => Promise<Evaluation | null>;
+  /**
+   * Member channels kept open between evaluations (the webhook's; warm-connections.ts). Without
+   * it every evaluation dials its members and closes the channels when it ends (the CLI, the
+   * scheduled run).
+   */
+  channels?: EtcdChannelPool;
 }
 
 /** What the caller of an evaluation knows beside the target: its stored evaluation. */
@@ -235,12 +241,13 @@ async function linearizableList(
 async function probeThroughAccess(
   access: EtcdAccess,
   deadline: Deadline,
-  options: { watchTarget?: string; tlsVerify?: 'full' | 'chain-only' } = {},
+  options: { watchTarget?: string; tlsVerify?: 'full' | 'chain-only'; pool?: { channels: EtcdChannelPool; target: string } } = {},
 ): Promise<Reached> {
   const { watchTarget } = options;
   const session = new EtcdProbeSession(access.credentials, {
     serverNameFor: (endpoint) => access.serverNameFor?.(endpoint),
     ...(options.tlsVerify === undefined ? {} : { tlsVerify: options.tlsVerify }),
+    ...(options.pool === undefined ? {} : { pool: options.pool }),
   });
   try {
     const probes = new Map<string, Promise<EndpointProbe>>();
@@ -348,6 +355,7 @@ export async function evaluateThroughAccess(
       reached = await probeThroughAccess(access, deadline, {
         ...(target.watchProbe === true ? { watchTarget: target.name } : {}),
         ...(target.tlsVerify === undefined ? {} : { tlsVerify: target.tlsVerify }),
+        ...(options.channels === undefined ? {} : { pool: { channels: options.channels, target: target.name } }),
       });
     } finally {
       await access.close();

@@ -13,6 +13,9 @@ import type { Target, TargetReach } from '../domain/targets.js';
 import type { ReachStrategy } from '../domain/kinds/kind.js';
 import { EtcdAccessError, type EtcdAccess } from './etcd-access.js';
 import { evaluateTarget, evaluateThroughAccess, type EvaluateTargetOptions } from './evaluate-target.js';
+import type { WarmConnections } from './warm-connections.js';
+
+export { createWarmConnections, type WarmConnections } from './warm-connections.js';
 
 type CapiReach = Extract<TargetReach, { kind: 'capi' }>;
 
@@ -24,6 +27,8 @@ export interface EvaluateResolvedOptions extends EvaluateTargetOptions {
   coreApi?: CoreV1Api;
   customObjectsApi?: CustomObjectsApi;
   openCapiAccess?: CapiAccessOpener;
+  /** Connections kept between evaluations (the webhook's); absent: each evaluation opens and closes its own. */
+  warm?: WarmConnections | null;
 }
 
 /** KCP's way in: the Cluster's Secrets on the management cluster, each member through pod port-forward. */
@@ -71,7 +76,8 @@ export async function evaluateResolvedTarget(
 ): Promise<Evaluation> {
   const reach: TargetReach = 'reach' in target ? target.reach : { kind: 'static' };
   const reacher = REACHES[reach.kind] as Reacher<typeof reach.kind>;
-  return reacher(target, reach, options);
+  const channels = options.warm?.channels;
+  return reacher(target, reach, channels === undefined ? options : { ...options, channels });
 }
 
 /**

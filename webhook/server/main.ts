@@ -12,6 +12,7 @@ import type { MachineReader } from '../../functions/adapters/capi-machines.js';
 import type { AccessReviewer } from '../../functions/adapters/kube-access-review.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { EvaluationContext } from '../../functions/usecases/evaluate-target.js';
+import type { WarmConnections } from '../../functions/usecases/warm-connections.js';
 import type { EvaluationStore } from '../../functions/domain/store.js';
 import { OnDemandEvaluations, readTokenFile, resolveBearerToken } from '../../functions/usecases/on-demand-service.js';
 import { describeGuarded, type Target } from '../../functions/domain/targets.js';
@@ -114,6 +115,8 @@ export interface RunningWebhookServer {
   cache: EvaluationCache;
   metrics: WebhookMetrics;
   onDemand: OnDemandEvaluations;
+  /** The connections kept open between evaluations now; null before the first evaluation or with `connections.keep` off. */
+  connections(): { channels: number; idleChannels: number } | null;
   /** Stops accepting, lets in-flight requests finish (bounded), stops polling. Idempotent. */
   close(): Promise<void>;
 }
@@ -160,9 +163,29 @@ function loadEtcdEngine(): Promise<typeof import('../../functions/usecases/reach
   return loading;
 }
 
-async function evaluateWithEtcd(target: Target, context?: EvaluationContext): Promise<Evaluation> {
-  const { evaluateResolvedTarget } = await loadEtcdEngine();
-  return evaluateResolvedTarget(target, { ...context });
+/**
+ * Evaluations through the etcd engine, with the connections the config keeps open between them
+ * (built with the engine, on first use); close() closes those.
+ */
+function etcdEvaluator(config: GuardConfig): {
+  evaluate: (target: Target, context?: EvaluationContext) => Promise<Evaluation>;
+  counts: () => ReturnType<WarmConnections['counts']> | null;
+  close: () => void;
+} {
+  let warm: WarmConnections | null | undefined;
+  let closed = false;
+  return {
+    counts: () => warm?.counts() ?? null,
+    evaluate: async (target, context) => {
+      const engine = await loadEtcdEngine();
+      if (warm === undefined && !closed) warm = engine.createWarmConnections(config);
+      return engine.evaluateResolvedTarget(target, { ...context, warm: warm ?? null });
+    },
+    close: () => {
+      closed = true;
+      warm?.close();
+    },
+  };
 }
 
 /** The registry a server builds for itself: discovery rounds logged, the cache following the target set. */
@@ -262,12 +285,16 @@ function createCache(parts: ServerParts): EvaluationCache {
 }
 
 /** On-demand and inline evaluations; every fresh one goes into the cache. */
-function createOnDemand(parts: ServerParts, cache: EvaluationCache): OnDemandEvaluations {
+function createOnDemand(
+  parts: ServerParts,
+  cache: EvaluationCache,
+  evaluate: (target: Target, context?: EvaluationContext) => Promise<Evaluation>,
+): OnDemandEvaluations {
   const { options, logger, registry } = parts;
   return new OnDemandEvaluations({
     config: options.config,
     store: parts.store,
-    evaluate: options.evaluate ?? evaluateWithEtcd,
+    evaluate: options.evaluate ?? evaluate,
     ...(options.evaluate === undefined ? { prepare: loadEtcdEngine } : {}),
     targets: () => registry.all(),
     token: options.token,
@@ -420,7 +447,8 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const parts: ServerParts = { options, logger, metrics, store, registry };
   const cache = createCache(parts);
   followTargets = (names) => cache.setTargets(names);
-  const onDemand = createOnDemand(parts, cache);
+  const evaluator = etcdEvaluator(config);
+  const onDemand = createOnDemand(parts, cache, evaluator.evaluate);
   const parent = createParentLabels(options);
   const events = createEventRecorder(parts);
   const stopEvents = events?.start() ?? (() => undefined);
@@ -457,10 +485,15 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
 
   const address = server.address() as AddressInfo;
   const url = `${options.tls ? 'https' : 'http'}://${urlHost(options.host)}:${address.port}`;
-  const close = gracefulClose(server, stopTokenWatch, [cache, registry, { stop: stopEvents }], metricsServer);
+  const close = gracefulClose(
+    server,
+    stopTokenWatch,
+    [cache, registry, { stop: stopEvents }, { stop: evaluator.close }],
+    metricsServer,
+  );
   const metricsAddress = metricsServer?.address() as AddressInfo | undefined;
   const metricsUrl = metricsAddress ? `http://${urlHost(options.metricsListen?.host ?? '')}:${metricsAddress.port}` : null;
-  return { url, port: address.port, metricsUrl, cache, metrics, onDemand, close };
+  return { url, port: address.port, metricsUrl, cache, metrics, onDemand, connections: evaluator.counts, close };
 }
 
 export interface WebhookCommandOptions {
