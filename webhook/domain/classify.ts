@@ -1,7 +1,9 @@
 // What an admission request is, before any evaluation is read. Pure.
 //
-// - Not a guarded resource, a subresource other than /scale (e.g. /status), CREATE, DELETE,
-//   CONNECT, or an UPDATE that changes no guarded field → allow without reading the cache.
+// - Not a guarded resource, a subresource other than /scale (e.g. /status), CREATE, CONNECT, or
+//   an UPDATE that changes no guarded field → allow without reading the cache. A DELETE of an
+//   object that carries an etcd member (a control-plane Machine, an etcd pod) is judged as that
+//   member leaving or going down (member-exits.ts); every other DELETE → allow.
 // - A StatefulSet is guarded only when some target's match names it (namespaces AND names).
 // - Guarded change but no target matches → deny; failing closed beats judging against the wrong
 //   etcd cluster.
@@ -24,6 +26,7 @@ import type {
 import { detectGuardedChange, valueAtPointer } from './detect-change.js';
 import { discoveryOwnership, identityChanged } from './discovery-scope.js';
 import { matchTarget, targetsNaming, type TargetMatchResult } from './match-target.js';
+import { classifyDelete } from './member-exits.js';
 import {
   findGuardRule,
   guardedPointersFor,
@@ -184,6 +187,7 @@ export function classifyRequest(
   targets: readonly Target[] = config.targets.map(staticTarget),
   fleet?: FleetView,
 ): Classification {
+  if (request.operation === 'DELETE') return classifyDelete(request, config, parent, targets, fleet);
   if (request.operation !== 'UPDATE') {
     return { kind: 'allow', reason: request.operation.toLowerCase() };
   }

@@ -50,10 +50,32 @@ export interface AdmissionReviewResponse {
 export type { MembershipChange, TargetMove } from '../../functions/domain/kinds/kind.js';
 
 /**
+ * A DELETE of an object that carries an etcd member (member-exits.ts): a control-plane Machine,
+ * whose member leaves for good, or an etcd pod, whose member is down until the pod returns.
+ */
+export type MemberExit =
+  | {
+      kind: 'machine-delete';
+      machine: string;
+      /** `status.nodeRef.name` (kubeadm names the member after it); null: no Node yet, the member is undetermined. */
+      nodeName: string | null;
+      /** The KubeadmControlPlane that owns it, for the safe path the denial names. */
+      controlPlane: string;
+    }
+  | { kind: 'pod-delete'; pod: string; statefulSet: string };
+
+/** Every change a guarded request may make, as the decision judges it. */
+export type GuardedChange = MembershipChange | TargetMove | MemberExit;
+
+/**
  * The labels of the object a /scale request scales, read from the API server by the webhook (an
  * autoscaling/v1 Scale carries none), or why they could not be read.
  */
-export type ParentLabels = { ok: true; labels: Readonly<Record<string, string>> } | { ok: false; message: string };
+export type ParentLabels =
+  /** `object`: the object as read, when the reader kept it (a DELETE's owner: is it being deleted, its replicas). */
+  | { ok: true; labels: Readonly<Record<string, string>>; object?: unknown }
+  /** `notFound`: the apiserver answered 404, the object is gone. */
+  | { ok: false; message: string; notFound?: boolean };
 
 /** Where the object a /scale request scales lives: GET /apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}. */
 export interface ParentObjectRef {
@@ -72,9 +94,17 @@ export type Classification =
    * Deny at once (e.g. guarded, but no target matches). `object`: the guarded object, when the
    * request is about one (its Event goes there); `target`: the target whose enforcement applies.
    */
-  | { kind: 'deny'; reason: string; message: string; object?: GuardedObjectRef; target?: TargetConfig }
+  | {
+      kind: 'deny';
+      reason: string;
+      message: string;
+      object?: GuardedObjectRef;
+      target?: TargetConfig;
+      /** With reason LABELS_UNKNOWN: the object to read before classifying again (default: the /scale request's parent). */
+      parent?: ParentObjectRef;
+    }
   /** An evaluation of `target` is needed to decide. */
-  | { kind: 'needs-evaluation'; target: TargetConfig; change: MembershipChange | TargetMove; object: GuardedObjectRef };
+  | { kind: 'needs-evaluation'; target: TargetConfig; change: GuardedChange; object: GuardedObjectRef };
 
 export interface GuardedObjectRef {
   group: string;

@@ -10,13 +10,21 @@
 // prefixes each key with the webhook's name and rejects keys that already contain a "/".
 import { epochMs, evaluatedAtMs, type Evaluation, type LastMembership } from '../../functions/domain/evaluation-document.js';
 import { annotationsOf, describeObject } from './classify.js';
-import type { Decision, DecisionInput, MembershipChange, TargetMove } from './contract.js';
+import type { Decision, DecisionInput, GuardedChange, MemberExit } from './contract.js';
 import { judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
 import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
 import { allowDecision, clip, denyDecision, MAX_WARNINGS, oneLine } from './respond.js';
 import { warningChunks } from './enforcement.js';
-import { effectiveChange, hibernationOf, projectionOptionsFor, type Hibernation, type ProjectionFacts } from './removal.js';
+import { describeExit, judgeMemberExit } from './member-exits.js';
+import {
+  effectiveChange,
+  hibernationOf,
+  isMemberExit,
+  projectionOptionsFor,
+  type Hibernation,
+  type ProjectionFacts,
+} from './removal.js';
 
 const MAX_REASONS_IN_MESSAGE = 3;
 /** The warning that a change was judged on cached evidence, in the API server's short warnings. */
@@ -39,7 +47,8 @@ export const AUDIT_EVIDENCE_AGE_MS = 'evidence-age-ms';
 /** `live`, `cached` (no live evaluation could run) or `failed` (a live one was due and did not come). */
 export const AUDIT_EVIDENCE = 'evidence';
 
-export function describeChange(change: MembershipChange | TargetMove): string {
+export function describeChange(change: GuardedChange): string {
+  if (isMemberExit(change)) return describeExit(change);
   switch (change.kind) {
     case 'retarget':
       return `a change of what decides its target (moves it ${change.to === null ? 'out of this target' : `to target ${change.to}`})`;
@@ -67,8 +76,11 @@ export type OverrideAttempt =
  */
 export function readOverride(input: Pick<DecisionInput, 'request' | 'config' | 'overrideByRbac'>): OverrideAttempt {
   const key = input.config.override.annotation;
-  const value = annotationsOf(input.request.object)[key];
-  const previous = annotationsOf(input.request.oldObject)[key];
+  // A DELETE carries no new object: the annotation set on the object beforehand counts, judged
+  // by who deletes it (a user allowed to override), since who set it is not known here.
+  const deleting = input.request.operation === 'DELETE';
+  const value = annotationsOf(deleting ? input.request.oldObject : input.request.object)[key];
+  const previous = deleting ? undefined : annotationsOf(input.request.oldObject)[key];
   if (value === undefined || value.trim() === '' || value === previous) return { kind: 'none' };
   const user = input.request.userInfo.username ?? '(unknown user)';
   const reason = oneLine(value).slice(0, MAX_OVERRIDE_REASON_LENGTH);
@@ -94,7 +106,8 @@ function whoMayOverride(input: DecisionInput): string {
 }
 
 function overrideHint(input: DecisionInput): string {
-  return `to override, annotate with ${input.config.override.annotation}=<reason> (needs ${whoMayOverride(input)})`;
+  const then = input.request.operation === 'DELETE' ? ', then delete it again' : '';
+  return `to override, annotate with ${input.config.override.annotation}=<reason>${then} (needs ${whoMayOverride(input)})`;
 }
 
 function deny(input: DecisionInput, reason: string, message: string): Decision {
@@ -157,6 +170,17 @@ function degradedWarnings(evaluation: Evaluation, target: string): string[] {
   return evaluation.verdict === 'Degraded' ? evaluation.reasons.map((reason) => `etcd ${target}: ${reason}`) : [];
 }
 
+/** A member-bearing DELETE (member-exits.ts): its own reasons, naming the member, lead the denial. */
+function judgeExit(input: DecisionInput, change: MemberExit, evaluation: Evaluation, ageMs: number): Judgement {
+  const target = input.classification.target.name;
+  const exit = judgeMemberExit(evaluation, change, input.classification.object, target);
+  if (exit.allowed) {
+    return { allowed: true, reason: exit.reason, warnings: [...exit.warnings, ...degradedWarnings(evaluation, target)] };
+  }
+  const message = deniedMessage(input, evaluation, ageMs, [...exit.reasons, ...evaluation.reasons]);
+  return { allowed: false, reason: exit.reason, message: `${message}; ${exit.hint}` };
+}
+
 function judge(original: DecisionInput): Judgement {
   const change = effectiveChange(original.classification, original.request);
   // e.g. only KCP's rollout strategy changed: no member moves, nothing to judge.
@@ -170,6 +194,7 @@ function judge(original: DecisionInput): Judgement {
   if (!('evaluation' in fresh)) return fresh;
   const { evaluation, ageMs } = fresh;
   const target = input.classification.target.name;
+  if (isMemberExit(change)) return judgeExit(input, change, evaluation, ageMs);
   if (change.kind === 'retarget') {
     // Leaving a target must not dodge its verdict: the target left has to be fit for changes.
     if (evaluation.verdict !== 'Unhealthy')

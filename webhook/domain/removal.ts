@@ -6,7 +6,7 @@
 import type { Evaluation, LastMembership } from '../../functions/domain/evaluation-document.js';
 import type { MachinesRead, ParentRead, ProjectionOptions } from '../../functions/domain/kinds/kind.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
-import type { Classification, MembershipChange, TargetMove } from './contract.js';
+import type { Classification, GuardedChange, MemberExit } from './contract.js';
 
 export type { MachinesRead, ParentRead } from '../../functions/domain/kinds/kind.js';
 export { kcpRemovalOrder, listingGap, surgeOf, type KcpRemovalPlan } from '../../functions/domain/kinds/kubeadm-control-plane.js';
@@ -14,8 +14,13 @@ export { ordinalRemovalOrder } from '../../functions/domain/kinds/ordinal-remova
 
 type Guarded = Extract<Classification, { kind: 'needs-evaluation' }>;
 
+/** A DELETE of a member-bearing object (member-exits.ts), judged apart from replica changes. */
+export function isMemberExit(change: GuardedChange): change is MemberExit {
+  return change.kind === 'machine-delete' || change.kind === 'pod-delete';
+}
+
 /** Replicas before and after, when the change shrinks the object; null when it does not. */
-export function shrinkOf(change: MembershipChange | TargetMove): { from: number; to: number } | null {
+export function shrinkOf(change: GuardedChange): { from: number; to: number } | null {
   if (change.kind === 'scale-down') return { from: change.from, to: change.to };
   if (change.kind === 'rollout' && change.previousReplicas !== undefined && change.previousReplicas > change.replicas) {
     return { from: change.previousReplicas, to: change.replicas };
@@ -62,10 +67,10 @@ export interface ProjectionFacts {
 export function effectiveChange(
   classification: Guarded,
   request: { object?: unknown; oldObject?: unknown },
-): MembershipChange | TargetMove | null {
+): GuardedChange | null {
   const { change } = classification;
   const effective = kindOf(classification.object)?.removal.effectiveChange;
-  return change.kind === 'retarget' || effective === undefined ? change : effective(change, request);
+  return change.kind === 'retarget' || isMemberExit(change) || effective === undefined ? change : effective(change, request);
 }
 
 /** A hibernation (to 0) or a wake-up (from 0 back to the size it had), as from → to. */
@@ -97,11 +102,12 @@ export function hibernationOf(classification: Guarded, lastMembership: LastMembe
 export function projectionOptionsFor(facts: ProjectionFacts): ProjectionOptions {
   const { classification } = facts;
   const kind = kindOf(classification.object);
+  const { change } = classification;
   // A kind no module describes cannot be guarded (classify found no rule); nothing is known of it.
-  if (kind === undefined) return {};
+  if (kind === undefined || isMemberExit(change)) return {};
   return kind.removal.projectionOptions({
     object: classification.object,
-    change: classification.change,
+    change,
     shrink: shrinkOf(classification.change),
     request: facts.request,
     members: facts.evaluation.members,

@@ -274,14 +274,17 @@ async function refreshInline(
   }
 }
 
-/** A Scale carries no labels: when the target depends on them, read the parent's and classify again. */
+/**
+ * A Scale carries no labels: when the target depends on them, read the parent's and classify
+ * again. A member-bearing DELETE names the owner to read instead (member-exits.ts).
+ */
 function classify(ctx: AppContext, request: AdmissionRequest): Sync<Classification> {
   const targets = ctx.targets();
   const fleet = ctx.fleet?.();
   const first = ctx.core.classifyRequest(request, ctx.config, undefined, targets, fleet);
   const { parentLabels } = ctx;
   if (first.kind !== 'deny' || first.reason !== LABELS_UNKNOWN || parentLabels === undefined) return first;
-  return parentLabels(parentObjectOf(request)).then((parent) =>
+  return parentLabels(first.parent ?? parentObjectOf(request)).then((parent) =>
     ctx.core.classifyRequest(request, ctx.config, parent, targets, fleet),
   );
 }

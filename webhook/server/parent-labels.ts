@@ -11,6 +11,7 @@ import { kindOfResource } from '../../functions/domain/kinds/registry.js';
 import { pointerTokens, valueAtPointer } from '../../functions/shared/json-pointer.js';
 import { labelsOf } from '../domain/classify.js';
 import type { ParentLabels, ParentObjectRef } from '../domain/contract.js';
+import { OWNER_POINTERS } from '../domain/member-exits.js';
 
 /** Well inside the apiserver's 10 s webhook timeout, leaving room for an inline refresh. */
 export const DEFAULT_PARENT_READ_TIMEOUT_MS = 2_000;
@@ -59,6 +60,11 @@ interface CachedParent {
   readAtMs: number;
 }
 
+interface Failed {
+  error: string;
+  notFound?: boolean;
+}
+
 function keyOf(ref: ParentObjectRef): string {
   return [ref.group, ref.version, ref.resource, ref.namespace, ref.name].join('/');
 }
@@ -88,23 +94,26 @@ export function createParentReader(options: ParentLabelReaderOptions): ParentRea
   const timeoutMs = options.timeoutMs ?? DEFAULT_PARENT_READ_TIMEOUT_MS;
   const ttlMs = options.cacheTtlMs ?? DEFAULT_PARENT_CACHE_TTL_MS;
   const cached = new Map<string, CachedParent>();
-  const inFlight = new Map<string, Promise<CachedParent | { error: string }>>();
+  const inFlight = new Map<string, Promise<CachedParent | Failed>>();
 
-  async function read(ref: ParentObjectRef, key: string, budgetMs: number): Promise<CachedParent | { error: string }> {
+  async function read(ref: ParentObjectRef, key: string, budgetMs: number): Promise<CachedParent | Failed> {
     try {
       const object = await options.get(ref, budgetMs);
-      const pointers = [RESOURCE_VERSION, ...(kindOfResource(ref)?.removal.parentPointers ?? [])];
+      // What a member-bearing DELETE asks of its owner too (member-exits.ts): is it being deleted.
+      const pointers = [RESOURCE_VERSION, ...OWNER_POINTERS, ...(kindOfResource(ref)?.removal.parentPointers ?? [])];
       const entry: CachedParent = { labels: labelsOf(object), kept: keepPointers(object, pointers), readAtMs: monotonicNowMs() };
       cached.delete(key);
       cached.set(key, entry);
       if (cached.size > MAX_CACHED_PARENTS) cached.delete(cached.keys().next().value ?? '');
       return entry;
     } catch (error) {
-      return { error: messageOf(error) };
+      // The adapter's KubeApiError says a 404 so: a DELETE's owner that is gone is a teardown.
+      const notFound = (error as { isNotFound?: unknown } | null)?.isNotFound === true;
+      return notFound ? { error: messageOf(error), notFound } : { error: messageOf(error) };
     }
   }
 
-  function readShared(ref: ParentObjectRef, budgetMs: number): Promise<CachedParent | { error: string }> {
+  function readShared(ref: ParentObjectRef, budgetMs: number): Promise<CachedParent | Failed> {
     const key = keyOf(ref);
     let pending = inFlight.get(key);
     if (pending === undefined) {
@@ -122,10 +131,12 @@ export function createParentReader(options: ParentLabelReaderOptions): ParentRea
   return {
     labels: (ref) => {
       const hit = fresh(ref);
-      if (hit !== undefined) return Promise.resolve({ ok: true, labels: hit.labels });
-      return readShared(ref, timeoutMs).then((got) =>
-        'error' in got ? { ok: false, message: got.error } : { ok: true, labels: got.labels },
-      );
+      if (hit !== undefined) return Promise.resolve({ ok: true, labels: hit.labels, object: hit.kept });
+      return readShared(ref, timeoutMs).then((got): ParentLabels => {
+        if ('error' in got)
+          return got.notFound === true ? { ok: false, message: got.error, notFound: true } : { ok: false, message: got.error };
+        return { ok: true, labels: got.labels, object: got.kept };
+      });
     },
     object: (ref, query = {}) => {
       const hit = fresh(ref);
