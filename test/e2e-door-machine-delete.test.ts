@@ -32,7 +32,7 @@ beforeAll(async () => {
   e2e = await startEtcdWebhook({
     name: TARGET,
     target: TARGET,
-    timeout: '1s',
+    timeout: '2s',
     webhook: { ready: true, kubeconfigFile: management.kubeconfigFile, parentCacheTtlMs: 0 },
   });
 });
@@ -63,6 +63,7 @@ describe('issue 28: control-plane Machine DELETE through the HTTPS webhook on re
   it('allows while quorum holds and for a dead member, denies a healthy member’s Machine while another is dead', async () => {
     const [first, second] = e2e.cluster.members;
     if (!first || !second) throw new Error('the cluster has fewer than 2 members');
+    await e2e.cluster.waitHealthy();
     const healthy = await e2e.scheduledEvaluation();
     expect(healthy.verdict, healthy.reasons.join('; ')).toBe('Healthy');
     const whileHealthy = await e2e.webhook.postReview(deleteMachine(first.name));

@@ -25,7 +25,7 @@ beforeAll(async () => {
   e2e = await startEtcdWebhook({
     name: STATEFUL_SET,
     target: 'doors-pods',
-    timeout: '1s',
+    timeout: '2s',
     match: { namespaces: [NAMESPACE], names: [STATEFUL_SET] },
     webhook: { ready: true, kubeconfigFile: management.kubeconfigFile, parentCacheTtlMs: 0 },
   });
@@ -42,6 +42,7 @@ describe('issue 28: etcd pod DELETE through the HTTPS webhook on real etcd', () 
   it('allows at fault tolerance 1, denies at fault tolerance 0, allows the dead member’s pod', async () => {
     const names = e2e.cluster.members.map((member) => member.name);
     expect(names).toEqual(['etcd-main-0', 'etcd-main-1', 'etcd-main-2']);
+    await e2e.cluster.waitHealthy();
     const healthy = await e2e.scheduledEvaluation();
     expect(healthy.verdict, healthy.reasons.join('; ')).toBe('Healthy');
     expect(healthy.cluster.faultTolerance).toBe(1);

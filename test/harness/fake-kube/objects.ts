@@ -1,9 +1,8 @@
-// Read-only objects the product gets and lists but never writes: Secrets, the Cluster API and
-// etcd-druid custom resources discovery reads, and StatefulSets (an etcd pod's owner). Tests put
-// objects in; the product reads them at any version the stand-in serves for the group (no
-// conversion: an object is returned as stored, so a test can hand the product either version's
-// shape). A group can be made to serve fewer versions, like a management cluster with an older
-// Cluster API.
+// Read-only objects the product gets and lists but never writes: Secrets, and the Cluster API and
+// etcd-druid custom resources discovery reads. Tests put objects in; the product reads them at any
+// version the stand-in serves for the group (no conversion: an object is returned as stored, so a
+// test can hand the product either version's shape). A group can be made to serve fewer versions,
+// like a management cluster with an older Cluster API.
 import type { ServerResponse } from 'node:http';
 import { clone, listBody, methodNotAllowed, notFound, send, statusBody, type FakeRequest, type RouteHandler } from './http.js';
 import { labelsMatch, parseLabelSelector } from './labels.js';
@@ -26,8 +25,6 @@ const RESOURCES: Record<string, { versions: string[]; resources: Record<string, 
     resources: { kubeadmcontrolplanes: 'KubeadmControlPlane' },
   },
   'druid.gardener.cloud': { versions: ['v1alpha1'], resources: { etcds: 'Etcd' } },
-  // The owner the webhook reads for an etcd pod's DELETE.
-  apps: { versions: ['v1'], resources: { statefulsets: 'StatefulSet' } },
 };
 
 interface ObjectPath {
