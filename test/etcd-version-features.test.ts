@@ -6,8 +6,6 @@
 // Status carries the fields etcd3's rpc.proto lacks (storageVersion, dbSizeQuota), read from the
 // real members' response bytes; the db-size check then judges against the quota they report.
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdProbeSession } from '../functions/adapters/etcd-member-probe.js';
 import { statusExtras } from '../functions/adapters/etcd-status-extras.js';
@@ -16,10 +14,8 @@ import { parseGuardConfig, type TargetConfig } from '../functions/entrypoints/co
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { etcdVersion, startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { rawStatus } from './harness/raw-status.js';
 import { waitFor } from './harness/wait.js';
-
-const ROOT = path.resolve(import.meta.dirname, '..');
-const grpc = createRequire(path.join(ROOT, 'node_modules/etcd3/package.json'))('@grpc/grpc-js') as typeof import('@grpc/grpc-js');
 
 const MIB = 1024 * 1024;
 /** The members' --quota-backend-bytes, and the (different) one the target's config names. */
@@ -64,41 +60,20 @@ afterAll(async () => {
 
 const memberListMessage = (evaluation: Evaluation) => evaluation.checks.find((check) => check.name === 'member-list')?.message;
 
-/** A member's maintenance Status as it sent it, undecoded, over the cluster's client TLS. */
-async function rawStatus(endpoint: string): Promise<Buffer> {
-  const tls = cluster.clientTls;
-  const [ca, key, cert] = await Promise.all([readFile(tls.caFile), readFile(tls.keyFile), readFile(tls.certFile)]);
-  const client = new grpc.Client(new URL(endpoint).host, grpc.credentials.createSsl(ca, key, cert));
-  try {
-    return await new Promise<Buffer>((resolve, reject) =>
-      client.makeUnaryRequest(
-        '/etcdserverpb.Maintenance/Status',
-        () => Buffer.alloc(0),
-        (bytes: Buffer) => bytes,
-        {},
-        { deadline: Date.now() + 5000 },
-        (error, bytes) => (error || bytes === undefined ? reject(error ?? new Error('no Status bytes')) : resolve(bytes)),
-      ),
-    );
-  } finally {
-    client.close();
-  }
-}
-
 describe('the 3.6 Status fields on real members', () => {
   it('a 3.6+ member reports its own --quota-backend-bytes and a storage version that reaches its minor; 3.4 and 3.5 neither', async () => {
     const [major, minor] = version.split('.');
     const own = `${major}.${minor}.0`;
     for (const endpoint of cluster.endpoints) {
       if (!reportsStatusExtras) {
-        expect(statusExtras(await rawStatus(endpoint)), endpoint).toEqual({});
+        expect(statusExtras(await rawStatus(endpoint, cluster.clientTls)), endpoint).toEqual({});
         continue;
       }
       // A new cluster starts its db files at the 3.5 schema and raises them once its cluster
       // version has moved (etcd updates it "with delay"): every reading is one of those two.
       const seen = new Set<string>();
       await waitFor(`${endpoint} to report storage version ${own}`, 30_000, async () => {
-        const extras = statusExtras(await rawStatus(endpoint));
+        const extras = statusExtras(await rawStatus(endpoint, cluster.clientTls));
         expect(extras.dbSizeQuotaBytes, endpoint).toBe(MEMBER_QUOTA);
         seen.add(String(extras.storageVersion));
         return extras.storageVersion === own;

@@ -13,8 +13,9 @@ import { startPeerProxy, type PeerIsolation, type PeerProxy } from './peer-proxy
 
 /**
  * The etcd under test: ETCD_GUARD_ETCD_BIN_DIR names a dir holding etcd and etcdctl (CI points it
- * at the etcd 3.5 that scripts/ensure-etcd-3.5.sh unpacks); ETCD_BIN / ETCDCTL_BIN name single
- * files; otherwise the ones on PATH.
+ * at the etcd 3.5 that scripts/ensure-etcd-3.5.sh unpacks, then at the 3.6 and 3.7 that
+ * scripts/ensure-etcd-go.sh builds); ETCD_BIN / ETCDCTL_BIN name single files; otherwise the
+ * ones on PATH.
  */
 export function etcdBinaries(env: NodeJS.ProcessEnv = process.env): { etcd: string; etcdctl: string } {
   const dir = env.ETCD_GUARD_ETCD_BIN_DIR;
@@ -72,6 +73,15 @@ export interface EtcdTestCluster {
   resume(index: number): void;
   /** Starts a killed member again on the same data dir. */
   restart(index: number): Promise<void>;
+  /**
+   * Stops a member as an operator would before swapping its binary: SIGTERM, then SIGKILL if it
+   * has not exited within timeoutMs (15 s unless told). Resolves when it exited.
+   */
+  stop(index: number, timeoutMs?: number): Promise<void>;
+  /** Starts a stopped member on the same data dir, on another etcd binary when given (kept for later restarts). */
+  start(index: number, options?: { etcd?: string }): Promise<void>;
+  /** The etcd binary each member runs (or ran last), by index. */
+  binaries(): string[];
   /** Polls until every running, unpaused member answers a linearizable read. */
   waitHealthy(timeoutMs?: number): Promise<void>;
   /** etcdctl v3 with --endpoints (running members) and TLS flags pre-filled. */
@@ -111,6 +121,8 @@ export interface StartEtcdClusterOptions {
   serverCertNames?: string[];
   /** Puts a relay (test/harness/peer-proxy.ts) in front of each member's advertised peer URL, for isolate(). */
   peerProxies?: boolean;
+  /** The etcd and etcdctl to run instead of etcdBinaries()'s (e.g. a mixed-version upgrade's first version). */
+  binaries?: { etcd: string; etcdctl: string };
 }
 
 interface RunningProcess {
@@ -217,6 +229,10 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
   const memberArgs = new Map<string, { initialCluster: string }>();
   const processes = new Map<number, RunningProcess>();
   const tlsArgs = ['--cacert', certs.caFile, '--cert', certs.certFile, '--key', certs.keyFile];
+  const etcdctlBin = options.binaries?.etcdctl ?? ETCDCTL_BIN;
+  // Per member index, once start() swapped it: the etcd binary it runs; the others run the cluster's.
+  const memberBins = new Map<number, string>();
+  const binOf = (index: number) => memberBins.get(index) ?? options.binaries?.etcd ?? ETCD_BIN;
 
   async function launch(index: number, clusterState: 'new' | 'existing'): Promise<void> {
     const member = members[index];
@@ -246,11 +262,12 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
       '--snapshot-count=10000',
     ];
     if (options.quotaBackendBytes !== undefined) flags.push(`--quota-backend-bytes=${options.quotaBackendBytes}`);
-    const child = spawn(ETCD_BIN, flags, { stdio: ['ignore', log.fd, log.fd] });
+    const etcdBin = binOf(index);
+    const child = spawn(etcdBin, flags, { stdio: ['ignore', log.fd, log.fd] });
     // Listen before any await: 'spawn' and 'error' can fire while we close the log handle.
     const spawned = new Promise<void>((resolve, reject) => {
       child.once('spawn', () => resolve());
-      child.once('error', (error) => reject(new Error(`cannot start ${ETCD_BIN} for ${member.name}: ${error.message}`)));
+      child.once('error', (error) => reject(new Error(`cannot start ${etcdBin} for ${member.name}: ${error.message}`)));
     });
     liveChildren.add(child);
     const exited = new Promise<void>((resolve) => {
@@ -320,6 +337,33 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
       await launch(index, 'existing');
     },
 
+    async stop(index, timeoutMs = 15_000) {
+      const running = processes.get(index);
+      if (!running) return;
+      if (running.paused) running.child.kill('SIGCONT');
+      running.child.kill('SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const overdue = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          running.child.kill('SIGKILL');
+          resolve();
+        }, timeoutMs);
+      });
+      await Promise.race([running.exited, overdue]);
+      clearTimeout(timer);
+      await running.exited;
+    },
+
+    async start(index, startOptions = {}) {
+      if (processes.has(index)) throw new Error(`etcd member ${index} is running: stop it first`);
+      if (startOptions.etcd !== undefined) memberBins.set(index, startOptions.etcd);
+      await launch(index, 'existing');
+    },
+
+    binaries() {
+      return members.map((_, index) => binOf(index));
+    },
+
     async waitHealthy(timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;
       let last: EtcdctlResult | undefined;
@@ -338,7 +382,7 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
     etcdctl(args, callOptions = {}) {
       const endpoints = callOptions.endpoints ?? runningEndpoints();
       return execFileResult(
-        ETCDCTL_BIN,
+        etcdctlBin,
         [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, '--dial-timeout=2s', ...args],
         callOptions.timeoutMs ?? 30_000,
         callOptions.stdin,

@@ -12,7 +12,7 @@ import { createLogger } from '../../functions/shared/logger.js';
 import { evaluateTarget } from '../../functions/usecases/evaluate-target.js';
 import { runScheduledEvaluation } from '../../functions/usecases/scheduled-run.js';
 import { generateTestCerts, type TestCerts } from './certs.js';
-import { startEtcdCluster, type EtcdTestCluster } from './etcd-cluster.js';
+import { startEtcdCluster, type EtcdTestCluster, type StartEtcdClusterOptions } from './etcd-cluster.js';
 import { startTestWebhook, type TestWebhook, type TestWebhookOptions } from './webhook.js';
 
 export interface EtcdWebhookOptions {
@@ -27,6 +27,8 @@ export interface EtcdWebhookOptions {
   /** Further targets of the config (raw config entries); the scheduled run never evaluates them. */
   otherTargets?: Record<string, unknown>[];
   webhook?: Omit<TestWebhookOptions, 'config' | 'certs' | 'store'>;
+  /** The etcd binaries the members start on (etcdBinaries()'s otherwise). */
+  etcdBinaries?: StartEtcdClusterOptions['binaries'];
 }
 
 export interface EtcdWebhook {
@@ -54,7 +56,7 @@ export async function startEtcdWebhook(options: EtcdWebhookOptions): Promise<Etc
     await rm(workDir, { recursive: true, force: true });
   };
   try {
-    const [etcd, certs] = await Promise.all([startEtcdCluster({ size: 3, name: options.name }), generateTestCerts(workDir)]);
+    const [etcd, certs] = await Promise.all([startEtcdCluster({ size: 3, name: options.name, binaries: options.etcdBinaries }), generateTestCerts(workDir)]);
     cluster = etcd;
     const guarded = {
       name: options.target,
