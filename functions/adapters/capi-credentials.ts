@@ -28,9 +28,9 @@ import {
 import { promisify } from 'node:util';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
-import { EtcdAccessError } from '../usecases/etcd-access.js';
+import { EtcdAccessError, NotEvaluatedError } from '../usecases/etcd-access.js';
 import type { ProbeCredentials } from './etcd-member-probe.js';
-import { callKube } from './kube.js';
+import { callKube, isApiServerOutage } from './kube.js';
 import { boundedSecretValue, parseWorkloadKubeconfig, type WorkloadEndpoint } from './workload-kubeconfig.js';
 import {
   certificatePem,
@@ -224,7 +224,10 @@ async function readSecretData(api: CoreV1Api, namespace: string, name: string, d
     return secret.data;
   } catch (error) {
     // callKube's errors name the verb, Secret and namespace and carry the API server's Status message only.
-    throw new EtcdAccessError((error as Error).message);
+    const message = (error as Error).message;
+    // The management API not answering is ours to fix, not the cluster's verdict.
+    if (isApiServerOutage(error)) throw new NotEvaluatedError(`the management API server: ${message}`);
+    throw new EtcdAccessError(message);
   }
 }
 

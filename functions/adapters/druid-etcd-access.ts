@@ -5,9 +5,9 @@ import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
 import { probeCredentialsProblem, type ProbeCredentials } from './etcd-member-probe.js';
 import { boundedSecretValue } from './workload-kubeconfig.js';
-import { directEtcdAccess, EtcdAccessError, type EtcdAccess } from '../usecases/etcd-access.js';
+import { directEtcdAccess, EtcdAccessError, NotEvaluatedError, type EtcdAccess } from '../usecases/etcd-access.js';
 import type { DruidTlsSecrets } from '../domain/targets.js';
-import { callKube } from './kube.js';
+import { callKube, isApiServerOutage } from './kube.js';
 
 /** A Secret's data (base64 values), or an EtcdAccessError naming the Secret and what failed. */
 export async function readSecretData(
@@ -23,7 +23,10 @@ export async function readSecretData(
     return secret.data ?? {};
   } catch (error) {
     // callKube's messages name the verb, Secret and namespace and carry only the apiserver's Status message.
-    throw new EtcdAccessError((error as Error).message);
+    const message = (error as Error).message;
+    // The management API not answering is ours to fix, not the cluster's verdict.
+    if (isApiServerOutage(error)) throw new NotEvaluatedError(`the management API server: ${message}`);
+    throw new EtcdAccessError(message);
   }
 }
 

@@ -59,6 +59,14 @@ export class KubeApiError extends StoreError {
   }
 }
 
+/**
+ * A failure of the API server or of our access to it (no answer, 5xx, throttled, our credentials
+ * refused), as opposed to an answer about the object (not found, invalid).
+ */
+export function isApiServerOutage(error: unknown): boolean {
+  return error instanceof KubeApiError && (error.kind === 'unavailable' || error.kind === 'forbidden');
+}
+
 export class KubeConfigLoadError extends StoreError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('invalid', message, options);

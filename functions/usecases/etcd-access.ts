@@ -39,6 +39,8 @@ export interface EtcdAccess {
 /** Opens an access before `deadline`. */
 export type EtcdAccessFactory = (deadline: Deadline) => Promise<EtcdAccess>;
 
+export { NotEvaluatedError } from '../shared/errors.js';
+
 /**
  * An access that could not be opened for a reason about the cluster, not the config (a missing
  * Secret, an unreachable workload API server): the evaluation reports it as Unhealthy. The

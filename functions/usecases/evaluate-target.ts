@@ -96,7 +96,17 @@ function readPrevious(read: (() => Promise<Evaluation | null>) | undefined, dead
   );
 }
 
-/** Opens the access before `deadline`; an access that opens too late is closed when it does. */
+/**
+ * How long after the deadline the guard around opening the access fires: the steps inside that
+ * are bounded by the same deadline (management API reads, port-forward listeners) fail first, in
+ * their own words, and a NotEvaluatedError among them is not turned into a verdict by the guard.
+ */
+const OPEN_GUARD_GRACE_MS = 5;
+
+/**
+ * Opens the access before `deadline`; an access that opens too late is closed when it does. An
+ * EtcdAccessError is the cluster's (an error to judge); a NotEvaluatedError is rethrown.
+ */
 async function openBefore(openAccess: EtcdAccessFactory, deadline: Deadline): Promise<EtcdAccess | { error: string }> {
   const budgetMs = Math.max(1, Math.round(deadline.remainingMs()));
   let timedOut = false;
@@ -105,7 +115,7 @@ async function openBefore(openAccess: EtcdAccessFactory, deadline: Deadline): Pr
     return access;
   });
   try {
-    return await withDeadline(opening, deadline, () => {
+    return await withDeadline(opening, deadline.extendedBy(OPEN_GUARD_GRACE_MS), () => {
       timedOut = true;
       return new EtcdAccessError(`opening access to etcd timed out after ${budgetMs} ms`);
     });
@@ -324,7 +334,8 @@ export function evaluateTarget(target: TargetConfig, options: EvaluateTargetOpti
 /**
  * Evaluates a target reached through `openAccess`. Opening the access counts against the
  * target's timeout; an access that cannot be opened (EtcdAccessError, or the deadline) is an
- * Unhealthy evaluation saying why, and the access is always closed.
+ * Unhealthy evaluation saying why, and the access is always closed. A NotEvaluatedError (our
+ * own way in failed) is thrown: there is no evaluation.
  */
 export async function evaluateThroughAccess(
   target: EvaluatedTarget,

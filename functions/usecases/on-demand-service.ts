@@ -13,6 +13,7 @@ import { staticTarget, type Target } from '../domain/targets.js';
 import { StoreError } from '../domain/store.js';
 import { DeadlineExceededError, withTimeout } from '../domain/deadline.js';
 import { OverloadError, RunSlots, starvedStallMs, watchEventLoopStalls, type RunKind } from './run-slots.js';
+import { NotEvaluatedError } from '../shared/errors.js';
 
 /**
  * A name that is not a target. The message does not list the targets: in a fleet that is every
@@ -389,6 +390,7 @@ function replyForError(error: unknown): OnDemandResponse {
     return reply(429, { error: error.message, notEvaluated: true }, { 'retry-after': String(error.retryAfterSeconds) });
   }
   if (error instanceof DeadlineExceededError) return reply(504, { error: error.message });
+  if (error instanceof NotEvaluatedError) return reply(503, { error: error.message, notEvaluated: true });
   if (error instanceof StoreError) {
     // A corrupt or invalid document or one too large stays so on retry: 500. Outages, RBAC and
     // write conflicts can heal without a code change: 503.

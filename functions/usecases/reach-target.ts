@@ -11,7 +11,7 @@ import { datedByNodes } from '../domain/machines.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { Target, TargetReach } from '../domain/targets.js';
 import type { ReachStrategy } from '../domain/kinds/kind.js';
-import { EtcdAccessError, type EtcdAccess } from './etcd-access.js';
+import { NotEvaluatedError, type EtcdAccess } from './etcd-access.js';
 import { evaluateTarget, evaluateThroughAccess, type EvaluateTargetOptions } from './evaluate-target.js';
 import type { WarmConnections } from './warm-connections.js';
 
@@ -107,8 +107,9 @@ async function throughCapiMachines(
     target,
     async (deadline) => {
       try {
+        // The Machines are the management cluster's: failing to list them says nothing about etcd.
         const nodes = await machines.catch((error: unknown) => {
-          throw new EtcdAccessError(`cannot list the control-plane Machines: ${(error as Error).message}`);
+          throw new NotEvaluatedError(`cannot list the control-plane Machines: ${(error as Error).message}`);
         });
         // A provisioning Machine has no Node, so no etcd pod to forward to.
         const withNode = nodes.filter((node) => node.provisioning !== true).map((node) => node.name);
