@@ -2,7 +2,8 @@
 # The real-etcd suites (faults, TLS and TLS identity, learner, alarms, removed and foreign members,
 # leader moves, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate) against
 # one etcd: ETCD_GUARD_ETCD_BIN_DIR names the dir holding its etcd and etcdctl (PATH's otherwise).
-# `.ci/run` runs them a second time on etcd 3.5 (scripts/ensure-etcd-3.5.sh) after `npm test`.
+# `.ci/run` runs them again on etcd 3.5 (scripts/ensure-etcd-3.5.sh), 3.6 and 3.7
+# (scripts/ensure-etcd-go.sh) after `npm test`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 files=(
