@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listControlPlaneMachines } from '../functions/adapters/capi-machines.js';
 import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { decisionMaxAgeMsOf, decisionModeOf, parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
 import { Deadline } from '../functions/domain/deadline.js';
 import { capiTargets, druidTargets, quantityBytes } from '../functions/domain/discovery-mapping.js';
 import { discoveredTargetName, mergeTargets, MAX_TARGET_NAME } from '../functions/domain/targets.js';
@@ -39,6 +39,49 @@ describe("a discovery scope's enforcement", () => {
       ...druidTargets([fixture('etcd-druid')], DEFAULTS).targets,
     ];
     expect(targets.map((target) => target.enforcement)).toEqual([undefined, undefined]);
+  });
+});
+
+describe("issue 27: a discovery scope's decision settings", () => {
+  it('decisionMaxAgeMs and decision are copied onto every capi and druid target it finds, and the config resolves them', () => {
+    const defaults = { ...DEFAULTS, decisionMaxAgeMs: 250, decision: 'cached' as const };
+    const capi = capiTargets([fixture('kcp-v1beta1')], CLUSTERS, defaults).targets;
+    const druid = druidTargets([fixture('etcd-druid')], defaults).targets;
+    for (const target of [...capi, ...druid]) {
+      expect(target, target.name).toMatchObject({ decisionMaxAgeMs: 250, decision: 'cached' });
+      const config = parseGuardConfig({ targets: [], discovery: { capi: {} } }, 'test');
+      expect(decisionModeOf(config, target)).toBe('cached');
+      expect(decisionMaxAgeMsOf(config, target)).toBe(250);
+    }
+    const plain = capiTargets([fixture('kcp-v1beta1')], CLUSTERS, DEFAULTS).targets[0];
+    expect(plain).not.toHaveProperty('decision');
+    expect(plain).not.toHaveProperty('decisionMaxAgeMs');
+  });
+
+  it.each([
+    ['the defaults', {}, undefined, 'live', 1_000],
+    ['inlineRefresh: false means decision: cached', { inlineRefresh: false }, undefined, 'cached', 1_000],
+    [
+      'a top-level decision wins over inlineRefresh',
+      { inlineRefresh: false, decision: 'live', decisionMaxAgeMs: 0 },
+      undefined,
+      'live',
+      0,
+    ],
+    ["a target's own settings win", { decision: 'live' }, { decision: 'cached', decisionMaxAgeMs: 5_000 }, 'cached', 5_000],
+  ] as const)('%s', (_name, top, target, mode, maxAgeMs) => {
+    const config = parseGuardConfig({ ...top, targets: [], discovery: { capi: {} } }, 'test');
+    expect(decisionModeOf(config, target)).toBe(mode);
+    expect(decisionMaxAgeMsOf(config, target)).toBe(maxAgeMs);
+  });
+
+  it.each([
+    [{ decisionMaxAgeMs: -1 }, 'decisionMaxAgeMs'],
+    [{ decisionMaxAgeMs: 1.5 }, 'decisionMaxAgeMs'],
+    [{ decision: 'sometimes' }, 'decision'],
+    [{ discovery: { druid: { decision: 'never' } } }, 'discovery.druid.decision'],
+  ])('refuses %j naming the field', (bad, field) => {
+    expect(() => parseGuardConfig({ targets: [], discovery: { capi: {} }, ...bad }, 'test')).toThrow(field);
   });
 });
 
