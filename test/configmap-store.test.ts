@@ -221,7 +221,7 @@ describe('ConfigMapStore against a fake kube-apiserver over HTTP', () => {
     const error = await captureStoreError(store.write(makeEvaluation({ reasons: ['x'.repeat(1_100_000)] })));
     expect(error.kind).toBe('too-large');
     expect(error.message).toContain(`cannot create configmaps "${CM_NAME}" in namespace "${NAMESPACE}"`);
-    expect(error.message).toContain('Too long: must have at most 1048576 bytes');
+    expect(error.message).toContain('Too long: may not be more than 1048576 bytes');
     expect(fake.requests.map((request) => `${request.verb} ${request.status}`)).toEqual(['get 404', 'create 422']);
     expect(fake.getConfigMap(NAMESPACE, CM_NAME)).toBeUndefined();
   });

@@ -56,7 +56,10 @@ export async function startEtcdWebhook(options: EtcdWebhookOptions): Promise<Etc
     await rm(workDir, { recursive: true, force: true });
   };
   try {
-    const [etcd, certs] = await Promise.all([startEtcdCluster({ size: 3, name: options.name, binaries: options.etcdBinaries }), generateTestCerts(workDir)]);
+    const [etcd, certs] = await Promise.all([
+      startEtcdCluster({ size: 3, name: options.name, binaries: options.etcdBinaries }),
+      generateTestCerts(workDir),
+    ]);
     cluster = etcd;
     const guarded = {
       name: options.target,

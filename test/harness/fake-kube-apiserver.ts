@@ -176,6 +176,12 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     if (request.headers.authorization !== `Bearer ${token}`) {
       return send(response, entry, 401, statusBody(401, 'Unauthorized', 'Unauthorized'));
     }
+    if (!found && objects.unservedVersion(url.pathname)) {
+      entry.status = 404;
+      response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' });
+      response.end('404 page not found\n');
+      return;
+    }
     if (!found)
       return send(response, entry, 404, statusBody(404, 'NotFound', 'the server could not find the requested resource'));
     if (entry.verb === null) {

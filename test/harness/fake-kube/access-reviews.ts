@@ -29,7 +29,7 @@ export class AccessReviewRoutes implements RouteHandler {
 
   async handle(request: IncomingMessage, response: ServerResponse, entry: FakeRequest): Promise<void> {
     if (entry.verb !== 'create') return methodNotAllowed(response, entry);
-    const body = await readJsonBody(request);
+    const body = await readJsonBody(request, 'SubjectAccessReview');
     const spec = isRecord(body) && isRecord(body.spec) ? body.spec : null;
     const attributes = spec !== null && isRecord(spec.resourceAttributes) ? spec.resourceAttributes : null;
     if (spec === null || attributes === null) throw new BadRequest('spec.resourceAttributes is required');

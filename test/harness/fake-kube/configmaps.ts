@@ -66,7 +66,7 @@ function invalidName(): StatusBody {
 }
 
 function tooLong(name: string): StatusBody {
-  const message = `Too long: must have at most ${CONFIGMAP_MAX_BYTES} bytes`;
+  const message = `Too long: may not be more than ${CONFIGMAP_MAX_BYTES} bytes`;
   return statusBody(422, 'Invalid', `ConfigMap ${JSON.stringify(name)} is invalid: []: ${message}`, {
     name,
     kind: 'ConfigMap',
@@ -143,8 +143,8 @@ export class ConfigMapRoutes implements RouteHandler {
       return found ? send(response, entry, 200, found) : send(response, entry, 404, notFound('configmaps', entry.name ?? ''));
     }
     if (entry.verb === 'list') return this.list(response, entry);
-    if (entry.verb === 'create') return this.create(await readJsonBody(request), response, entry);
-    if (entry.verb === 'update') return this.update(await readJsonBody(request), response, entry);
+    if (entry.verb === 'create') return this.create(await readJsonBody(request, 'ConfigMap'), response, entry);
+    if (entry.verb === 'update') return this.update(await readJsonBody(request, 'ConfigMap'), response, entry);
     return methodNotAllowed(response, entry);
   }
 

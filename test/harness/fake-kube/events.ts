@@ -82,10 +82,10 @@ export class EventRoutes implements RouteHandler {
       const found = this.events.get(key);
       return found
         ? send(response, entry, 200, found)
-        : send(response, entry, 404, notFound('events.events.k8s.io', entry.name ?? ''));
+        : send(response, entry, 404, notFound('events', entry.name ?? '', 'events.k8s.io'));
     }
     if (entry.verb === 'create' && namespace !== null) {
-      const event = validate(await readJsonBody(request), namespace);
+      const event = validate(await readJsonBody(request, 'Event'), namespace);
       const createdKey = `${namespace}/${event.metadata.name}`;
       if (this.events.has(createdKey)) {
         return send(
@@ -106,11 +106,11 @@ export class EventRoutes implements RouteHandler {
 
   private async patch(request: IncomingMessage, response: ServerResponse, entry: FakeRequest, key: string): Promise<void> {
     const found = this.events.get(key);
-    if (!found) return send(response, entry, 404, notFound('events.events.k8s.io', entry.name ?? ''));
+    if (!found) return send(response, entry, 404, notFound('events', entry.name ?? '', 'events.k8s.io'));
     if (request.headers['content-type'] !== 'application/json-patch+json') {
       return send(response, entry, 415, statusBody(415, 'UnsupportedMediaType', 'the stand-in takes JSON patches only'));
     }
-    const ops = await readJsonBody(request);
+    const ops = await readJsonBody(request, 'Patch');
     if (!Array.isArray(ops)) throw new BadRequest('a JSON patch is an array of operations');
     for (const op of ops) {
       if (!isRecord(op) || !['add', 'replace'].includes(op.op as string) || op.path !== '/series' || !isRecord(op.value)) {

@@ -42,8 +42,14 @@ export function statusBody(code: number, reason: string, message: string, detail
   };
 }
 
-export function notFound(resource: string, name: string): StatusBody {
-  return statusBody(404, 'NotFound', `${resource} ${JSON.stringify(name)} not found`, { name, kind: resource });
+/** As the real server words it: a resource of a named group is `<plural>.<group>` in the message. */
+export function notFound(resource: string, name: string, group = ''): StatusBody {
+  const qualified = group === '' ? resource : `${resource}.${group}`;
+  return statusBody(404, 'NotFound', `${qualified} ${JSON.stringify(name)} not found`, {
+    name,
+    ...(group === '' ? {} : { group }),
+    kind: resource,
+  });
 }
 
 /** A request the real apiserver would answer 400 (thrown by parsers, caught by the server). */
@@ -55,13 +61,20 @@ export function send(response: ServerResponse, entry: FakeRequest, code: number,
   response.end(JSON.stringify(body));
 }
 
-export async function readJsonBody(request: IncomingMessage): Promise<unknown> {
+/**
+ * The body as JSON; a body that is not JSON is a 400 worded as the real server words it, up to
+ * the parser's own text (Go's, there).
+ */
+export async function readJsonBody(request: IncomingMessage, kind: string): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const chunk of request) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return JSON.parse(text);
   } catch (error) {
-    throw new BadRequest(`the body is not JSON: ${(error as Error).message}`);
+    throw new BadRequest(
+      `the object provided is unrecognized (must be of type ${kind}): couldn't get version/kind; json parse error: ${(error as Error).message} (${text.slice(0, 100)})`,
+    );
   }
 }
 

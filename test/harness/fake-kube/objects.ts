@@ -70,7 +70,7 @@ export class ObjectRoutes implements RouteHandler {
     const group = RESOURCES[parsed.group];
     if (entry.verb === 'get') {
       const found = this.objects.get(this.key(parsed.group, parsed.resource, parsed.namespace ?? '', parsed.name ?? ''));
-      if (!found) return send(response, entry, 404, notFound(parsed.resource, parsed.name ?? ''));
+      if (!found) return send(response, entry, 404, notFound(parsed.resource, parsed.name ?? '', parsed.group));
       return send(response, entry, 200, found);
     }
     if (entry.verb !== 'list') return methodNotAllowed(response, entry);
@@ -102,6 +102,16 @@ export class ObjectRoutes implements RouteHandler {
 
   remove(resource: string, apiVersion: string, namespace: string, name: string): void {
     this.objects.delete(this.key(groupOf(apiVersion), resource, namespace, name));
+  }
+
+  /**
+   * Whether the path lies under a version of one of these groups that is not served: the real
+   * server has no handler there at all and answers its mux's plain-text 404, not a Status.
+   */
+  unservedVersion(pathname: string): boolean {
+    const match = /^\/apis\/([^/]+)\/([^/]+)(?:\/|$)/.exec(pathname);
+    if (!match?.[1] || !match[2] || RESOURCES[match[1]] === undefined) return false;
+    return !(this.servedVersions.get(match[1])?.includes(match[2]) ?? false);
   }
 
   /** Serve only these versions of a group (e.g. ['v1beta1'] for a Cluster API before v1.11). */
