@@ -20,6 +20,7 @@ import {
   type IWatchResponse,
 } from 'etcd3';
 import { Deadline, withDeadline } from '../domain/deadline.js';
+import { trackCleanup } from '../shared/cleanups.js';
 import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
 import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../ports/etcd-probe.js';
 import type { MemberListAnswer } from '../domain/member-view.js';
@@ -1113,13 +1114,15 @@ export class EtcdProbeSession {
   /**
    * Deletes a watch probe key: within the round trip's deadline while time is left, else (a hung
    * watched member spent it right after the write) in the background with a deadline of its own,
-   * not awaited, so the evaluation's hard bound holds.
+   * not awaited, so the evaluation's hard bound holds; the CLI waits for it before it exits
+   * (shared/cleanups.ts).
    */
   private async deleteWatchKey(endpoint: string, key: Buffer, deadline: Deadline): Promise<void> {
     const remove = (client: Etcd3, callDeadline: Date) => client.kv.deleteRange({ key }, { deadline: callDeadline });
     if (!deadline.expired() && (await this.callThroughRaft(endpoint, deadline, remove)).ok) return;
     const cleanup = this.call(endpoint, Deadline.after(WATCH_KEY_CLEANUP_MS), remove, true);
     this.cleanups.add(cleanup);
+    trackCleanup(cleanup);
     void cleanup.then(() => {
       this.cleanups.delete(cleanup);
       if (this.closed && this.cleanups.size === 0) setImmediate(() => this.release());
