@@ -92,8 +92,11 @@ describe('serverless.yml', () => {
       custom: { esbuild: Record<string, unknown> };
     };
     expect(printed.frameworkVersion).toBe('3');
-    expect(printed.provider.runtime).toBe('nodejs20.x');
-    expect(printed.custom.esbuild).toMatchObject({ format: 'esm', platform: 'node', target: 'node20' });
+    expect(printed.provider.runtime).toBe('nodejs22.x');
+    expect(printed.custom.esbuild).toMatchObject({ format: 'esm', platform: 'node', target: 'node22' });
+    // v3's schema does not know nodejs22.x: that warning, and no other (the rest stays checked).
+    const invalid = [...run.stderr.matchAll(/^\s+at '([^']+)': (.*)$/gm)].map((match) => match[1]);
+    expect(invalid).toEqual(['provider.runtime']);
     expect(printed.functions.evaluate).toMatchObject({
       handler: 'functions/entrypoints/handlers.evaluate',
       events: [{ schedule: 'rate(1 minute)' }],
@@ -106,6 +109,25 @@ describe('serverless.yml', () => {
         { httpApi: { method: 'POST', path: '/evaluations/{target}' } },
       ],
     });
+  });
+
+  // Issue 31: it deployed nodejs20.x, at its end of life. `invoke local` below runs the bundle in
+  // this Node (v3 only checks the runtime starts with "nodejs"), so the runtime must be this
+  // Node's major: a Node.js LTS, within package.json's engines and before its end of life.
+  it('deploys a supported Node: an LTS line the engines allow, the one tested here, before its end of life', async () => {
+    const yml = await readFile(path.join(REPO, 'serverless.yml'), 'utf8');
+    const runtime = /^\s+runtime:\s*nodejs(\d+)\.x\s*$/m.exec(yml);
+    const target = /^\s+target:\s*node(\d+)\s*$/m.exec(yml);
+    const major = Number(runtime?.[1]);
+    const packageJson = JSON.parse(await readFile(path.join(REPO, 'package.json'), 'utf8')) as { engines: { node: string } };
+    const minimum = Number(/^>=\s*(\d+)$/.exec(packageJson.engines.node)?.[1]);
+    // The Node.js release schedule's end-of-life dates of the LTS lines Lambda offers.
+    const endOfLife: Record<number, string> = { 20: '2026-04-30', 22: '2027-04-30', 24: '2028-04-30' };
+    expect(major).toBeGreaterThanOrEqual(minimum);
+    expect(Number(target?.[1])).toBe(major);
+    expect(Number(process.versions.node.split('.')[0])).toBe(major);
+    expect(endOfLife[major], `nodejs${major}.x is not an LTS line Lambda offers`).toBeDefined();
+    expect(Date.parse(endOfLife[major] ?? '')).toBeGreaterThan(Date.now());
   });
 
   describe('invoke local against a real 3-member etcd with the file store', () => {
