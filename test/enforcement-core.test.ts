@@ -2,7 +2,7 @@
 // decision carries (bounded, whatever the untrusted evaluation held), and which Event it asks for.
 import { describe, expect, it } from 'vitest';
 import type { AdmissionRequest, Decision, GuardedObjectRef } from '../webhook/domain/contract.js';
-import { enforce, regardingOf, warningChunks, MAX_AUDIT_VALUE_LENGTH } from '../webhook/domain/enforcement.js';
+import { enforce, enforcementMode, regardingOf, warningChunks, MAX_AUDIT_VALUE_LENGTH } from '../webhook/domain/enforcement.js';
 import { allowDecision, denyDecision, MAX_WARNING_LENGTH, MAX_WARNINGS } from '../webhook/domain/respond.js';
 
 const request: AdmissionRequest = {
@@ -153,5 +153,22 @@ describe('warningChunks', () => {
     const chunks = warningChunks('d'.repeat(1000), 2);
     expect(chunks).toHaveLength(2);
     expect(chunks[1]?.endsWith('...')).toBe(true);
+  });
+});
+
+// Issue 30 item 2: a change that moves an object between targets is judged in the strictest mode
+// of the targets it touches (a target without a mode of its own takes the config's).
+describe('enforcementMode of a move between targets', () => {
+  it.each<[string, 'enforce' | 'warn' | 'audit', ('enforce' | 'warn' | 'audit' | undefined)[], string]>([
+    ['audit config, target enforce', 'audit', ['enforce'], 'enforce'],
+    ['audit config, audit target to an enforce target', 'audit', ['audit', 'enforce'], 'enforce'],
+    ['enforce config, audit target to one without a mode', 'enforce', ['audit', undefined], 'enforce'],
+    ['audit config, warn target to an audit one', 'audit', ['warn', 'audit'], 'warn'],
+    ['warn config, no target, leaving an audit target', 'warn', [undefined, 'audit'], 'warn'],
+    ['audit config, audit targets', 'audit', ['audit', 'audit'], 'audit'],
+  ])('%s → %s', (_name, config, [own, ...others], expected) => {
+    const target = own === undefined ? null : { name: 'a', enforcement: own };
+    const touches = others.map((enforcement) => (enforcement === undefined ? {} : { enforcement }));
+    expect(enforcementMode({ config: { enforcement: config }, target, touches })).toBe(expected);
   });
 });

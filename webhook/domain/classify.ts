@@ -208,7 +208,7 @@ export function classifyRequest(
   };
 
   const own = targetGuarding(targets, ref);
-  if (own !== undefined) return classifyDiscovered(rule, request, ref, own, config);
+  if (own !== undefined) return classifyDiscovered(rule, request, ref, own, config, targets);
   const owned = classifyOwned(rule, request, ref, config, parent, fleet);
   if (owned !== null && 'kind' in owned) return owned;
   const staticTargets = allStatic(targets) ? targets : targets.filter((target) => target.guards === null);
@@ -231,13 +231,17 @@ export function classifyRequest(
     name: ref.name,
     labels: viaScale ? (parent?.ok === true ? parent.labels : null) : labelsOf(request.object),
   });
-  if (byNewLabels.kind !== 'matched') return noTarget(ref, byNewLabels, parent);
+  // Leaving a target for none is judged in the stricter of that target's mode and the config's.
+  const left = before?.kind === 'matched' ? before.target : undefined;
+  if (byNewLabels.kind !== 'matched') return noTarget(ref, byNewLabels, parent, left);
   if (before !== null && (before.kind !== 'matched' || before.target.name !== byNewLabels.target.name)) {
     // Judging against either target could be the wrong etcd cluster's evaluation: fail closed.
     const from = before.kind === 'matched' ? `target ${before.target.name}` : 'no target';
     return {
       kind: 'deny',
       object: ref,
+      target: left ?? byNewLabels.target,
+      touches: left === undefined ? [] : [byNewLabels.target],
       reason: 'moves-target',
       message:
         `this change moves ${describeObject(ref)} from ${from} to target ${byNewLabels.target.name} by its labels ` +
@@ -259,21 +263,34 @@ function classifyDiscovered(
   ref: GuardedObjectRef,
   own: Target,
   config: GuardConfig,
+  targets: readonly Target[],
 ): Classification {
   const changed = detectGuardedChange(request.oldObject, request.object, guardedPointersFor(rule, request.subResource));
   const moved = !ref.viaScale && identityChanged(config, ref, request.oldObject, request.object);
+  // A move is judged in the strictest mode of its own target and the static one its new labels pick.
+  const touches = moved ? staticDestination(targets, ref, request.object) : [];
   if (moved && changed.changedPointers.length > 0) {
     return {
       kind: 'deny',
+      object: ref,
+      target: own,
+      touches,
       reason: 'moves-target',
       message:
         `this change moves ${describeObject(ref)} away from target ${own.name} (its Cluster owner reference, ` +
         `cluster-name label or a label discovery selects by) while changing guarded fields, so etcd-guard cannot tell which etcd cluster to judge it against`,
     };
   }
-  if (moved) return { kind: 'needs-evaluation', target: own, change: { kind: 'retarget', to: null }, object: ref };
+  if (moved) return { kind: 'needs-evaluation', target: own, change: { kind: 'retarget', to: null }, object: ref, touches };
   if (changed.changedPointers.length === 0) return { kind: 'allow', reason: 'no-guarded-change' };
   return judgeChange(rule, request, changed.changedPointers, own, ref);
+}
+
+/** The static target a discovered object's new labels match (where a move out of discovery may land), as a list. */
+function staticDestination(targets: readonly Target[], ref: GuardedObjectRef, object: unknown): TargetConfig[] {
+  const statics = targets.filter((target) => target.guards === null);
+  const match = matchTarget(statics, { namespace: ref.namespace, name: ref.name, labels: labelsOf(object) });
+  return match.kind === 'matched' ? [match.target] : [];
 }
 
 /**
@@ -346,9 +363,12 @@ function noTarget(
   ref: GuardedObjectRef,
   result: Exclude<TargetMatchResult, { kind: 'matched' }>,
   parent: ParentLabels | undefined,
+  left?: TargetConfig,
 ): Classification {
   const reason = result.kind !== 'labels-unknown' ? 'no-target' : parent === undefined ? LABELS_UNKNOWN : 'parent-unreadable';
-  return { kind: 'deny', object: ref, reason, message: noTargetMessage(ref, result, parent) };
+  const message = noTargetMessage(ref, result, parent);
+  // No target owns the result, so the config's mode applies; the target left counts too.
+  return { kind: 'deny', object: ref, reason, message, ...(left === undefined ? {} : { touches: [left] }) };
 }
 
 /**
@@ -370,5 +390,6 @@ function classifyUnguardedEdit(
     target: before.target,
     change: { kind: 'retarget', to: after.kind === 'matched' ? after.target.name : null },
     object: ref,
+    touches: after.kind === 'matched' ? [after.target] : [],
   };
 }

@@ -92,7 +92,8 @@ export type Classification =
   | { kind: 'allow'; reason: string }
   /**
    * Deny at once (e.g. guarded, but no target matches). `object`: the guarded object, when the
-   * request is about one (its Event goes there); `target`: the target whose enforcement applies.
+   * request is about one (its Event goes there); `target`: the target whose enforcement applies;
+   * `touches`: the other targets a move touches (the strictest enforcement of them all applies).
    */
   | {
       kind: 'deny';
@@ -102,9 +103,16 @@ export type Classification =
       target?: TargetConfig;
       /** With reason LABELS_UNKNOWN: the object to read before classifying again (default: the /scale request's parent). */
       parent?: ParentObjectRef;
+      touches?: readonly TargetConfig[];
     }
-  /** An evaluation of `target` is needed to decide. */
-  | { kind: 'needs-evaluation'; target: TargetConfig; change: GuardedChange; object: GuardedObjectRef };
+  /** An evaluation of `target` is needed to decide; `touches` as for a deny. */
+  | {
+      kind: 'needs-evaluation';
+      target: TargetConfig;
+      change: GuardedChange;
+      object: GuardedObjectRef;
+      touches?: readonly TargetConfig[];
+    };
 
 export interface GuardedObjectRef {
   group: string;

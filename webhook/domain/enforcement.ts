@@ -38,6 +38,8 @@ export interface EnforcementInput {
   config: Pick<GuardConfig, 'enforcement'>;
   /** The target the request belongs to, when one does. */
   target: Pick<TargetConfig, 'name' | 'enforcement'> | null;
+  /** The other targets a move between targets touches: the strictest mode of them all applies. */
+  touches?: readonly Pick<TargetConfig, 'enforcement'>[] | undefined;
   /** The guarded object, when the request is about one. */
   object: GuardedObjectRef | null;
   /** The evaluation the decision was made on, and its age. */
@@ -144,10 +146,26 @@ function event(regarding: EventObjectRef, reason: string, note: string): EventIn
   };
 }
 
+const STRICTNESS: Readonly<Record<EnforcementMode, number>> = { audit: 0, warn: 1, enforce: 2 };
+
+/**
+ * The mode that applies: the target's (else the config's); for a move between targets the
+ * strictest of every target it touches, so that leaving an `enforce` target for an `audit` one
+ * (or none) is never judged in `audit`.
+ */
+export function enforcementMode(input: Pick<EnforcementInput, 'config' | 'target' | 'touches'>): EnforcementMode {
+  let mode = input.target?.enforcement ?? input.config.enforcement;
+  for (const other of input.touches ?? []) {
+    const its = other.enforcement ?? input.config.enforcement;
+    if (STRICTNESS[its] > STRICTNESS[mode]) mode = its;
+  }
+  return mode;
+}
+
 /** Applies the target's enforcement to the guard's conclusion (see the top of this file). */
 export function enforce(input: EnforcementInput): EnforcedDecision {
   const { decision } = input;
-  const mode = input.target?.enforcement ?? input.config.enforcement;
+  const mode = enforcementMode(input);
   const denial = decision.result === 'denied' ? (decision.response.status?.message ?? decision.reason) : null;
   const annotations = auditAnnotations(input, mode, denial);
   let response: AdmissionResponse = { ...decision.response, auditAnnotations: annotations };

@@ -451,6 +451,7 @@ function decideClassified(
       request,
       config: ctx.config,
       target: denial?.target ?? null,
+      touches: denial?.touches,
       object: denial?.object ?? null,
       evaluation: null,
     });
@@ -509,6 +510,7 @@ function judged(
     request,
     config: ctx.config,
     target: classification.target,
+    touches: classification.touches,
     object: classification.object,
     evaluation:
       choice.evaluation && ageMs !== undefined ? { verdict: choice.evaluation.verdict, ageSeconds: ageMs / 1000 } : null,
