@@ -39,12 +39,12 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   runBudget:
     'Overall time budget of one scheduled run (CLI `--budget`). Targets not finished by then are reported, logged and make the run exit 1; each is still bounded by its own `timeout`. The default fits the Lambda (55 s) and the CronJob (`activeDeadlineSeconds: 50`).',
   connections:
-    "Connections the webhook (and its `POST /evaluations`) keeps open between evaluations, so that a live evaluation costs round trips, not handshakes: each member's gRPC channel. A channel on which a call failed or timed out is closed and the next evaluation dials afresh, so a hung member still costs at most the target's `timeout`. The CLI and the scheduled run open and close them per evaluation. See [kept connections](#kept-connections).",
+    "Connections the webhook (and its `POST /evaluations`) keeps open between evaluations, so that a live evaluation costs round trips, not handshakes: each member's gRPC channel and, for Cluster API targets, the port-forward listeners with their workload API connections. A channel on which a call failed or timed out is closed and the next evaluation dials afresh, so a hung member still costs at most the target's `timeout`. The CLI and the scheduled run open and close them per evaluation. See [kept connections](#kept-connections).",
   'connections.keep': '`false`: the webhook opens and closes every connection per evaluation too, as the CLI does.',
   'connections.idleTimeout':
     'A kept connection nobody used for this long is closed (sockets return to where they were). Idle etcd channels are pinged every half of it (at least 5 s).',
   'connections.maxPerTarget':
-    'Kept connections per target at most (one channel per member); beyond, the least recently used idle one is closed, and when none is idle the evaluation opens its own and closes it after.',
+    'Kept connections per target at most: member channels (one per member), and apart from them Cluster API accesses (one per node set); beyond, the least recently used idle one is closed, and when none is idle the evaluation opens its own and closes it after.',
   'connections.maxTotal': 'Kept connections of the whole process at most, counted and evicted like `maxPerTarget`.',
   targets: 'The etcd clusters to judge, as written. Names must be unique. May be empty when `discovery` finds the targets.',
   'targets[].name': 'DNS label of at most 48 characters; the cached ConfigMap is `etcd-guard-<name>`.',

@@ -233,7 +233,7 @@ describe('warm connections, bounded: the webhook keeps them, the config bounds t
         expect((JSON.parse(answer.text) as Evaluation).verdict).toBe('Healthy');
       };
       await evaluate();
-      expect(webhook.server.connections()).toEqual({ channels: 3, idleChannels: 3 });
+      expect(webhook.server.connections()).toEqual({ channels: 3, idleChannels: 3, capiAccesses: 0 });
       const handshakesBefore = handshakes();
       await evaluate();
       expect(handshakes() - handshakesBefore).toBe(0);

@@ -8,6 +8,8 @@
 // expected server name (kubeadm puts the node name, localhost, 127.0.0.1 and the node IP into it),
 // so a forward that lands on another member or another cluster's etcd is refused. KCP skips the
 // host name check and verifies only the chain; we can do better because we know the node.
+import { createHash } from 'node:crypto';
+import { Agent } from 'node:https';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
 import { EtcdAccessError, type EtcdAccess } from '../usecases/etcd-access.js';
@@ -15,6 +17,9 @@ import { ClientCertificateMinter, readCapiCredentials, type CapiCluster } from '
 import { listWorkloadControlPlaneNodes } from './workload-nodes.js';
 import { listenForPodPort, type PortForwardListener } from './pod-port-forward.js';
 import type { TlsSessionCache } from './tls-sessions.js';
+import type { KeptPool, Lease } from './channel-pool.js';
+import type { WorkloadEndpoint } from './workload-kubeconfig.js';
+import type { ProbeCredentials } from './etcd-member-probe.js';
 
 const ETCD_NAMESPACE = 'kube-system';
 const ETCD_CLIENT_PORT = 2379;
@@ -29,6 +34,59 @@ export interface CapiEtcdAccessOptions {
   environment?: Record<string, string | undefined>;
   /** Where TLS sessions to the workload API servers are kept; the process-wide one by default. */
   workloadTlsSessions?: TlsSessionCache;
+  /**
+   * Keeps the port-forward listeners (with the WebSockets their etcd connections hold) and a
+   * keep-alive connection to the workload API server open between evaluations of `target` (the
+   * webhook's, warm-connections.ts); `onClosed` hears the endpoints of a kept access it closes.
+   */
+  keep?: { accesses: KeptPool<KeptCapiAccess>; target: string; onClosed?: (endpoints: readonly string[]) => void };
+}
+
+/** A Cluster API target's listeners and workload API agent, kept open between evaluations. */
+export class KeptCapiAccess {
+  private closed = false;
+
+  constructor(
+    readonly listeners: ReadonlyMap<string, PortForwardListener>,
+    readonly agent: Agent,
+    private readonly onClosed?: (endpoints: readonly string[]) => void,
+  ) {}
+
+  usable(): boolean {
+    return !this.closed && [...this.listeners.values()].every((listener) => listener.listening());
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const endpoints = [...this.listeners.values()].map((listener) => listener.endpoint);
+    for (const listener of this.listeners.values()) void listener.close();
+    this.agent.destroy();
+    this.onClosed?.(endpoints);
+  }
+}
+
+/**
+ * What a kept access is known by: the cluster, the workload API server and the trust and identity
+ * used with it, the etcd credentials (a minted certificate renewed means another access), and the
+ * nodes forwarded to. Digests only: no key material is held in a key.
+ */
+function keptAccessKey(
+  cluster: CapiCluster,
+  workload: WorkloadEndpoint,
+  etcd: Required<ProbeCredentials>,
+  nodes: readonly string[],
+): string {
+  const hash = createHash('sha256');
+  for (const part of [etcd.ca, etcd.cert, etcd.key]) hash.update(`${part.length}:`).update(part);
+  return [
+    `${cluster.namespace}/${cluster.clusterName}`,
+    workload.server,
+    workload.tlsServerName ?? '',
+    workload.tlsScope,
+    hash.digest('hex'),
+    nodes.join(','),
+  ].join('\0');
 }
 
 /** "kube-system/etcd-<node>:2379 via port-forward": how a member is named in reasons. */
@@ -49,26 +107,65 @@ export async function openCapiEtcdAccess(
     throw new EtcdAccessError(`cluster ${cluster.namespace}/${cluster.clusterName} has no control-plane node to reach etcd on`);
   }
   const credentials = await readCapiCredentials(management, cluster, deadline, options.minter ?? processMinter);
+  const keep = options.keep;
+  const key = keep === undefined ? '' : keptAccessKey(cluster, credentials.workload, credentials.etcd, nodeNames);
+  const kept = keep?.accesses.lookup(keep.target, key) ?? null;
+  if (kept !== null) {
+    for (const listener of kept.value.listeners.values()) listener.renew(deadline);
+    return accessOver(cluster, credentials, kept.value.listeners, { agent: kept.value.agent, lease: kept });
+  }
+  const listeners = await openListeners(cluster, credentials.workload, nodeNames, deadline, options);
+  if (keep === undefined) return accessOver(cluster, credentials, listeners, {});
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const value = new KeptCapiAccess(listeners, agent, keep.onClosed);
+  const lease = keep.accesses.adopt(keep.target, key, value);
+  // No room to keep it: this evaluation's alone, closed with it.
+  return lease === null
+    ? accessOver(cluster, credentials, listeners, { agent, owned: value })
+    : accessOver(cluster, credentials, listeners, { agent, lease });
+}
+
+/** A listener per node, each forwarding to the node's etcd pod; all closed again when one cannot open. */
+async function openListeners(
+  cluster: CapiCluster,
+  workload: WorkloadEndpoint,
+  nodeNames: readonly string[],
+  deadline: Deadline,
+  options: CapiEtcdAccessOptions,
+): Promise<Map<string, PortForwardListener>> {
   const listeners = new Map<string, PortForwardListener>();
-  const nodeByEndpoint = new Map<string, string>();
   const closeAll = () => Promise.all([...listeners.values()].map((listener) => listener.close())).then(() => undefined);
   try {
     for (const node of nodeNames) {
       const target = { namespace: ETCD_NAMESPACE, pod: `etcd-${node}`, port: ETCD_CLIENT_PORT };
       const listener = await listenForPodPort(
-        credentials.workload,
+        workload,
         target,
         deadline,
         options.environment ?? process.env,
         options.workloadTlsSessions,
       );
       listeners.set(node, listener);
-      nodeByEndpoint.set(listener.endpoint, node);
     }
   } catch (error) {
     await closeAll();
     throw new EtcdAccessError(`cannot open a port-forward listener: ${(error as Error).message}`);
   }
+  return listeners;
+}
+
+/**
+ * The access over `listeners`: closing it releases a kept access (`lease`), closes one no pool
+ * could keep (`owned`), or closes the listeners of an evaluation that keeps nothing.
+ */
+function accessOver(
+  cluster: CapiCluster,
+  credentials: { workload: WorkloadEndpoint; etcd: Required<ProbeCredentials> },
+  listeners: ReadonlyMap<string, PortForwardListener>,
+  held: { agent?: Agent; lease?: Lease<KeptCapiAccess>; owned?: KeptCapiAccess },
+): EtcdAccess {
+  const nodeByEndpoint = new Map<string, string>();
+  for (const [node, listener] of listeners) nodeByEndpoint.set(listener.endpoint, node);
   const listenerOf = (endpoint: string) => {
     const node = nodeByEndpoint.get(endpoint);
     return node === undefined ? undefined : listeners.get(node);
@@ -78,6 +175,11 @@ export async function openCapiEtcdAccess(
   const unreachable =
     `workload API server of ${cluster.namespace}/${cluster.clusterName} unreachable or refused the port-forward ` +
     `(server and credentials from Secret ${cluster.namespace}/${cluster.clusterName}-kubeconfig)`;
+  const close = async () => {
+    if (held.lease !== undefined) held.lease.release();
+    else if (held.owned !== undefined) held.owned.close();
+    else await Promise.all([...listeners.values()].map((listener) => listener.close()));
+  };
   return {
     seedEndpoints: [...listeners.values()].map((listener) => listener.endpoint),
     credentials: credentials.etcd,
@@ -93,7 +195,7 @@ export async function openCapiEtcdAccess(
     },
     unreachable: (endpoint) => (listenerOf(endpoint)?.failure()?.reachedApiServer === false ? unreachable : undefined),
     // The creation times that date the Machine inventory, read where KCP reads them.
-    listControlPlaneNodes: (timeoutMs) => listWorkloadControlPlaneNodes(credentials.workload, timeoutMs),
-    close: closeAll,
+    listControlPlaneNodes: (timeoutMs) => listWorkloadControlPlaneNodes(credentials.workload, timeoutMs, held.agent),
+    close,
   };
 }

@@ -77,20 +77,39 @@ export class KeptPool<T extends Poolable> {
    * caller then opens its own for this use alone. `open` may throw; nothing is kept then.
    */
   acquire(target: string, key: string, open: () => T): Lease<T> | null {
+    const kept = this.lookup(target, key);
+    if (kept !== null || this.closed || !this.makeRoom(target)) return kept;
+    return this.insert(target, key, open());
+  }
+
+  /** The kept entry for `key` (of `target`) when it is still usable (and young enough), else null. */
+  lookup(target: string, key: string): Lease<T> | null {
     if (this.closed) return null;
-    // Entries are a target's own: its caps count them, and its failures retire only them.
-    key = `${target}\0${key}`;
-    const existing = this.entries.get(key);
-    if (existing !== undefined) {
-      const young = performance.now() - existing.openedMs < MAX_KEPT_LIFETIME_MS;
-      if (young && existing.value.usable()) return this.lease(existing);
-      this.retire(existing);
-    }
-    if (!this.makeRoom(target)) return null;
+    const existing = this.entries.get(entryKey(target, key));
+    if (existing === undefined) return null;
+    const young = performance.now() - existing.openedMs < MAX_KEPT_LIFETIME_MS;
+    if (young && existing.value.usable()) return this.lease(existing);
+    this.retire(existing);
+    return null;
+  }
+
+  /**
+   * Keeps `value`, opened by the caller (asynchronously, so acquire could not), and leases it;
+   * null when the caps leave no room: the caller still owns it and closes it when done.
+   */
+  adopt(target: string, key: string, value: T): Lease<T> | null {
+    if (this.closed) return null;
+    const existing = this.entries.get(entryKey(target, key));
+    if (existing !== undefined) this.retire(existing);
+    return this.makeRoom(target) ? this.insert(target, key, value) : null;
+  }
+
+  private insert(target: string, key: string, value: T): Lease<T> {
     const entry: Entry<T> = {
-      key,
+      // Entries are a target's own: its caps count them, and its failures retire only them.
+      key: entryKey(target, key),
       target,
-      value: open(),
+      value,
       users: 0,
       retired: false,
       lastUsedMs: 0,
@@ -98,7 +117,7 @@ export class KeptPool<T extends Poolable> {
       shut: false,
       openedMs: performance.now(),
     };
-    this.entries.set(key, entry);
+    this.entries.set(entry.key, entry);
     let set = this.perTarget.get(target);
     if (set === undefined) this.perTarget.set(target, (set = new Set()));
     set.add(entry);
@@ -194,6 +213,10 @@ export class KeptPool<T extends Poolable> {
     this.retire(oldest);
     return true;
   }
+}
+
+function entryKey(target: string, key: string): string {
+  return `${target}\0${key}`;
 }
 
 /** Closes the entry's value once. */

@@ -48,6 +48,14 @@ export interface PortForwardListener {
   readonly endpoint: string;
   /** Why forwarded connections failed so far, if any did (see ForwardFailure). */
   failure(): ForwardFailure | undefined;
+  /**
+   * For the next evaluation of a kept listener (the webhook's, warm-connections): new connections
+   * get `deadline` for their handshakes, and failure() forgets earlier evaluations' failures.
+   * Connections already forwarded stay as they are.
+   */
+  renew(deadline: Deadline): void;
+  /** False once closed, or once the listening socket failed. */
+  listening(): boolean;
   /** Stops listening and cuts every forwarded connection and WebSocket. */
   close(): Promise<void>;
 }
@@ -88,6 +96,7 @@ interface ForwardContext {
   target: PodPort;
   url: string;
   options: ForwardOptions;
+  /** The current evaluation's: a kept listener gets each evaluation's (renew). */
   deadline: Deadline;
   environment: Record<string, string | undefined>;
   /** Where TLS sessions to the workload API server are kept (workload-tunnel.ts). */
@@ -342,6 +351,13 @@ export async function listenForPodPort(
       if (state.opened === 0) return { reachedApiServer: false };
       return state.detail === undefined ? undefined : { reachedApiServer: true, detail: state.detail };
     },
+    renew: (deadline) => {
+      context.deadline = deadline;
+      state.attempts = 0;
+      state.opened = 0;
+      state.detail = undefined;
+    },
+    listening: () => listener.listening,
     close: () =>
       new Promise<void>((resolve) => {
         for (const connection of connections) connection.close();

@@ -5,7 +5,7 @@
 // creation). The API server is the one the tenant-written `<cluster>-kubeconfig` names, so the
 // call uses that kubeconfig's static credentials only (workload-kubeconfig.ts), has a deadline,
 // reads at most MAX_NODE_LIST_BYTES and never quotes what came back.
-import { request, type RequestOptions } from 'node:https';
+import { request, type Agent, type RequestOptions } from 'node:https';
 import type { ConnectionOptions } from 'node:tls';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { serverNameOptions, type WorkloadEndpoint } from './workload-kubeconfig.js';
@@ -33,17 +33,26 @@ export function nodesFromList(list: unknown): ControlPlaneNode[] {
   });
 }
 
-/** The workload's control-plane Nodes within `timeoutMs`; rejects with our own short text on any failure. */
-export function listWorkloadControlPlaneNodes(workload: WorkloadEndpoint, timeoutMs: number): Promise<ControlPlaneNode[]> {
+/**
+ * The workload's control-plane Nodes within `timeoutMs`; rejects with our own short text on any
+ * failure. `agent`: a keep-alive agent of this endpoint's own (a kept access's), so the next list
+ * reuses the connection; absent, each list connects afresh.
+ */
+export function listWorkloadControlPlaneNodes(
+  workload: WorkloadEndpoint,
+  timeoutMs: number,
+  agent?: Agent,
+): Promise<ControlPlaneNode[]> {
   const url = new URL(`${workload.server.replace(/\/$/, '')}/api/v1/nodes`);
   url.searchParams.set('labelSelector', CONTROL_PLANE_NODE_LABEL);
   url.searchParams.set('limit', String(PAGE_LIMIT));
   const name = workload.tlsServerName;
   // https hands these to tls.connect, secureContext included, though its types do not list it. No
-  // agent: a pooled socket is keyed by host and port, not by the credentials it was opened with.
+  // shared agent: a pooled socket is keyed by host and port, not by the credentials it was opened
+  // with; an agent of the endpoint's own only ever holds connections made with its credentials.
   const options: RequestOptions & Pick<ConnectionOptions, 'secureContext'> = {
     method: 'GET',
-    agent: false,
+    agent: agent ?? false,
     secureContext: workload.secureContext,
     rejectUnauthorized: true,
     headers: { Accept: 'application/json', ...(workload.token !== undefined && { Authorization: `Bearer ${workload.token}` }) },

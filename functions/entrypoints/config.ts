@@ -239,7 +239,8 @@ export const guardConfigSchema = z
      */
     runBudget: durationSchema.default('45s'),
     /**
-     * Connections the webhook keeps open between evaluations (etcd member channels). The CLI and
+     * Connections the webhook keeps open between evaluations (etcd member channels; for Cluster
+     * API targets the port-forward listeners and their workload API connections). The CLI and
      * the scheduled run open and close them per evaluation.
      */
     connections: z

@@ -31,10 +31,29 @@ export interface EvaluateResolvedOptions extends EvaluateTargetOptions {
   warm?: WarmConnections | null;
 }
 
-/** KCP's way in: the Cluster's Secrets on the management cluster, each member through pod port-forward. */
-async function openCapiAccessDefault(api: CoreV1Api, reach: CapiReach, nodeNames: readonly string[], deadline: Deadline) {
+/**
+ * KCP's way in: the Cluster's Secrets on the management cluster, each member through pod
+ * port-forward; with `warm`, the access is kept for the next evaluation of `target`.
+ */
+async function openCapiAccessDefault(
+  api: CoreV1Api,
+  reach: CapiReach,
+  nodeNames: readonly string[],
+  deadline: Deadline,
+  kept?: { warm: WarmConnections; target: string },
+) {
   const { openCapiEtcdAccess } = await import('../adapters/capi-etcd-access.js');
-  return openCapiEtcdAccess(api, reach, nodeNames, deadline);
+  if (kept === undefined) return openCapiEtcdAccess(api, reach, nodeNames, deadline);
+  const { warm, target } = kept;
+  return openCapiEtcdAccess(api, reach, nodeNames, deadline, {
+    keep: {
+      accesses: warm.capiAccesses,
+      target,
+      // Channels dialled through its listeners lead nowhere once they are closed.
+      onClosed: (endpoints) =>
+        warm.channels.retireWhere(target, (key) => endpoints.some((endpoint) => key.startsWith(`${endpoint}\0`))),
+    },
+  });
 }
 
 type ReachOf<K extends ReachStrategy> = Extract<TargetReach, { kind: K }>;
@@ -96,8 +115,9 @@ async function throughCapiMachines(
   const machines: Promise<ControlPlaneNode[]> = listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
   machines.catch(() => undefined);
   const coreApi = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
+  const kept = options.warm ? { warm: options.warm, target: target.name } : undefined;
   const openCapiAccess: CapiAccessOpener =
-    options.openCapiAccess ?? ((capi, nodeNames, deadline) => openCapiAccessDefault(coreApi, capi, nodeNames, deadline));
+    options.openCapiAccess ?? ((capi, nodeNames, deadline) => openCapiAccessDefault(coreApi, capi, nodeNames, deadline, kept));
   // The workload's Nodes date the Machines; they are listed through the access once it is open.
   let settleNodes: (nodes: Promise<ControlPlaneNode[] | null>) => void = () => undefined;
   const workloadNodes = new Promise<ControlPlaneNode[] | null>((resolve) => {

@@ -1,13 +1,19 @@
 // The connections a long-running process (the webhook, with its POST /evaluations) keeps open
-// between evaluations, as the config's `connections` says: every member's gRPC channel. Whoever
-// builds it closes it on shutdown; the CLI and the scheduled run never build one.
+// between evaluations, as the config's `connections` says: every member's gRPC channel and, for
+// Cluster API targets, the port-forward access (its listeners, the WebSockets their etcd
+// connections hold, a keep-alive connection to the workload API server). Whoever builds it closes
+// it on shutdown; the CLI and the scheduled run never build one.
+import { KeptPool } from '../adapters/channel-pool.js';
+import type { KeptCapiAccess } from '../adapters/capi-etcd-access.js';
 import { EtcdChannelPool } from '../adapters/etcd-member-probe.js';
 import type { GuardConfig } from '../entrypoints/config.js';
 
 export interface WarmConnections {
   readonly channels: EtcdChannelPool;
-  /** How many are open now (member channels), for tests, benchmarks and metrics. */
-  counts(): { channels: number; idleChannels: number };
+  /** Cluster API accesses; closing one retires the channels that went through its listeners. */
+  readonly capiAccesses: KeptPool<KeptCapiAccess>;
+  /** How many are open now, for tests, benchmarks and metrics. */
+  counts(): { channels: number; idleChannels: number; capiAccesses: number };
   /** Closes every kept connection; later evaluations open and close their own. */
   close(): void;
 }
@@ -16,13 +22,19 @@ export interface WarmConnections {
 export function createWarmConnections(config: Pick<GuardConfig, 'connections'>): WarmConnections | null {
   const { keep, idleTimeout, maxPerTarget, maxTotal } = config.connections;
   if (!keep) return null;
-  const channels = new EtcdChannelPool({ idleTimeoutMs: idleTimeout, maxPerTarget, maxTotal });
+  const limits = { idleTimeoutMs: idleTimeout, maxPerTarget, maxTotal };
+  const channels = new EtcdChannelPool(limits);
+  const capiAccesses = new KeptPool<KeptCapiAccess>(limits);
   return {
     channels,
+    capiAccesses,
     counts: () => {
       const { open, idle } = channels.counts();
-      return { channels: open, idleChannels: idle };
+      return { channels: open, idleChannels: idle, capiAccesses: capiAccesses.counts().open };
     },
-    close: () => channels.close(),
+    close: () => {
+      capiAccesses.close();
+      channels.close();
+    },
   };
 }

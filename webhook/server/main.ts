@@ -116,7 +116,7 @@ export interface RunningWebhookServer {
   metrics: WebhookMetrics;
   onDemand: OnDemandEvaluations;
   /** The connections kept open between evaluations now; null before the first evaluation or with `connections.keep` off. */
-  connections(): { channels: number; idleChannels: number } | null;
+  connections(): { channels: number; idleChannels: number; capiAccesses: number } | null;
   /** Stops accepting, lets in-flight requests finish (bounded), stops polling. Idempotent. */
   close(): Promise<void>;
 }
