@@ -13,7 +13,8 @@ import { createStore } from '../functions/adapters/store-factory.js';
 import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import type { EvaluationStore } from '../functions/domain/store.js';
-import { OnDemandEvaluations } from '../functions/usecases/on-demand-service.js';
+import { OnDemandEvaluations, StarvedEvaluationError } from '../functions/usecases/on-demand-service.js';
+import { OverloadError } from '../functions/usecases/run-slots.js';
 import { apiserverTimeoutMs, createWebhookApp } from '../webhook/server/app.js';
 import { parseGoDurationMs } from '../functions/shared/duration.js';
 import type { AdmissionResponse } from '../webhook/domain/contract.js';
@@ -628,5 +629,86 @@ describe('the apiserver budget from ?timeout=', () => {
     ['31s', 30_000],
   ])('uses %j as a budget of %s ms (the Kubernetes default when absent or unreadable)', (query, expected) => {
     expect(apiserverTimeoutMs(query)).toBe(expected);
+  });
+});
+
+describe('issue 27: when no live evaluation can run, and when one fails', () => {
+  const cachedHealthy = () => makeEvaluation({ target: 'healthy', evaluatedAt: secondsAgo(5) });
+
+  async function decideWith(
+    evaluateForAdmission: () => Promise<Evaluation>,
+    guardConfig: GuardConfig = config,
+  ): Promise<{ response: AdmissionResponse; asked: number }> {
+    const cache = new EvaluationCache({ store, targets: ['healthy'] });
+    cache.put(cachedHealthy());
+    let asked = 0;
+    const onDemand = {
+      authorize: () => true,
+      refresh: () => Promise.reject(new Error('not used')),
+      evaluateForAdmission: () => {
+        asked += 1;
+        return evaluateForAdmission();
+      },
+      handle: () => Promise.resolve({ status: 500, body: {} }),
+    };
+    const plain = http.createServer(
+      createWebhookApp({ config: guardConfig, cache, onDemand, metrics: createWebhookMetrics(), logger: silentLogger }),
+    );
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+    try {
+      const answer = await fetch(`http://127.0.0.1:${(plain.address() as AddressInfo).port}/validate?timeout=10s`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(kcpScale('healthy', 3, 5)),
+      });
+      const body = (await answer.json()) as { response: AdmissionResponse };
+      return { response: body.response, asked };
+    } finally {
+      plain.closeAllConnections();
+      await new Promise<void>((resolve) => plain.close(() => resolve()));
+    }
+  }
+
+  it.each([
+    {
+      case: 'no evaluation slot (overload): the cached Healthy decides, and the allow says so with its age',
+      error: new OverloadError('no evaluation slot became free within 5000 ms (8 evaluations running); not evaluated', 5),
+      allowed: true,
+      evidence: 'cached',
+      says: /decided on the cached evaluation of healthy, [56]s old .*no live evaluation: no evaluation slot/,
+    },
+    {
+      case: 'a run on a starved event loop: denied, nothing older stands in for what it may have seen',
+      error: new StarvedEvaluationError('the evaluation of target "healthy" ran while this process was overloaded', 3),
+      allowed: false,
+      evidence: 'failed',
+      says: /^no fresh etcd evaluation for healthy \(live evaluation failed: the evaluation of target "healthy" ran while/,
+    },
+    {
+      case: 'a live evaluation that failed: denied',
+      error: new Error('etcd exploded'),
+      allowed: false,
+      evidence: 'failed',
+      says: /^no fresh etcd evaluation for healthy \(live evaluation failed: etcd exploded\)/,
+    },
+  ])('$case', async ({ error, allowed, evidence, says }) => {
+    const { response, asked } = await decideWith(() => Promise.reject(error));
+    expect(asked).toBe(1);
+    expect(response.allowed).toBe(allowed);
+    expect(response.auditAnnotations?.evidence).toBe(evidence);
+    const text = allowed ? (response.warnings ?? []).join(' ') : (response.status?.message ?? '');
+    expect(text).toMatch(says);
+  });
+
+  it('decision: cached never evaluates inline; the cached Healthy decides within maxAgeSeconds, saying so', async () => {
+    const cachedConfig: GuardConfig = { ...config, decision: 'cached' };
+    const { response, asked } = await decideWith(() => Promise.reject(new Error('must not be asked')), cachedConfig);
+    expect(asked).toBe(0);
+    expect(response.allowed).toBe(true);
+    expect(response.auditAnnotations).toMatchObject({ evidence: 'cached', verdict: 'Healthy' });
+    expect(Number(response.auditAnnotations?.['evidence-age-ms'])).toBeGreaterThanOrEqual(5_000);
+    expect((response.warnings ?? []).join(' ')).toMatch(
+      /cached evaluation of healthy, [56]s old .*configured with decision: cached/,
+    );
   });
 });
