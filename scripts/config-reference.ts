@@ -82,6 +82,12 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'override.subjectAccessReview':
     'Also let users override whom RBAC grants verb `override` on `targets` in API group `etcd-guard.io` (name: the target), asked with a SubjectAccessReview; when that fails or times out, only `override.groups` count.',
   'override.reviewTimeout': "Deadline of the SubjectAccessReview (within the apiserver's budget for the admission call).",
+  memberDeletes:
+    'DELETEs that take an etcd member out (a control-plane Machine, an etcd pod of a guarded Etcd or StatefulSet) when the controllers send them; see [member-bearing deletes](#member-bearing-deletes).',
+  'memberDeletes.controllerUsers':
+    "Users whose member-bearing DELETEs are the controllers' own (default: Cluster API's KubeadmControlPlane manager as clusterctl installs it). They are judged like anyone's and audited as `member-delete-controller`.",
+  'memberDeletes.exemptControllers':
+    '`true`: a `controllerUsers` DELETE that would be denied is allowed, with a warning and the audit annotation `member-delete-exempt` saying what was judged. The default judges KCP too: its pre-terminate hook removes the member only after the delete was admitted.',
   auth: 'Access control for `/evaluations`.',
   discovery:
     'Targets found in the management cluster itself, beside `targets`: no endpoint, TLS file or per-target RBAC name. Names: `<source>-<namespace>-<name>` (capi: the Cluster, druid: the Etcd) when the namespace has no `-`, the name is a DNS label without `.` or `--` and the whole fits 48 characters; else a readable prefix, `--` and 16 hex digits of SHA-256 over the JSON array of source, namespace and name (readable names never hold `--`, so the two forms never collide).',

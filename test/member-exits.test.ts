@@ -4,6 +4,7 @@
 // member's exit judged like a shrink or a member down; a Machine without a nodeRef undetermined).
 import { describe, expect, it } from 'vitest';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
+import { KCP_CONTROLLER_USER } from '../functions/domain/machines.js';
 import { guardConfigSchema, type GuardConfig } from '../functions/entrypoints/config.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { Classification, ParentLabels } from '../webhook/domain/contract.js';
@@ -328,5 +329,36 @@ describe('issue 28: an etcd pod DELETE as "this member is down until it returns"
     expect(decision.response.allowed, decision.response.status?.message).toBe(allowed);
     const said = allowed ? (decision.response.warnings ?? []).join(' | ') : (decision.response.status?.message ?? '');
     expect(said).toMatch(text);
+  });
+});
+
+describe('issue 28: deletes by KCP’s own controller', () => {
+  const sick = () => members([NODE, ...OTHERS], { dead: [OTHERS[0] ?? ''] });
+  const byKcp = () => {
+    const review = machineReview();
+    review.request.userInfo = { username: KCP_CONTROLLER_USER, groups: ['system:serviceaccounts', 'system:authenticated'] };
+    return review;
+  };
+  function decideWith(config: GuardConfig, review: TestReview) {
+    const request = parsedRequest(review);
+    const classification = classifyRequest(request, config, read(kcp()));
+    if (classification.kind !== 'needs-evaluation') throw new Error('not judged');
+    return decide({ request, config, classification, evaluation: evaluationOf(sick()), now: NOW });
+  }
+
+  it('are judged like anyone’s by default, and audited as the controller’s', () => {
+    const decision = decideWith(CONFIG, byKcp());
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.response.auditAnnotations?.['member-delete-controller']).toBe(KCP_CONTROLLER_USER);
+  });
+
+  it('with memberDeletes.exemptControllers are allowed, saying and auditing what was judged', () => {
+    const exempt: GuardConfig = { ...CONFIG, memberDeletes: { ...CONFIG.memberDeletes, exemptControllers: true } };
+    const decision = decideWith(exempt, byKcp());
+    expect(decision.response.allowed).toBe(true);
+    expect(decision.response.warnings?.[1]).toMatch(/^exempt: etcd-guard denied deletion/);
+    expect(decision.response.auditAnnotations?.['member-delete-exempt']).toContain('leaves with it');
+    // Anyone else is still judged.
+    expect(decideWith(exempt, machineReview()).response.allowed).toBe(false);
   });
 });

@@ -7,6 +7,8 @@
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 
 export const DELETE_MACHINE_ANNOTATION = 'cluster.x-k8s.io/delete-machine';
+/** The service account Cluster API's KubeadmControlPlane controller runs as, as clusterctl installs it. */
+export const KCP_CONTROLLER_USER = 'system:serviceaccount:capi-kubeadm-control-plane-system:capi-kubeadm-control-plane-manager';
 
 export interface ControlPlaneMachine {
   name: string;

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { parseDurationMs } from '../shared/duration.js';
 import { isDnsLabel } from '../shared/names.js';
 import { MAX_TARGET_NAME } from '../domain/targets.js';
+import { KCP_CONTROLLER_USER } from '../domain/machines.js';
 import { hasUrlUserinfo } from '../shared/redact.js';
 import { formatZodIssues } from '../shared/zod-issues.js';
 
@@ -276,6 +277,14 @@ export const guardConfigSchema = z
         /** Ask the API server (SubjectAccessReview) whether the user may `override` targets.etcd-guard.io. */
         subjectAccessReview: z.boolean().default(true),
         reviewTimeout: durationSchema.default('1s'),
+      })
+      .strict()
+      .default({}),
+    /** Member-bearing DELETEs (control-plane Machines, etcd pods) by the controllers themselves. */
+    memberDeletes: z
+      .object({
+        controllerUsers: z.array(z.string().min(1)).default([KCP_CONTROLLER_USER]),
+        exemptControllers: z.boolean().default(false),
       })
       .strict()
       .default({}),

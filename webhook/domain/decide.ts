@@ -42,6 +42,10 @@ export const AUDIT_OVERRIDE_REASON = 'override-reason';
 export const AUDIT_OVERRIDDEN_DENIAL = 'overridden-denial';
 export const AUDIT_HIBERNATION_USER = 'hibernation-user';
 export const AUDIT_HIBERNATION = 'hibernation';
+/** A member-bearing DELETE sent by a controller named in memberDeletes.controllerUsers. */
+export const AUDIT_MEMBER_DELETE_CONTROLLER = 'member-delete-controller';
+/** What was judged of it when memberDeletes.exemptControllers let it through. */
+export const AUDIT_MEMBER_DELETE_EXEMPT = 'member-delete-exempt';
 /** How old the evaluation the decision rests on was when it was made (ms since it started). */
 export const AUDIT_EVIDENCE_AGE_MS = 'evidence-age-ms';
 /** `live`, `cached` (no live evaluation could run) or `failed` (a live one was due and did not come). */
@@ -293,7 +297,38 @@ function withEvidence(input: DecisionInput, decision: Decision): Decision {
 }
 
 export function decide(input: DecisionInput): Decision {
-  return withEvidence(input, decideOnEvaluation(input));
+  return withEvidence(input, byController(input, decideOnEvaluation(input)));
+}
+
+/** The controller (memberDeletes.controllerUsers) that sends a member-bearing DELETE, or null. */
+function deletingController(input: DecisionInput): string | null {
+  if (!isMemberExit(input.classification.change)) return null;
+  const user = input.request.userInfo.username;
+  return user !== undefined && input.config.memberDeletes.controllerUsers.includes(user) ? user : null;
+}
+
+/**
+ * A member-bearing DELETE by a controller (KCP deleting its own Machines) is judged like anyone's
+ * and audited as the controller's; with memberDeletes.exemptControllers its denial becomes an
+ * allow that says and audits what was judged.
+ */
+function byController(input: DecisionInput, decision: Decision): Decision {
+  const controller = deletingController(input);
+  if (controller === null) return decision;
+  if (decision.response.allowed || !input.config.memberDeletes.exemptControllers) {
+    decision.response.auditAnnotations = { ...decision.response.auditAnnotations, [AUDIT_MEMBER_DELETE_CONTROLLER]: controller };
+    return decision;
+  }
+  const judged = oneLine(decision.response.status?.message ?? decision.reason);
+  const exempt = allow(input, 'exempt-controller', [
+    `etcd-guard: memberDeletes.exemptControllers lets ${controller} through`,
+    `exempt: ${judged}`,
+  ]);
+  exempt.response.auditAnnotations = {
+    [AUDIT_MEMBER_DELETE_CONTROLLER]: controller,
+    [AUDIT_MEMBER_DELETE_EXEMPT]: judged.slice(0, 500),
+  };
+  return exempt;
 }
 
 function decideOnEvaluation(input: DecisionInput): Decision {

@@ -50,8 +50,6 @@ export const CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
 export const CONTROL_PLANE_NAME_LABEL = 'cluster.x-k8s.io/control-plane-name';
 /** KCP remediates a Machine so annotated (deletes and replaces it), checking etcd before it does. */
 export const REMEDIATE_MACHINE_ANNOTATION = 'cluster.x-k8s.io/remediate-machine';
-/** The service account Cluster API's KubeadmControlPlane controller runs as, as clusterctl installs it. */
-export const KCP_CONTROLLER_USER = 'system:serviceaccount:capi-kubeadm-control-plane-system:capi-kubeadm-control-plane-manager';
 
 /** What the owner read keeps for a DELETE of its Machine or pod (the reader's cache holds no whole spec). */
 export const OWNER_POINTERS: readonly string[] = [
