@@ -1,12 +1,16 @@
 // The ValidatingWebhookConfiguration: fail closed, call /validate, guard every resource the
-// webhook's rules know together with its /scale twin, never its own namespace.
+// webhook's rules know together with its /scale twin, never its own namespace; and (issue 28) the
+// member-bearing DELETEs, each webhook's matchConditions evaluated over what they must and must
+// not match.
 import { describe, expect, it } from 'vitest';
 import { GUARD_RULES } from '../webhook/domain/rules.js';
+import { CelError, evaluateCel } from './harness/cel.js';
+import { admissionFixture } from './harness/reviews.js';
 import { at, guardNamespace, name, objs, service, strings, webhookConfiguration } from './harness/manifests.js';
 
-describe('ValidatingWebhookConfiguration', () => {
-  const webhooks = objs(at(webhookConfiguration, 'webhooks'));
+const webhooks = objs(at(webhookConfiguration, 'webhooks'));
 
+describe('ValidatingWebhookConfiguration', () => {
   it('has at least one webhook, each failing closed within 10 s with no side effects', () => {
     expect(webhooks.length).toBeGreaterThan(0);
     for (const webhook of webhooks) {
@@ -54,7 +58,8 @@ describe('ValidatingWebhookConfiguration', () => {
   );
 
   it('every guarded resource rule has its /scale twin with the same apiGroup and UPDATE', () => {
-    for (const webhook of webhooks) {
+    // The member-bearing DELETE webhooks (below) have rules of their own.
+    for (const webhook of webhooks.filter((candidate) => candidate.matchConditions === undefined)) {
       const rules = objs(webhook.rules);
       for (const rule of rules) {
         expect(strings(rule.operations), `operations of ${JSON.stringify(rule.resources)}`).toEqual(['UPDATE']);
@@ -88,5 +93,167 @@ describe('ValidatingWebhookConfiguration', () => {
       );
       expect(strings(at(exclusion, 'values'))).toContain(guardNamespace);
     }
+  });
+});
+
+type Json = Record<string, unknown>;
+
+/** The object a DELETE fixture carries as oldObject, edited by `edit`. */
+function oldObjectOf(fixture: string, edit: (object: Json) => void = () => undefined): Json {
+  const object = admissionFixture(fixture).request.oldObject as unknown as Json;
+  edit(object);
+  return object;
+}
+const meta = (object: Json) => object.metadata as Json;
+const podSpec = (object: Json) => object.spec as { containers: Json[] };
+
+/** The webhook named so, and every one of its matchConditions evaluated as the apiserver would for a DELETE. */
+function matches(webhookName: string, oldObject: unknown): boolean {
+  const webhook = webhooks.find((candidate) => candidate.name === webhookName);
+  if (webhook === undefined) throw new Error(`no webhook ${webhookName}`);
+  const conditions = objs(webhook.matchConditions);
+  expect(conditions.length).toBeGreaterThan(0);
+  return conditions.every((condition) => {
+    const value = evaluateCel(String(condition.expression), { object: null, oldObject, request: {} });
+    // An error would make the apiserver apply failurePolicy Fail: the DELETE refused outright.
+    if (value instanceof CelError) throw new Error(`${String(condition.name)} errs: ${value.message}`);
+    if (typeof value !== 'boolean') throw new Error(`${String(condition.name)} is not a bool`);
+    return value;
+  });
+}
+
+describe('issue 28: the member-bearing DELETE webhooks and their matchConditions', () => {
+  it.each([
+    {
+      webhook: 'machines.etcd-guard.etcd-guard.io',
+      group: 'cluster.x-k8s.io',
+      resource: 'machines',
+      versions: ['v1beta1', 'v1beta2'],
+    },
+    { webhook: 'pods.etcd-guard.etcd-guard.io', group: '', resource: 'pods', versions: ['v1'] },
+  ])('$webhook gets exactly DELETE of $resource, nothing else', ({ webhook: webhookName, group, resource, versions }) => {
+    const webhook = webhooks.find((candidate) => candidate.name === webhookName);
+    expect(objs(webhook?.rules)).toEqual([
+      { apiGroups: [group], apiVersions: versions, operations: ['DELETE'], resources: [resource], scope: 'Namespaced' },
+    ]);
+  });
+
+  it('no other webhook is sent a DELETE', () => {
+    const deleting = webhooks.filter((webhook) =>
+      objs(webhook.rules).some((rule) => strings(rule.operations).includes('DELETE')),
+    );
+    expect(deleting.map((webhook) => webhook.name).sort()).toEqual([
+      'machines.etcd-guard.etcd-guard.io',
+      'pods.etcd-guard.etcd-guard.io',
+    ]);
+  });
+
+  const MACHINES = 'machines.etcd-guard.etcd-guard.io';
+  const cpMachine = (edit?: (machine: Json) => void) => oldObjectOf('machine-delete-control-plane.json', edit);
+  const worker = (edit?: (machine: Json) => void) => oldObjectOf('machine-delete-worker.json', edit);
+  it.each([
+    { name: 'a control-plane Machine (v1beta2, as the apiserver sends it)', sent: true, object: cpMachine() },
+    {
+      name: 'a control-plane Machine with no nodeRef yet',
+      sent: true,
+      object: cpMachine((m) => delete (m.status as Json).nodeRef),
+    },
+    {
+      name: 'a control-plane Machine of another provider (the webhook then allows it)',
+      sent: true,
+      object: cpMachine((m) => {
+        meta(m).ownerReferences = [
+          { apiVersion: 'controlplane.cluster.x-k8s.io/v1alpha3', kind: 'TalosControlPlane', name: 'x', uid: 'u' },
+        ];
+      }),
+    },
+    { name: 'a worker Machine of a MachineDeployment', sent: false, object: worker() },
+    { name: 'a Machine with no labels at all', sent: false, object: worker((m) => delete meta(m).labels) },
+    { name: 'a Machine with an empty labels map', sent: false, object: worker((m) => (meta(m).labels = {})) },
+    { name: 'no oldObject', sent: false, object: null },
+  ])(`${MACHINES}: $name → sent $sent`, ({ sent, object }) => {
+    expect(matches(MACHINES, object)).toBe(sent);
+  });
+
+  const PODS = 'pods.etcd-guard.etcd-guard.io';
+  const STATEFUL_SET_OWNER = { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'etcd', uid: 'u' };
+  const pod = (containers: Json[], owner: Json = STATEFUL_SET_OWNER) =>
+    oldObjectOf('pod-delete-unrelated.json', (p) => {
+      meta(p).ownerReferences = [owner];
+      podSpec(p).containers = containers;
+    });
+  it.each([
+    {
+      name: 'an etcd-druid pod (container etcd running etcd-wrapper)',
+      sent: true,
+      object: oldObjectOf('pod-delete-etcd-druid.json'),
+    },
+    {
+      name: 'a StatefulSet pod running the etcd image under another name',
+      sent: true,
+      object: pod([{ name: 'server', image: 'quay.io/coreos/etcd:v3.5.17' }]),
+    },
+    {
+      name: 'a StatefulSet pod running etcd by digest',
+      sent: true,
+      object: pod([{ name: 'member', image: 'registry.k8s.io/etcd@sha256:0123' }]),
+    },
+    { name: 'a StatefulSet pod running a bare etcd image', sent: true, object: pod([{ name: 'member', image: 'etcd' }]) },
+    { name: 'an unrelated StatefulSet pod (nginx)', sent: false, object: oldObjectOf('pod-delete-unrelated.json') },
+    {
+      name: 'a StatefulSet pod whose image only has etcd in its name',
+      sent: false,
+      object: pod([{ name: 'app', image: 'example.com/etcd-browser:1.0' }]),
+    },
+    {
+      name: 'a Deployment pod running etcd (owned by a ReplicaSet)',
+      sent: false,
+      object: pod([{ name: 'etcd', image: 'quay.io/coreos/etcd:v3.5.17' }], {
+        apiVersion: 'apps/v1',
+        kind: 'ReplicaSet',
+        name: 'rs',
+        uid: 'u',
+      }),
+    },
+    {
+      name: 'a kubeadm static etcd pod (a mirror pod owned by its Node)',
+      sent: false,
+      object: pod([{ name: 'etcd', image: 'registry.k8s.io/etcd:3.5.24-0' }], {
+        apiVersion: 'v1',
+        kind: 'Node',
+        name: 'cp-1',
+        uid: 'u',
+      }),
+    },
+    {
+      name: 'an owner called StatefulSet of another API group',
+      sent: false,
+      object: pod([{ name: 'etcd', image: 'etcd' }], { apiVersion: 'example.com/v1', kind: 'StatefulSet', name: 's', uid: 'u' }),
+    },
+    {
+      name: 'a pod with no owner',
+      sent: false,
+      object: oldObjectOf('pod-delete-etcd-druid.json', (p) => delete meta(p).ownerReferences),
+    },
+    { name: 'no oldObject', sent: false, object: null },
+  ])(`${PODS}: $name → sent $sent`, ({ sent, object }) => {
+    expect(matches(PODS, object)).toBe(sent);
+  });
+});
+
+describe('the CEL evaluator the matchConditions tests use keeps CEL’s error rules', () => {
+  it.each([
+    { expression: "a.missing == 'x'", vars: { a: {} }, value: 'error' },
+    { expression: "has(a.missing) && a.missing == 'x'", vars: { a: {} }, value: false },
+    { expression: "a.missing == 'x' && false", vars: { a: {} }, value: false },
+    { expression: "a.missing == 'x' || true", vars: { a: {} }, value: true },
+    { expression: 'has(a.b.c)', vars: { a: {} }, value: 'error' },
+    { expression: "a.exists(x, x.k == 'v')", vars: { a: [{}, { k: 'v' }] }, value: true },
+    { expression: "a.exists(x, x.k == 'v')", vars: { a: [{}] }, value: 'error' },
+    { expression: "'k' in a", vars: { a: { k: '' } }, value: true },
+    { expression: "a.matches('(^|/)etcd([:@]|$)')", vars: { a: 'quay.io/coreos/etcd:v3' }, value: true },
+  ])('$expression → $value', ({ expression, vars, value }) => {
+    const result = evaluateCel(expression, vars);
+    expect(result instanceof CelError ? 'error' : result).toBe(value);
   });
 });
