@@ -81,6 +81,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     "Users in one of these groups may override (kubeadm's admin kubeconfig is in `kubeadm:cluster-admins` since Kubernetes 1.29, `system:masters` before); so may users RBAC allows (`override.subjectAccessReview`). Anyone else setting the annotation is denied.",
   'override.subjectAccessReview':
     'Also let users override whom RBAC grants verb `override` on `targets` in API group `etcd-guard.io` (name: the target), asked with a SubjectAccessReview; when that fails or times out, only `override.groups` count.',
+  'override.namespaced':
+    "Ask that SubjectAccessReview in the guarded object's namespace, so that a Role and RoleBinding there grant override (a tenant overrides its own control planes; a tenant Role with `*` on `*` then grants it too). Off: the review is cluster-scoped and only a ClusterRoleBinding grants override, a platform permission.",
   'override.reviewTimeout': "Deadline of the SubjectAccessReview (within the apiserver's budget for the admission call).",
   memberDeletes:
     'DELETEs that take an etcd member out (a control-plane Machine, an etcd pod of a guarded Etcd or StatefulSet) when the controllers send them; see [member-bearing deletes](#member-bearing-deletes).',

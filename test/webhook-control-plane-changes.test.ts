@@ -226,8 +226,10 @@ describe('who may override', () => {
     expect(fake.accessReviews.at(-1)).toMatchObject({
       user: 'dana@example.com',
       groups: ['oncall', 'system:authenticated'],
-      resourceAttributes: { verb: 'override', group: 'etcd-guard.io', resource: 'targets', name: 'prod', namespace: 'default' },
+      resourceAttributes: { verb: 'override', group: 'etcd-guard.io', resource: 'targets', name: 'prod' },
     });
+    // Cluster-scoped by default (issue 30 item 9): a Role in the object's namespace grants nothing.
+    expect(fake.accessReviews.at(-1)?.resourceAttributes).not.toHaveProperty('namespace');
   });
 
   it('a user RBAC does not grant it (another target only) is denied, told what is needed', async () => {

@@ -276,6 +276,11 @@ export const guardConfigSchema = z
         groups: z.array(z.string().min(1)).default(['system:masters', 'kubeadm:cluster-admins']),
         /** Ask the API server (SubjectAccessReview) whether the user may `override` targets.etcd-guard.io. */
         subjectAccessReview: z.boolean().default(true),
+        /**
+         * Ask in the guarded object's namespace, so a Role there grants override (a tenant's own);
+         * off (the default), the review is cluster-scoped: only a ClusterRole binding grants it.
+         */
+        namespaced: z.boolean().default(false),
         reviewTimeout: durationSchema.default('1s'),
       })
       .strict()

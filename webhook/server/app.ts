@@ -412,7 +412,8 @@ function overrideByRbac(
     group: OVERRIDE_GROUP,
     resource: OVERRIDE_RESOURCE,
     name: classification.target.name,
-    ...(classification.object.namespace === '' ? {} : { namespace: classification.object.namespace }),
+    // Cluster-scoped unless configured: a tenant's namespaced Role (even `*` on `*`) grants nothing.
+    ...(override.namespaced && classification.object.namespace !== '' ? { namespace: classification.object.namespace } : {}),
   };
   return settled(() => reviewAccess(question, Deadline.after(Math.round(timeoutMs)))).catch((error: unknown) => {
     ctx.logger.warn(

@@ -3,7 +3,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BadRequest, isRecord, methodNotAllowed, readJsonBody, send, type FakeRequest, type RouteHandler } from './http.js';
 
-/** One grant: a user or a group may `verb` `resource` in `apiGroup` (optionally only the named object). */
+/**
+ * One grant: a user or a group may `verb` `resource` in `apiGroup` (optionally only the named
+ * object); `*` matches anything, as in an RBAC rule. `namespace`: granted by a RoleBinding there,
+ * so only a review asking in that namespace is allowed; absent: a ClusterRoleBinding (any review).
+ */
 export interface FakeAccessGrant {
   user?: string;
   group?: string;
@@ -11,7 +15,10 @@ export interface FakeAccessGrant {
   apiGroup: string;
   resource: string;
   name?: string;
+  namespace?: string;
 }
+
+const granted = (rule: string, asked: unknown) => rule === '*' || rule === asked;
 
 const strings = (value: unknown): string[] =>
   Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
@@ -39,10 +46,11 @@ export class AccessReviewRoutes implements RouteHandler {
       (grant) =>
         (grant.user === undefined || grant.user === spec.user) &&
         (grant.group === undefined || groups.includes(grant.group)) &&
-        grant.verb === attributes.verb &&
-        grant.apiGroup === attributes.group &&
-        grant.resource === attributes.resource &&
-        (grant.name === undefined || grant.name === attributes.name),
+        granted(grant.verb, attributes.verb) &&
+        granted(grant.apiGroup, attributes.group) &&
+        granted(grant.resource, attributes.resource) &&
+        (grant.name === undefined || grant.name === attributes.name) &&
+        (grant.namespace === undefined || grant.namespace === attributes.namespace),
     );
     send(response, entry, 201, {
       apiVersion: 'authorization.k8s.io/v1',
