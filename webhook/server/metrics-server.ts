@@ -4,6 +4,7 @@
 // reach this one (manifests/components/network-policies).
 import http from 'node:http';
 import type { Logger } from '../../functions/shared/logger.js';
+import { limitConnections } from './connections.js';
 import type { WebhookMetrics } from './metrics.js';
 
 /** Scrapers send small GETs; anything slower than this is cut (Prometheus' own timeout is 10 s). */
@@ -15,6 +16,14 @@ export const METRICS_CONNECTION_BOUNDS = {
 } as const;
 /** A few scrapers at once; the bound keeps a flood on this port from costing the admission port file descriptors. */
 export const METRICS_MAX_CONNECTIONS = 32;
+/**
+ * One address's share of them (Prometheus HA pairs scrape from one address each): idle sockets
+ * from one or a few addresses cannot hold the port, and when it is full the address holding the
+ * most gives up its oldest connection to one holding fewer (connections.ts).
+ */
+export const METRICS_MAX_CONNECTIONS_PER_PEER = 8;
+/** A connection that sends nothing, or idles between scrapes, for this long is cut. */
+export const METRICS_IDLE_TIMEOUT_MS = 5_000;
 
 function metricsHandler(metrics: WebhookMetrics, logger: Logger): http.RequestListener {
   return (req, res) => {
@@ -24,10 +33,12 @@ function metricsHandler(metrics: WebhookMetrics, logger: Logger): http.RequestLi
       return;
     }
     metrics
-      .render()
-      .then((text) => {
+      .renderChunks()
+      .then((chunks) => {
         res.writeHead(200, { 'content-type': metrics.contentType, 'cache-control': 'no-store' });
-        res.end(req.method === 'HEAD' ? undefined : text);
+        // Written as they come: the per-target part is a Buffer reused across scrapes, not re-encoded each time.
+        if (req.method !== 'HEAD') for (const chunk of chunks) res.write(chunk);
+        res.end();
       })
       .catch((error: unknown) => {
         logger.error({ err: error instanceof Error ? error.message : String(error) }, 'rendering metrics failed');
@@ -44,7 +55,8 @@ export async function startMetricsServer(
   logger: Logger,
 ): Promise<http.Server> {
   const server = http.createServer(METRICS_CONNECTION_BOUNDS, metricsHandler(metrics, logger));
-  server.maxConnections = METRICS_MAX_CONNECTIONS;
+  limitConnections(server, { maxConnections: METRICS_MAX_CONNECTIONS, maxPerPeer: METRICS_MAX_CONNECTIONS_PER_PEER });
+  server.setTimeout(METRICS_IDLE_TIMEOUT_MS);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(listen.port, listen.host, () => {

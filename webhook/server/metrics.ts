@@ -43,6 +43,8 @@ export interface WebhookMetrics {
   observeCertificate(notAfter: () => Date | null): void;
   /** Prometheus text exposition. */
   render(): Promise<string>;
+  /** The same text in chunks to write one after the other (the per-target part is mostly reused, see target-health-metrics.ts). */
+  renderChunks(): Promise<(string | Buffer)[]>;
   readonly contentType: string;
 }
 
@@ -105,6 +107,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     registers: [registry],
   });
 
+  const renderChunks = chunkedRender(registry, targetMetrics, now);
   return {
     registry,
     contentType: registry.contentType,
@@ -136,12 +139,17 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     observeCertificate(notAfter) {
       certificateNotAfter = notAfter;
     },
-    async render() {
-      // The per-target families are text built at scrape time (webhook/server/target-health-metrics.ts).
-      const registered = await registry.metrics();
-      const perTarget = targetMetrics.render(now());
-      return perTarget === '' ? registered : `${registered}\n${perTarget}`;
-    },
+    render: async () => (await renderChunks()).map((chunk) => chunk.toString()).join(''),
+    renderChunks,
+  };
+}
+
+/** The exposition in chunks: prom-client's metrics, then the per-target families built at scrape time (target-health-metrics.ts). */
+function chunkedRender(registry: Registry, targetMetrics: TargetMetrics, now: () => Date): () => Promise<(string | Buffer)[]> {
+  return async () => {
+    const registered = await registry.metrics();
+    const perTarget = targetMetrics.renderChunks(now()).filter((chunk) => chunk.length > 0);
+    return perTarget.length === 0 ? [registered] : [registered, '\n', ...perTarget];
   };
 }
 
