@@ -6,7 +6,7 @@
 //   --smoke   every bench once, briefly (.ci/run): fails only when a bench cannot run
 //   --cli     only the CLI process figures (start-up, evaluate vs etcdctl, hung member), e.g. on
 //             a shared machine; not with --write, which replaces the whole table
-//   --only=a,b  only the named sections (admission, startup, evaluation, fleet, hung, capi-fleet,
+//   --only=a,b  only the named sections (admission, startup, evaluation, fleet, hung, capi-fleet, live,
 //             profile-admission, profile-evaluation, profile-cli, profile-core); not with --write
 //   --profile also the profiling drivers (bench/profile-*.ts: CPU per request/evaluation and the
 //             CLI process, the core's CPU and allocation per request above its JSON floor, each
@@ -20,6 +20,7 @@ import { runAdmissionBench } from './admission.js';
 import { runCapiFleetBench } from './capi-fleet.js';
 import { runCliProcessBench, runEvaluationBench, runHungBench, runStartupBench } from './evaluation.js';
 import { runFleetBench } from './fleet.js';
+import { runLiveBench } from './live.js';
 import { markdownTable, messageOf, REPO_DIR, spawnTsx, targetMet, type ResultRow } from './lib.js';
 
 const args = new Set(process.argv.slice(2));
@@ -28,7 +29,7 @@ const quick = args.has('--quick');
 const write = args.has('--write');
 const cliOnly = args.has('--cli');
 const profile = args.has('--profile');
-const SECTIONS = ['admission', 'startup', 'evaluation', 'fleet', 'hung', 'capi-fleet'] as const;
+const SECTIONS = ['admission', 'startup', 'evaluation', 'fleet', 'hung', 'capi-fleet', 'live'] as const;
 const PROFILES = ['profile-admission', 'profile-evaluation', 'profile-cli', 'profile-core'] as const;
 const onlyArg = process.argv.slice(2).find((arg) => arg.startsWith('--only='));
 const only = onlyArg === undefined ? null : new Set(onlyArg.slice('--only='.length).split(',').filter(Boolean));
@@ -57,6 +58,8 @@ const SIZES = {
     hungRuns: 5,
     capiClusters: 100,
     capiRounds: 10,
+    liveDecisions: 1000,
+    liveCapiRuns: 200,
   },
   quick: {
     latencyS: 3,
@@ -69,6 +72,8 @@ const SIZES = {
     hungRuns: 2,
     capiClusters: 100,
     capiRounds: 3,
+    liveDecisions: 1000,
+    liveCapiRuns: 50,
   },
   smoke: {
     latencyS: 1,
@@ -82,6 +87,8 @@ const SIZES = {
     capiClusters: 10,
     // The capi child reports its first and its second round, so it needs two.
     capiRounds: 2,
+    liveDecisions: 100,
+    liveCapiRuns: 5,
   },
 };
 const size = SIZES[smoke ? 'smoke' : quick ? 'quick' : 'full'];
@@ -206,6 +213,18 @@ async function main(): Promise<number> {
   if (runs('capi-fleet')) {
     await section('capi-fleet', rows, failures, () =>
       runCapiFleetBench({ clusters: size.capiClusters, rounds: size.capiRounds, log }),
+    );
+  }
+  // Live decisions on kept connections (issue 27): its own etcd, webhooks in child processes.
+  if (runs('live')) {
+    await section('live', rows, failures, () =>
+      runLiveBench({
+        latencySeconds: size.latencyS,
+        throughputSeconds: size.throughputS,
+        decisions: size.liveDecisions,
+        capiRuns: size.liveCapiRuns,
+        log,
+      }),
     );
   }
   const profiles: string[] = [];
