@@ -299,6 +299,7 @@ function createOnDemand(
     targets: () => registry.all(),
     token: options.token,
     onFresh: (evaluation) => cache.put(evaluation),
+    previous: (target) => cache.get(target),
     onBackgroundStoreError: (target, error) =>
       logger.error(
         { target, err: error instanceof Error ? error.message : String(error) },
