@@ -9,6 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { ConfigMapStore } from '../functions/adapters/configmap-store.js';
+import { createCoreV1Api } from '../functions/adapters/kube.js';
+import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startKubeApiserver, type KubeApiserver, type KubeUser } from './harness/kube-apiserver.js';
 import { ROOT } from './harness/manifests.js';
@@ -553,6 +556,50 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       expect(decided().filter((line) => line.object === `${NS}/unrelated`)).toHaveLength(1);
     });
 
+    it('the ConfigMap store meets a real 409 when another writer wins between its read and write, and retries', async () => {
+      const name = `etcd-guard-${TARGET}`;
+      const stored = async () =>
+        JSON.parse(ok(await kube.kubectl(['get', 'configmap', name, '-n', 'etcd-guard', '-o', 'json']), 'the store')) as {
+          metadata: { annotations?: Record<string, string> };
+          data?: Record<string, string>;
+        };
+      const before = await stored();
+      // The product's store, as the evaluator ServiceAccount; before its first replace goes out,
+      // a second writer (kubectl) changes the object, so the server answers that replace 409.
+      const api = createCoreV1Api(evaluatorKubeconfig);
+      const replace = api.replaceNamespacedConfigMap.bind(api);
+      let raced = false;
+      api.replaceNamespacedConfigMap = (async (...args: Parameters<typeof replace>) => {
+        if (!raced) {
+          raced = true;
+          ok(
+            await kube.kubectl(['annotate', 'configmap', name, '-n', 'etcd-guard', 'e2e/other-writer=was-here']),
+            'the other writer',
+          );
+        }
+        return replace(...args);
+      }) as typeof replace;
+      const store = new ConfigMapStore({ namespace: 'etcd-guard', api });
+      const evaluation = JSON.parse(before.data?.['evaluation.json'] ?? '{}') as Evaluation;
+      const newer = { ...evaluation, evaluatedAt: new Date().toISOString() };
+      expect(await store.write(newer)).toMatchObject({ written: true });
+      expect(raced).toBe(true);
+
+      const puts = (await kube.auditEvents()).filter(
+        (event) =>
+          event.objectRef?.name === name &&
+          event.verb === 'update' &&
+          event.user.username === 'system:serviceaccount:etcd-guard:etcd-guard-evaluator',
+      );
+      expect(puts.map((event) => event.responseStatus?.code).slice(-2)).toEqual([409, 200]);
+      const after = await stored();
+      expect(JSON.parse(after.data?.['evaluation.json'] ?? '{}')).toMatchObject({ evaluatedAt: newer.evaluatedAt });
+      expect(after.metadata.annotations).toMatchObject({ 'e2e/other-writer': 'was-here' });
+      expect(Number(after.metadata.annotations?.['etcd-guard.io/sequence'])).toBeGreaterThan(
+        Number(before.metadata.annotations?.['etcd-guard.io/sequence']),
+      );
+    });
+
     it.each(kinds)('kubectl scale $resource is allowed again', async (target) => {
       const up = await scale(target.resource, target.replicas + 1);
       expect(up.stdout, up.stderr).toBe(`${target.printed}/${TARGET} scaled\n`);
@@ -560,6 +607,89 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       expect(up.code).toBe(0);
       target.replicas += 1;
     });
+  });
+});
+
+describe('issue 29: Cluster API discovery against the real server', () => {
+  it('lists a real KubeadmControlPlane and its Cluster as a target, as the evaluator ServiceAccount', async () => {
+    // The capi overlay's RBAC (rbac-capi.yaml) is what lets the evaluator list them.
+    ok(await kube.kubectl(['apply', '--server-side', '-k', path.join(ROOT, 'manifests/overlays/capi')]), 'the capi overlay');
+    const evaluator = await kube.serviceAccountKubeconfig('etcd-guard', 'etcd-guard-evaluator');
+    ok(
+      await applyYaml([
+        {
+          apiVersion: 'cluster.x-k8s.io/v1beta2',
+          kind: 'Cluster',
+          metadata: { name: 'wb', namespace: NS },
+          spec: { controlPlaneRef: { apiGroup: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', name: 'wb-cp' } },
+        },
+      ]),
+      'the Cluster',
+    );
+    const uid = ok(
+      await kube.kubectl(['get', 'cluster.cluster.x-k8s.io', 'wb', '-n', NS, '-o', 'jsonpath={.metadata.uid}']),
+      'its uid',
+    );
+    const kcp = guardedObjects(3)[1] as { spec: Record<string, unknown> };
+    ok(
+      await applyYaml([
+        {
+          apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+          kind: 'KubeadmControlPlane',
+          metadata: {
+            name: 'wb-cp',
+            namespace: NS,
+            labels: { 'cluster.x-k8s.io/cluster-name': 'wb' },
+            ownerReferences: [{ apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', name: 'wb', uid, controller: true }],
+          },
+          spec: kcp.spec,
+        },
+      ]),
+      'the KCP',
+    );
+    const discoveryConfig = path.join(work, 'discovery.yaml');
+    await writeFile(
+      discoveryConfig,
+      stringify({
+        store: { kind: 'configmap', namespace: 'etcd-guard' },
+        targets: [],
+        discovery: { capi: { namespaces: [NS] } },
+      }),
+    );
+    const run = await runProcess(
+      process.execPath,
+      [path.join(ROOT, 'bin/etcd-guard.mjs'), 'targets', '--config', discoveryConfig, '--output', 'json'],
+      {
+        env: { ...process.env, KUBECONFIG: evaluator, LOG_LEVEL: 'warn' },
+        timeoutMs: 60_000,
+      },
+    );
+    // The guarded KCP of the other tests has no Cluster: discovery says it skipped it, on stderr.
+    for (const line of run.stderr.split('\n').filter((text) => text !== '')) {
+      expect(line).toBe(
+        `skipped KubeadmControlPlane ${NS}/${TARGET} (capi): it has no Cluster owner reference (the Cluster controller sets it)`,
+      );
+    }
+    expect(run.code).toBe(0);
+    const listed = JSON.parse(run.stdout) as {
+      targets: unknown[];
+      problems: Array<{ object?: { name?: string } }>;
+      failures: unknown[];
+    };
+    listed.problems = listed.problems.filter((problem) => problem.object?.name !== TARGET);
+    expect(listed).toMatchObject({
+      targets: [
+        {
+          name: `capi-${NS}-wb`,
+          source: 'capi',
+          guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: NS, name: 'wb-cp' },
+          reach: { kind: 'capi', namespace: NS, clusterName: 'wb' },
+        },
+      ],
+      problems: [],
+      failures: [],
+    });
+    expect(listed.targets).toHaveLength(1);
   });
 });
 
