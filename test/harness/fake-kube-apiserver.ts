@@ -2,10 +2,12 @@
 // ConfigMaps (get/create/update with conflicts and the size limit), Nodes (list), Events
 // (create, patch of their series, list), SubjectAccessReviews (create, answered from grants the
 // test sets), and read-only
-// Secrets and Cluster API / etcd-druid objects (get/list). Real kube-apiserver cannot be installed
-// here, so tests talk real HTTP to this instead of mocking the client library. This file is the
-// server (auth, forbid, hang, request log) and the route table; each resource family is one
-// handler under fake-kube/.
+// Secrets and Cluster API / etcd-druid objects (get/list). Tests talk real HTTP to this instead of
+// mocking the client library; it starts in milliseconds where the real kube-apiserver
+// (test/harness/kube-apiserver.ts) takes seconds, and it can forbid, hang and race on cue.
+// test/standin-agreement.test.ts runs one request list against both and requires the same
+// answers. This file is the server (auth, forbid, hang, request log) and the route table; each
+// resource family is one handler under fake-kube/.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
