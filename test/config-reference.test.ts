@@ -55,4 +55,23 @@ describe('configuration reference', () => {
     expect(timeout?.type).toMatch(/^duration/);
     expect(timeout?.default).toBe('`"2s"`');
   });
+
+  it("issue 27: docs/configuration.md states the contract's decision rule (Decision, step 3) word for word", () => {
+    const step3 =
+      '3. An allow rests on what etcd says now: the change is judged on an evaluation of its target that ' +
+      'started at most `decisionMaxAgeMs` (default 1000) before the request arrived; otherwise the ' +
+      "webhook evaluates inline within the apiserver's remaining budget (leave ≥ 1 s), sharing an " +
+      'in-flight evaluation only if it started within that bound. Only where no live evaluation can ' +
+      'run (no budget, overload, or a target declared `decision: cached`) may the cached evaluation ' +
+      'decide, within maxAgeSeconds, and then the answer warns with its age; no evaluation, or one ' +
+      'older than maxAgeSeconds → deny: "no fresh etcd evaluation for <target> (age 95s, max 60s)". ' +
+      "Every live evaluation is stored. Every decision's audit annotations carry its evidence age.";
+    const doc = readFileSync(path.join(ROOT, 'docs/configuration.md'), 'utf8');
+    const quoted = doc
+      .split('\n')
+      .filter((line) => line.startsWith('>'))
+      .map((line) => line.slice(1).trim())
+      .join(' ');
+    expect(quoted).toContain(step3);
+  });
 });
