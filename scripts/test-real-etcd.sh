@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-etcd suites (faults, TLS and TLS identity, learner, alarms, removed and foreign members,
-# leader moves, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate) against
+# leader moves and leader-changes, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate) against
 # one etcd: ETCD_GUARD_ETCD_BIN_DIR names the dir holding its etcd and etcdctl (PATH's otherwise).
 # `.ci/run` runs them again on etcd 3.5 (scripts/ensure-etcd-3.5.sh), 3.6 and 3.7
 # (scripts/ensure-etcd-go.sh) after `npm test`.
@@ -12,6 +12,7 @@ files=(
   test/etcd-removed-member.test.ts
   test/etcd-foreign-member.test.ts
   test/etcd-churn.test.ts
+  test/etcd-leader-changes.test.ts
   test/etcd-watch-probe.test.ts
   test/tls-identity.test.ts
   test/capi-reach.test.ts

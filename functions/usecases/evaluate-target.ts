@@ -4,7 +4,7 @@
 import type { InventoryConfig, TargetConfig } from '../entrypoints/config.js';
 import { EtcdProbeSession, type EtcdChannelPool } from '../adapters/etcd-member-probe.js';
 import { EtcdAccessError, openStaticEtcdAccess, type EtcdAccess, type EtcdAccessFactory } from './etcd-access.js';
-import { evaluateCluster, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
+import { evaluateCluster, leaderTermOf, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
 import {
   type ControlPlaneInventory,
   type ControlPlaneNode,
@@ -373,6 +373,7 @@ export async function evaluateThroughAccess(
     }
   }
   const stored = await previous;
+  const leaderTerm = leaderTermOf(stored ?? null);
   const input: Parameters<typeof evaluateCluster>[0] = {
     target: target.name,
     endpoints: 'error' in access ? [] : access.seedEndpoints.map((endpoint) => access.describe(endpoint)),
@@ -384,6 +385,7 @@ export async function evaluateThroughAccess(
     evaluatedAt: evaluatedAt.toISOString(),
     durationMs: 0,
     learnersFirstSeen: learnerSightings(stored),
+    ...(leaderTerm === null ? {} : { previousLeaderTerm: leaderTerm }),
     ...(stored?.lastMembership === undefined ? {} : { lastMembership: stored.lastMembership }),
     namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };

@@ -26,6 +26,14 @@ export function learnerSightings(previous: Pick<Evaluation, 'members'> | null): 
   return sightings;
 }
 
+/** The stored evaluation's leader's raft term and its time, for the leader-changes check; null without a leader. */
+export function leaderTermOf(
+  previous: Pick<Evaluation, 'members' | 'evaluatedAt'> | null,
+): { term: number; evaluatedAt: string } | null {
+  const term = previous?.members.find((member) => member.leader)?.raftTerm;
+  return previous === null || term === undefined || term === null ? null : { term, evaluatedAt: previous.evaluatedAt };
+}
+
 export function checkFrom(name: CheckName, result: CheckResult): Check {
   if (result.findings.length > 0) {
     const status: CheckStatus = result.findings.some((finding) => finding.status === 'fail') ? 'fail' : 'warn';

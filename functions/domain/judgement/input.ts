@@ -15,6 +15,12 @@ export interface EvaluationThresholds {
   nodeMemberGraceMs: number;
   /** How long a learner may stay unpromoted (a join in progress) before that fails. */
   learnerGraceMs: number;
+  /**
+   * Raft term increases (elections) within leaderChangesWindowMs that warn: the etcd mixin's
+   * etcdHighNumberOfLeaderChanges fires at 4 leader changes in 15 minutes.
+   */
+  leaderChangesWarn: number;
+  leaderChangesWindowMs: number;
 }
 
 export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
@@ -24,6 +30,8 @@ export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
   slowMemberMs: 500,
   nodeMemberGraceMs: 120_000,
   learnerGraceMs: 300_000,
+  leaderChangesWarn: 4,
+  leaderChangesWindowMs: 900_000,
 };
 
 export interface EvaluationInput {
@@ -54,6 +62,11 @@ export interface EvaluationInput {
    * evaluation: the age of a learner no inventory entry dates.
    */
   learnersFirstSeen?: Readonly<Record<string, string>>;
+  /**
+   * The stored evaluation's leader's raft term and when it was evaluated (leaderTermOf), to count
+   * the elections since; absent without a stored evaluation that named a leader.
+   */
+  previousLeaderTerm?: { term: number; evaluatedAt: string };
   /** The stored evaluation's lastMembership: carried into this one when it gets no member list. */
   lastMembership?: LastMembership;
   /**

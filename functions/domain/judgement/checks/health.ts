@@ -1,8 +1,8 @@
 // Checks about whether members answer and agree: reachability, TLS identity, linearizable read,
-// watch, quorum, leader and alarms.
+// watch, quorum, leader, leader changes and alarms.
 import { type CheckFunction, type Finding, concluded, fail, warn } from '../check.js';
-import { type JudgedMember, firstError, quorumState } from '../cluster-view.js';
-import { label, memberProblem, nameOf } from '../wording.js';
+import { type JudgedMember, firstError, quorumState, statusOf } from '../cluster-view.js';
+import { formatAge, label, memberProblem, nameOf, plural } from '../wording.js';
 
 /** The adapter's usual prefix, dropped only so a reason does not say "TLS identity" twice. */
 const TLS_IDENTITY_PREFIX = /^(?:.*?: )?TLS identity: /;
@@ -114,6 +114,39 @@ export const leaderCheck: CheckFunction = ({ leader, members }) =>
   leader.id === null
     ? concluded([fail(leader.problem)])
     : concluded([], `leader ${nameOf(members, leader.id)} agreed by all ${leader.agreedBy} reachable members`);
+
+/**
+ * Elections since the stored evaluation: each raises the raft term. The leader's term is the
+ * cluster's (a member cut off from its peers may raise its own without winning anything). Warns
+ * when the count proves the etcd mixin's rate: leaderChangesWarn or more within its window, or
+ * over a longer gap that many per window on average. Not judged without a stored leader term, a
+ * leader now, or time between the two.
+ */
+export const leaderChangesCheck: CheckFunction = ({ input, leader, members, thresholds }) => {
+  const previous = input.previousLeaderTerm;
+  if (previous === undefined || leader.id === null) return null;
+  const leading = members.find((member) => member.id === leader.id);
+  const status = leading === undefined ? null : statusOf(leading);
+  const elapsedMs = Date.parse(input.evaluatedAt) - Date.parse(previous.evaluatedAt);
+  if (status === null || !(elapsedMs > 0)) return null;
+  const changes = status.raftTerm - previous.term;
+  if (changes < 0) {
+    return concluded(
+      [],
+      `raft term ${status.raftTerm} is below the stored ${previous.term}: not compared (a restored or replaced cluster)`,
+    );
+  }
+  const window = thresholds.leaderChangesWindowMs;
+  const rule = `warns at ${thresholds.leaderChangesWarn} in ${formatAge(window)}`;
+  const perMinute = (changes / (elapsedMs / 60_000)).toFixed(1);
+  const seen =
+    `raft term ${previous.term} → ${status.raftTerm} (${plural(changes, 'election')}) in ${formatAge(elapsedMs)} ` +
+    `since the stored evaluation, ${perMinute} per minute`;
+  if (changes >= thresholds.leaderChangesWarn * Math.max(1, elapsedMs / window)) {
+    return concluded([warn(`leader churn: ${seen}; ${rule}`)]);
+  }
+  return concluded([], `${seen}; ${rule}`);
+};
 
 // A voting member that answered Status and the read but not the alarm list fails here too.
 export const alarmsCheck: CheckFunction = ({ voting, members, alarmsByMember, alarmAnswers }) => {

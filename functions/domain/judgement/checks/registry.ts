@@ -4,6 +4,7 @@ import type { CheckFunction } from '../check.js';
 import { dbSizeCheck, latencyCheck, raftIndexCheck, versionCheck } from './capacity.js';
 import {
   alarmsCheck,
+  leaderChangesCheck,
   leaderCheck,
   linearizableReadCheck,
   quorumCheck,
@@ -38,6 +39,7 @@ export const CHECKS: Record<CheckName, CheckFunction> = {
   'raft-index': raftIndexCheck,
   version: versionCheck,
   latency: latencyCheck,
+  'leader-changes': leaderChangesCheck,
   'member-count': memberCountCheck,
   inventory: inventoryCheck,
   'node-members': nodeMembersCheck,
