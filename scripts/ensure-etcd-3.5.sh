@@ -9,7 +9,12 @@ SUITE="${ETCD_GUARD_ETCD35_SUITE:-trixie}"
 CACHE="${ETCD_GUARD_ETCD35_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-guard/etcd-3.5}"
 BIN="$CACHE/root/usr/bin"
 
-is_35() { [ -x "$BIN/etcd" ] && [ -x "$BIN/etcdctl" ] && "$BIN/etcd" --version 2>/dev/null | grep -q '^etcd Version: 3\.5\.'; }
+# The output is read whole before grep: `etcd --version | grep -q` under pipefail fails whenever
+# grep exits before etcd wrote its last line (etcd then dies of SIGPIPE), which load decides.
+is_35() {
+  local says
+  [ -x "$BIN/etcd" ] && [ -x "$BIN/etcdctl" ] && says=$("$BIN/etcd" --version 2>/dev/null) && grep -q '^etcd Version: 3\.5\.' <<<"$says"
+}
 
 if is_35; then
   echo "$BIN"

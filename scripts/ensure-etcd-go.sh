@@ -25,10 +25,13 @@ CACHE="${ETCD_GUARD_ETCD_GO_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-guard/etcd
 BIN="$CACHE/bin"
 plain="${version#v}"
 
+# The output is read whole before grep: `etcd --version | grep -q` under pipefail fails whenever
+# grep exits before etcd wrote its last line (etcd then dies of SIGPIPE), which load decides.
 is_built() {
+  local etcd_says etcdctl_says
   [ -x "$BIN/etcd" ] && [ -x "$BIN/etcdctl" ] &&
-    "$BIN/etcd" --version 2>/dev/null | grep -qx "etcd Version: $plain" &&
-    "$BIN/etcdctl" version 2>/dev/null | grep -qx "etcdctl version: $plain"
+    etcd_says=$("$BIN/etcd" --version 2>/dev/null) && etcdctl_says=$("$BIN/etcdctl" version 2>/dev/null) &&
+    grep -qx "etcd Version: $plain" <<<"$etcd_says" && grep -qx "etcdctl version: $plain" <<<"$etcdctl_says"
 }
 
 if is_built; then
@@ -53,6 +56,14 @@ if ! fetched=$(GOFLAGS=-mod=mod go mod download -json "${modules[@]}" 2>&1); the
 fi
 
 mkdir -p "$CACHE"
+# One build per version at a time (CI and a developer's npm test may start together); whoever
+# waited finds it built.
+exec 9>"$CACHE/.lock"
+flock 9
+if is_built; then
+  echo "$BIN"
+  exit 0
+fi
 work=$(mktemp -d "$CACHE/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/etcd" "$work/bin"

@@ -44,8 +44,11 @@ function fakeBuilt(version: string, etcdctlVersion = version): { cacheRoot: stri
   mkdirSync(bin, { recursive: true });
   const plain = version.replace(/^v/, '');
   const ctlPlain = etcdctlVersion.replace(/^v/, '');
-  writeFileSync(path.join(bin, 'etcd'), `#!/bin/sh\necho "etcd Version: ${plain}"\necho "Git SHA: x"\n`);
-  writeFileSync(path.join(bin, 'etcdctl'), `#!/bin/sh\necho "etcdctl version: ${ctlPlain}"\necho "API version: x"\n`);
+  // Long output after the version line: a check that pipes it into `grep -q` under pipefail
+  // fails whenever grep quits first (the writer dies of SIGPIPE); this makes that every time.
+  const tail = 'seq 1 200000';
+  writeFileSync(path.join(bin, 'etcd'), `#!/bin/sh\necho "etcd Version: ${plain}"\n${tail}\n`);
+  writeFileSync(path.join(bin, 'etcdctl'), `#!/bin/sh\necho "etcdctl version: ${ctlPlain}"\n${tail}\n`);
   chmodSync(path.join(bin, 'etcd'), 0o755);
   chmodSync(path.join(bin, 'etcdctl'), 0o755);
   return { cacheRoot, bin };
