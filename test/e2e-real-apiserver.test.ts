@@ -369,6 +369,29 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       );
     });
 
+    it("denies kubectl patch of a KubeadmControlPlane's version (a rollout) with the webhook message", async () => {
+      const patched = await kube.kubectl([
+        'patch',
+        'kcp',
+        TARGET,
+        '-n',
+        NS,
+        '--type=merge',
+        '-p',
+        '{"spec":{"version":"v1.34.5"}}',
+      ]);
+      expect(patched.stdout).toBe('');
+      expect(patched.stderr).toMatch(
+        new RegExp(
+          `^${escape(
+            'Error from server (Forbidden): admission webhook "etcd-guard.etcd-guard.io" denied the request: ' +
+              `etcd-guard denied rollout (spec.version changed) of KubeadmControlPlane ${NS}/${TARGET}: target ${TARGET} verdict Unhealthy, evaluated `,
+          )}\\d+s ago: .+${escape('(needs RBAC verb override on targets.etcd-guard.io prod, or membership in system:masters)')}\\n$`,
+        ),
+      );
+      expect(patched.code).toBe(1);
+    });
+
     const overridePatch = (replicas: number, reason: string) =>
       JSON.stringify({ metadata: { annotations: { 'etcd-guard.io/override': reason } }, spec: { replicas } });
 
