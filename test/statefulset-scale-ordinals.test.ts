@@ -178,7 +178,7 @@ describe('StatefulSet /scale precision regression: the parent reader', () => {
         return Promise.resolve(object(served === 1 ? '7' : revision));
       },
     });
-    expect(await reader.labels(ref)).toEqual({ ok: true, labels: { app: 'etcd' } });
+    expect(await reader.labels(ref)).toMatchObject({ ok: true, labels: { app: 'etcd' } });
     const read = await reader.object(ref, { resourceVersion: revision });
     expect(read).toEqual({
       ok: true,
