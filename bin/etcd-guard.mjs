@@ -3,7 +3,8 @@
 // - the bundle (dist/cli/etcd-guard.mjs, built by `npm run build`, which `npm ci` runs as the
 //   `prepare` step): plain node, lazily loaded chunks, the fast start. In a source checkout it is
 //   used only while it is newer than every source file, so an edit is never hidden by it.
-// - otherwise, in a source checkout (functions/entrypoints/cli.ts next to bin/): the TypeScript through tsx.
+// - otherwise, in a source checkout (functions/entrypoints/cli.ts next to bin/): the TypeScript through
+//   tsx (a dev dependency, as esbuild is: `npm ci` installs both).
 // - the image and other layouts without sources: the bundle, or tsc's dist/functions/entrypoints/cli.js.
 import { createRequire } from 'node:module';
 import { nodeFlagsFor, readMemoryLimitBytes } from './node-flags.mjs';
@@ -84,7 +85,17 @@ let main;
 if (bundleIsCurrent()) {
   ({ main } = await import(bundleEntry.href));
 } else if (existsSync(sourceEntry)) {
-  const { register } = await import('tsx/esm/api');
+  // tsx is a dev dependency: an install with --omit=dev has neither it nor esbuild, so no bundle.
+  let register;
+  try {
+    ({ register } = await import('tsx/esm/api'));
+  } catch {
+    process.stderr.write(
+      'etcd-guard: this source checkout has no current bundle and no tsx to run the sources ' +
+        '(installed with --omit=dev?): run `npm ci`, or `npm run build` where esbuild is installed\n',
+    );
+    process.exit(2);
+  }
   register();
   ({ main } = await import(sourceEntry.href));
 } else if (existsSync(compiledEntry)) {

@@ -1,5 +1,6 @@
 // The Dockerfile: one base image, production dependencies only, non-root, the bundled CLI,
 // the measured memory flags, and no secret in the image or the build context.
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -32,11 +33,35 @@ describe('Dockerfile', () => {
     expect(finalStage.filter((line) => /^ENTRYPOINT /.test(line)).at(-1)).toMatch(
       /^ENTRYPOINT \["node", (.*, )?"bin\/etcd-guard\.mjs"\]$/,
     );
-    // tsx runs the TypeScript CLI in a source checkout (`npx etcd-guard` right after `npm ci`).
+  });
+
+  // Issue 31: tsx and esbuild shipped in the production dependencies (and so in the image). They
+  // run and build the TypeScript in a checkout, where `npm ci` installs dev dependencies too.
+  it('ships neither tsx nor esbuild: both are dev dependencies and `npm ls --omit=dev` has neither', async () => {
     const packageJson = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
-      dependencies?: Record<string, string>;
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
     };
-    expect(packageJson.dependencies?.tsx).toBeDefined();
+    for (const name of ['tsx', 'esbuild']) {
+      expect(packageJson.dependencies[name]).toBeUndefined();
+      expect(packageJson.devDependencies[name]).toBeDefined();
+    }
+    const listed = await new Promise<string>((resolve, reject) =>
+      execFile('npm', ['ls', '--omit=dev', '--all', '--json'], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 }, (error, stdout) =>
+        // npm ls exits 1 on problems of other packages (e.g. an extraneous one); the tree is still printed.
+        stdout === '' ? reject(error ?? new Error('npm ls printed nothing')) : resolve(stdout),
+      ),
+    );
+    const names = new Set<string>();
+    const walk = (node: { dependencies?: Record<string, unknown> }) => {
+      for (const [name, child] of Object.entries(node.dependencies ?? {})) {
+        names.add(name);
+        walk(child as { dependencies?: Record<string, unknown> });
+      }
+    };
+    walk(JSON.parse(listed) as { dependencies?: Record<string, unknown> });
+    expect(names.size).toBeGreaterThan(10);
+    expect([...names].filter((name) => name === 'tsx' || name === 'esbuild' || name.startsWith('@esbuild/'))).toEqual([]);
   });
 
   it('type-checks and bundles in the build stage and ships dist/ without sources, so the image runs the bundle', () => {

@@ -2,7 +2,8 @@
 // newer than every source (else the TypeScript through tsx), and the image's layout (dist/ and
 // bin/, no sources) runs the bundle under plain node. Real child processes, a real esbuild bundle.
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -81,6 +82,22 @@ describe('bin/etcd-guard.mjs picks what to run from the layout on disk', () => {
     const result = await run([path.join(dir, 'bin/etcd-guard.mjs'), '--help']);
     expect(result.stdout).toBe(`${BUNDLE_MARKER}\n`);
     expect(result.code).toBe(0);
+  });
+
+  // Issue 31: tsx and esbuild are dev dependencies now, so a checkout installed with --omit=dev
+  // has no bundle (prepare cannot build one) and no tsx. Outside node_modules, so nothing resolves.
+  it('in a source checkout without tsx (installed with --omit=dev) exits 2 saying to run npm ci', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'etcd-guard-no-dev-'));
+    try {
+      cpSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+      cpSync(path.join(ROOT, 'bin'), path.join(dir, 'bin'), { recursive: true });
+      copySources(dir);
+      const result = await run([path.join(dir, 'bin/etcd-guard.mjs'), '--help']);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/no current bundle and no tsx .*run `npm ci`/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('with neither exits 2 and says to run npm run build', async () => {
