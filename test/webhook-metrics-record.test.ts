@@ -3,7 +3,12 @@
 // requests.
 import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ADMISSION_DURATION, createWebhookMetrics, type DecisionLabels } from '../webhook/server/metrics.js';
+import {
+  ADMISSION_DURATION,
+  createWebhookMetrics,
+  INTERNAL_ERROR_DECISION,
+  type DecisionLabels,
+} from '../webhook/server/metrics.js';
 
 const DECISIONS = 'etcd_guard_admission_decisions_total';
 
@@ -44,6 +49,8 @@ function reference(): { registry: Registry; record: (labels: DecisionLabels, sec
     labelNames: ['target', 'decision', 'mode', 'reason'] as const,
     registers: [registry],
   });
+  // The fail-closed series exists from the start at 0 (createWebhookMetrics makes it so).
+  decisions.inc({ ...INTERNAL_ERROR_DECISION }, 0);
   const duration = new Histogram({ ...ADMISSION_DURATION, buckets: [...ADMISSION_DURATION.buckets], registers: [registry] });
   return {
     registry,

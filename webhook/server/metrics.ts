@@ -21,10 +21,21 @@ export interface DecisionLabels {
   reason: string;
 }
 
+export const INLINE_REFRESH_RESULTS = ['success', 'error', 'skipped'] as const;
+export type InlineRefreshResult = (typeof INLINE_REFRESH_RESULTS)[number];
+
+/** The decision of a request that failed inside the webhook (denied, fail closed): PrometheusRule's internal-error alert. */
+export const INTERNAL_ERROR_DECISION: DecisionLabels = {
+  target: '',
+  decision: 'denied',
+  mode: 'enforce',
+  reason: 'internal-error',
+};
+
 export interface WebhookMetrics {
   readonly registry: Registry;
   recordDecision(labels: DecisionLabels, durationSeconds: number): void;
-  recordInlineRefresh(target: string, result: 'success' | 'error' | 'skipped'): void;
+  recordInlineRefresh(target: string, result: InlineRefreshResult): void;
   /** The age of the evaluation a guarded decision rested on (live or cached evidence), at the decision. */
   recordEvidenceAge(evidence: 'live' | 'cached', ageSeconds: number): void;
   recordCacheFeedError(target: string): void;
@@ -99,7 +110,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     labelNames: ['target'] as const,
     registers: [registry],
   });
-
+  const targetCounters = targetCountersAtZero(inlineRefreshes, feedErrors);
   const eventWrites = new Counter({
     name: 'etcd_guard_event_writes_total',
     help: 'Kubernetes Event writes: created, patched (a series count), failed, or dropped by the rate limit.',
@@ -107,7 +118,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     registers: [registry],
   });
 
-  const renderChunks = chunkedRender(registry, targetMetrics, now);
+  const renderChunks = chunkedRender(registry, targetMetrics, now, () => targetCounters.zeroNewTargets());
   return {
     registry,
     contentType: registry.contentType,
@@ -131,6 +142,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
       targetMetrics.observeCache(source);
     },
     observeTargets(source) {
+      targetCounters.observe(source);
       targetMetrics.observeTargets(source);
     },
     noteEvaluationHeld(evaluation) {
@@ -145,11 +157,55 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
 }
 
 /** The exposition in chunks: prom-client's metrics, then the per-target families built at scrape time (target-health-metrics.ts). */
-function chunkedRender(registry: Registry, targetMetrics: TargetMetrics, now: () => Date): () => Promise<(string | Buffer)[]> {
+function chunkedRender(
+  registry: Registry,
+  targetMetrics: TargetMetrics,
+  now: () => Date,
+  beforeRender: () => void,
+): () => Promise<(string | Buffer)[]> {
   return async () => {
+    beforeRender();
     const registered = await registry.metrics();
     const perTarget = targetMetrics.renderChunks(now()).filter((chunk) => chunk.length > 0);
     return perTarget.length === 0 ? [registered] : [registered, '\n', ...perTarget];
+  };
+}
+
+/**
+ * Labelled counters exist from the first scrape at 0 for every label value known in advance, so a
+ * new install's dashboard shows 0 rather than "No data", and rate() sees each series' first
+ * increment (a series born at 1 loses it). Targets become known when the webhook reports what it
+ * judges (and are dropped when it no longer does); a decision's reason is open-ended, so of the
+ * decisions only the fail-closed series the internal-error alert watches is made
+ * (INTERNAL_ERROR_DECISION).
+ */
+function targetCountersAtZero(
+  inlineRefreshes: Counter<'target' | 'result'>,
+  feedErrors: Counter<'target'>,
+): { observe(source: TargetHealthSource): void; zeroNewTargets(): void } {
+  const zeroed = new Set<string>();
+  let judged: TargetHealthSource | null = null;
+  return {
+    observe(source) {
+      judged = source;
+    },
+    zeroNewTargets() {
+      const current = new Set((judged?.targets() ?? []).map((target) => target.name));
+      for (const name of current) {
+        if (zeroed.has(name)) continue;
+        zeroed.add(name);
+        for (const result of INLINE_REFRESH_RESULTS) inlineRefreshes.inc({ target: name, result }, 0);
+        feedErrors.inc({ target: name }, 0);
+      }
+      // A target no longer judged loses these series as it loses its health series, so discovery
+      // churn cannot grow them without bound; were it judged again it would start over at 0.
+      for (const name of zeroed) {
+        if (current.has(name)) continue;
+        zeroed.delete(name);
+        for (const result of INLINE_REFRESH_RESULTS) inlineRefreshes.remove({ target: name, result });
+        feedErrors.remove({ target: name });
+      }
+    },
   };
 }
 
@@ -160,7 +216,7 @@ function chunkedRender(registry: Registry, targetMetrics: TargetMetrics, now: ()
  */
 function decisionCounter(registry: Registry): (labels: DecisionLabels) => void {
   const counts = new Map<string, { labels: DecisionLabels; count: number }>();
-  new Counter({
+  const counter = new Counter({
     name: 'etcd_guard_admission_decisions_total',
     help:
       'Admission decisions per target: decision (allowed, denied, overridden), the enforcement mode it was applied in ' +
@@ -175,9 +231,11 @@ function decisionCounter(registry: Registry): (labels: DecisionLabels) => void {
       }
     },
   });
+  // The one decision series known in advance (targetCountersAtZero says why it exists at 0).
+  counter.inc({ ...INTERNAL_ERROR_DECISION }, 0);
   // Most requests repeat the previous one's labels: four comparisons, no key string to build.
   let last: { labels: DecisionLabels; count: number } | undefined;
-  return (labels) => {
+  const count = (labels: DecisionLabels) => {
     if (
       last !== undefined &&
       last.labels.target === labels.target &&
@@ -198,6 +256,7 @@ function decisionCounter(registry: Registry): (labels: DecisionLabels) => void {
     entry.count += 1;
     last = entry;
   };
+  return count;
 }
 
 /** notAfter of the serving certificate, read at scrape time so a reloaded certificate shows at once. */
