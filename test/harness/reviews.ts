@@ -111,3 +111,39 @@ export function parsedRequest(review: TestReview): AdmissionRequest {
   if (!parsed.ok) throw new Error(`the review does not parse: ${parsed.message}`);
   return parsed.review.request;
 }
+
+type Json = Record<string, unknown>;
+
+/** An etcd-druid Etcd (shoot--prod--core/etcd-main) spec edit: spec.etcd.image `from` → `to` (undefined: unset), replicas unchanged. */
+export function druidImageReview(from: string | undefined, to: string | undefined, otherEdit = false): TestReview {
+  const review = fixtureReview('etcd-druid-replicas-3-to-5.json');
+  const { oldObject, object } = review.request;
+  if (oldObject === null || object === null) throw new Error('fixture lacks an object');
+  review.request.object = structuredClone(oldObject);
+  for (const [which, image] of [
+    [review.request.oldObject, from],
+    [review.request.object, to],
+  ] as const) {
+    const etcd = (which?.spec as Json).etcd as Json;
+    if (image === undefined) delete etcd.image;
+    else etcd.image = image;
+  }
+  if (otherEdit) (((review.request.object.spec as Json).etcd as Json).resources as Json).limits = { memory: '2G' };
+  return review;
+}
+
+/** A StatefulSet (etcd/etcd) template edit: the etcd container's image `from` → `to`, ordinals unchanged. */
+export function statefulSetImageReview(from: string, to: string, container = 'etcd'): TestReview {
+  const review = fixtureReview('statefulset-edit-ordinals.json');
+  const { oldObject } = review.request;
+  if (oldObject === null) throw new Error('fixture lacks oldObject');
+  review.request.object = structuredClone(oldObject);
+  for (const [which, image] of [
+    [review.request.oldObject, from],
+    [review.request.object, to],
+  ] as const) {
+    const containers = ((which?.spec as Json).template as { spec: { containers: Json[] } }).spec.containers;
+    containers[0] = { ...containers[0], name: container, image };
+  }
+  return review;
+}

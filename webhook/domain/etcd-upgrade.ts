@@ -1,13 +1,14 @@
 // The etcd 3.5 → 3.6 upgrade gate for rollouts of a kind that says which etcd its objects run
-// (ControllerKind.etcdVersion: a KubeadmControlPlane, through kubeadm). Pure.
+// (ControllerKind.etcdVersion: a KubeadmControlPlane through kubeadm or its imageTag, a druid
+// Etcd's spec.etcd.image, a guarded StatefulSet's etcd container image). Pure.
 //
 // etcd's upgrade guide (etcd-io/website, content/en/docs/v3.6/upgrades/upgrade_3_6.md, "Update
 // 3.5", as of its commit 9acb6b48 of 2026-08-14): "Before upgrading to 3.6, make sure that all of
 // your 3.5 members are updated to 3.5.32 or later. Patch releases 3.5.24 through 3.5.32 fix
 // several potential upgrade blockers". Earlier versions of the guide named 3.5.20, then 3.5.26;
 // we follow the newest. A rolling 3.6 member joining members below it can fail the upgrade (e.g.
-// "too many learner members", leftover v2store content), and etcd cannot be downgraded once
-// every member runs 3.6.
+// "too many learner members", leftover v2store content); going back takes etcd's own downgrade
+// procedure (`etcdctl downgrade enable`, then member by member), not a rollout.
 //
 // A KCP's etcd moves to 3.6 when its etcd image tag says so, or, without a tag, when the
 // Kubernetes version it rolls to is one whose kubeadm defaults to etcd 3.6 (its module reads
@@ -52,6 +53,8 @@ export type EtcdVersionReading =
   | { kind: 'undetermined'; text: string; why: string };
 
 const SHOWN = 60;
+/** Images whose tag is their own version, not etcd's: druid's etcd-wrapper embeds etcd. */
+export const VERSIONLESS_ETCD_IMAGES: readonly string[] = ['etcd-wrapper'];
 
 /**
  * The tag grammars etcd images are published under, and nothing else: etcd's own releases
@@ -156,13 +159,15 @@ export function judgeEtcdRollout(rollout: EtcdRollout, members: Evaluation['memb
 function etcdOf(
   read: NonNullable<ControllerKind['etcdVersion']>,
   object: unknown,
-): { reading: EtcdVersionReading; source: string } {
+): { reading: EtcdVersionReading; source: string; raw: string | null } {
   const etcd = read(object);
   const reading: EtcdVersionReading =
     etcd.version === null
       ? { kind: 'undetermined', text: '', why: 'no etcd version can be told from it' }
-      : readEtcdTag(etcd.version);
-  return { reading, source: etcd.source };
+      : etcd.reference === 'image'
+        ? readEtcdImage(etcd.version, VERSIONLESS_ETCD_IMAGES)
+        : readEtcdTag(etcd.version);
+  return { reading, source: etcd.source, raw: etcd.version };
 }
 
 /**
@@ -177,6 +182,9 @@ export function judgeEtcdUpgrade(
   const read = kindOf(classification.object)?.etcdVersion;
   if (read === undefined || classification.change.kind !== 'rollout') return null;
   const next = etcdOf(read, request.object);
-  const previous = etcdOf(read, request.oldObject).reading;
-  return judgeEtcdRollout({ next: next.reading, source: next.source, previous }, evaluation.members);
+  const previous = etcdOf(read, request.oldObject);
+  // The image (or tag) the members run already, unchanged: the rollout restarts them on it, it
+  // crosses nothing (e.g. a druid Etcd on etcd-wrapper, whose tag says no etcd version, resized).
+  if (next.raw === previous.raw && next.source === previous.source) return null;
+  return judgeEtcdRollout({ next: next.reading, source: next.source, previous: previous.reading }, evaluation.members);
 }

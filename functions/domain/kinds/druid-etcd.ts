@@ -3,6 +3,7 @@
 // advertises each member at `<scheme>://<etcd>-<i>.<etcd>-peer.<namespace>.svc:<clientPort>`, with
 // TLS material in the Secrets spec.etcd.clientUrlTls names. Gardener hibernates a shoot by scaling
 // its Etcd to 0 and back. Pure.
+import { printableExcerpt as clipped } from '../../shared/redact.js';
 import { discoveredTargetName, type Target } from '../targets.js';
 import { at, management, provide, quantityBytes, targetDefaults, text, type DiscoveryDefaults } from './discovery-common.js';
 import type { ControllerKind, ProviderResult } from './kind.js';
@@ -61,6 +62,17 @@ export function druidTargets(etcds: readonly unknown[], defaults: DiscoveryDefau
   });
 }
 
+/**
+ * The etcd image a druid Etcd runs: spec.etcd.image (druid's own default, from its image vector,
+ * when unset: unknown here). druid copies it into the StatefulSet's etcd container, so changing it
+ * rolls every member onto it.
+ */
+function druidEtcdImage(object: unknown): { version: string | null; source: string; reference: 'image' } {
+  const image = text(at(object, 'spec', 'etcd', 'image'));
+  if (image === undefined) return { version: null, source: "spec.etcd.image unset (druid's default image)", reference: 'image' };
+  return { version: image, source: `spec.etcd.image ${clipped(image)}`, reference: 'image' };
+}
+
 export const druidEtcd: ControllerKind = {
   rule: {
     ...DRUID_ETCD,
@@ -86,6 +98,7 @@ export const druidEtcd: ControllerKind = {
     projectionOptions: (facts) => ordinalProjection(facts.members, facts.object.name, 0, facts.shrink, ''),
     hibernates: true,
   },
+  etcdVersion: druidEtcdImage,
   discovery: {
     source: 'druid',
     lists: [{ group: DRUID_ETCD.group, versions: ['v1alpha1'], plural: DRUID_ETCD.resource }],

@@ -210,9 +210,11 @@ export interface ControllerKind {
   /**
    * The etcd version an object of this kind runs (as its spec says, e.g. "3.6.9-0"; null when it
    * cannot be told) and where that came from: webhook/domain/etcd-upgrade.ts then gates a rollout
-   * that moves etcd to 3.6. Absent: its rollouts are not gated.
+   * that moves etcd to 3.6. `reference: 'image'`: `version` is a whole image reference (a druid
+   * Etcd's spec.etcd.image, a StatefulSet's etcd container image), not a bare tag. Absent: its
+   * rollouts are not gated.
    */
-  etcdVersion?(object: unknown): { version: string | null; source: string };
+  etcdVersion?(object: unknown): { version: string | null; source: string; reference?: 'tag' | 'image' };
   discovery?: KindDiscovery;
   /** How its discovered targets' etcd is reached; static targets are always reached statically. */
   reach: ReachStrategy;

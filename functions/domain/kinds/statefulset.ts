@@ -3,6 +3,7 @@
 // `<name>-<ordinal>` from spec.ordinals.start (0 by default), and replaces them on a template
 // revision. Not discovered: a static target names it and says where its etcd is. Pure.
 import { valueAtPointer } from '../../shared/json-pointer.js';
+import { printableExcerpt as clipped } from '../../shared/redact.js';
 import type { ControllerKind, RemovalFacts } from './kind.js';
 import { ordinalProjection } from './ordinal-removal.js';
 
@@ -53,6 +54,31 @@ function ordinalStart(facts: RemovalFacts): { start: number } | { hint: string }
   return start(parent.object, 'the StatefulSet read for it has');
 }
 
+const ETCD_IMAGE = /(^|\/)etcd([:@]|$)/;
+
+/**
+ * The etcd container's image in spec.template: the container named etcd, else the one running an
+ * etcd image (the same choice as the pods webhook's matchCondition in manifests/).
+ */
+function etcdContainerImage(object: unknown): { version: string | null; source: string; reference: 'image' } {
+  const containers = valueAtPointer(object, '/spec/template/spec/containers');
+  const list = Array.isArray(containers) ? (containers as unknown[]) : [];
+  const field = (container: unknown, key: string): string | undefined => {
+    const value = container !== null && typeof container === 'object' ? (container as Record<string, unknown>)[key] : undefined;
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  const etcd =
+    list.find((container) => field(container, 'name') === 'etcd') ??
+    list.find((container) => ETCD_IMAGE.test(field(container, 'image') ?? ''));
+  const image = field(etcd, 'image');
+  if (image === undefined) return { version: null, source: 'no etcd container image in spec.template', reference: 'image' };
+  return {
+    version: image,
+    source: `container ${clipped(field(etcd, 'name') ?? '?')} image ${clipped(image)}`,
+    reference: 'image',
+  };
+}
+
 export const statefulSet: ControllerKind = {
   rule: {
     ...STATEFUL_SET,
@@ -86,5 +112,6 @@ export const statefulSet: ControllerKind = {
     },
     parentPointers: [ORDINALS_START, REPLICAS],
   },
+  etcdVersion: etcdContainerImage,
   reach: 'static',
 };
