@@ -4,7 +4,8 @@
 // reach this one (manifests/components/network-policies).
 import http from 'node:http';
 import type { Logger } from '../../functions/shared/logger.js';
-import { limitConnections } from './connections.js';
+import { monotonicNowMs } from '../../functions/domain/deadline.js';
+import { limitConnections, peerKey } from './connections.js';
 import type { WebhookMetrics } from './metrics.js';
 
 /** Scrapers send small GETs; anything slower than this is cut (Prometheus' own timeout is 10 s). */
@@ -24,6 +25,27 @@ export const METRICS_MAX_CONNECTIONS = 32;
 export const METRICS_MAX_CONNECTIONS_PER_PEER = 8;
 /** A connection that sends nothing, or idles between scrapes, for this long is cut. */
 export const METRICS_IDLE_TIMEOUT_MS = 5_000;
+/**
+ * One address's scrapes are answered at most this often; one that comes sooner waits for its
+ * turn. Prometheus scrapes every 10 s or more; a client that loops would otherwise have every
+ * body of a large fleet built and copied out on the event loop that answers admission reviews.
+ */
+export const METRICS_PEER_INTERVAL_MS = 1_000;
+
+/** Runs each peer's scrapes at most once per METRICS_PEER_INTERVAL_MS, in arrival order. */
+function pacePerPeer(handler: http.RequestListener): http.RequestListener {
+  const nextTurn = new Map<string, number>();
+  return (req, res) => {
+    const now = monotonicNowMs();
+    if (nextTurn.size > METRICS_MAX_CONNECTIONS) for (const [peer, at] of nextTurn) if (at <= now) nextTurn.delete(peer);
+    const peer = peerKey(req.socket.remoteAddress);
+    const turn = Math.max(now, nextTurn.get(peer) ?? 0);
+    nextTurn.set(peer, turn + METRICS_PEER_INTERVAL_MS);
+    if (turn <= now) return handler(req, res);
+    const timer = setTimeout(() => handler(req, res), turn - now);
+    res.once('close', () => clearTimeout(timer));
+  };
+}
 
 function metricsHandler(metrics: WebhookMetrics, logger: Logger): http.RequestListener {
   return (req, res) => {
@@ -54,7 +76,7 @@ export async function startMetricsServer(
   listen: { host: string; port: number },
   logger: Logger,
 ): Promise<http.Server> {
-  const server = http.createServer(METRICS_CONNECTION_BOUNDS, metricsHandler(metrics, logger));
+  const server = http.createServer(METRICS_CONNECTION_BOUNDS, pacePerPeer(metricsHandler(metrics, logger)));
   limitConnections(server, { maxConnections: METRICS_MAX_CONNECTIONS, maxPerPeer: METRICS_MAX_CONNECTIONS_PER_PEER });
   server.setTimeout(METRICS_IDLE_TIMEOUT_MS);
   await new Promise<void>((resolve, reject) => {
