@@ -764,6 +764,40 @@ describe('evaluateCluster', () => {
     expect(carried.cluster.learners).toBe(1);
   });
 
+  // Issue 30 item 10: a tenant lying about its own cluster re-points its target at another etcd.
+  it.each<[string, EvaluationInput['clusterIdPin'], string, 'pass' | 'fail', string | null]>([
+    ['pins the cluster ID on a target’s first evaluation', { pinned: null }, '42', 'pass', '42'],
+    [
+      'passes the cluster it was pinned to, keeping the pin',
+      { pinned: { clusterId: '42', since: '2026-01-01T00:00:00.000Z' } },
+      '42',
+      'pass',
+      '42',
+    ],
+    [
+      'fails another cluster naming both IDs, and keeps the old pin',
+      { pinned: { clusterId: '42', since: '2026-01-01T00:00:00.000Z' } },
+      '99',
+      'fail',
+      '42',
+    ],
+    ['fails when the stored pin could not be read, pinning nothing', { pinned: 'unreadable' }, '42', 'fail', null],
+    ['pins nothing for a target that does not pin (static)', undefined, '99', 'pass', null],
+  ])('%s', (_name, clusterIdPin, clusterId, status, pinnedAfter) => {
+    const differ = Object.fromEntries(three.map((spec) => [spec.id, { clusterId }]));
+    const input = withLists(build(three), differ);
+    const evaluation = judged(clusterIdPin === undefined ? input : { ...input, clusterIdPin });
+    const check = evaluation.checks.find((entry) => entry.name === 'cluster-id');
+    expect(check?.status, check?.message).toBe(status);
+    expect(evaluation.clusterIdPin?.clusterId ?? null).toBe(pinnedAfter);
+    if (status === 'fail' && clusterIdPin?.pinned !== 'unreadable') {
+      expect(evaluation.verdict).toBe('Unhealthy');
+      expect(evaluation.reasons.join('\n')).toMatch(
+        /cluster ID changed: this target was pinned to cluster 2a .* now answers as cluster 63/,
+      );
+    }
+  });
+
   // Issue 30 item 1: a wake-up from 0 is allowed only back to the size the evaluations last listed.
   it('records the voting size of a listed membership, and carries the stored one while no list answers', () => {
     const remembered = { votingMembers: 5, evaluatedAt: '2026-01-01T00:00:00.000Z' };

@@ -116,3 +116,20 @@ describe('what the stored document remembers (issue 30 item 1: lastMembership)',
     expect(listed.lastMembership?.votingMembers).toBe(3);
   });
 });
+
+describe('the pinned cluster ID (issue 30 item 10: clusterIdPin)', () => {
+  const pin = { clusterId: '42', since: new Date(NOW - 3_600_000).toISOString() };
+  it('is carried into a write whose writer could not read it, so a failed read never re-pins', () => {
+    const stored = { ...healthyThree(new Date(NOW - 60_000).toISOString()), clusterIdPin: pin };
+    const unaware = { ...healthyThree(new Date(NOW).toISOString()), verdict: 'Unhealthy' as const, passed: false };
+    const decision = writeDecision(unaware, stored, { writerNowMs: NOW });
+    expect(decision.write && decision.evaluation.clusterIdPin).toEqual(pin);
+  });
+
+  it('is parsed from a stored document and refused when it is not a decimal cluster ID', () => {
+    const document = { ...healthyThree(new Date(NOW).toISOString()), clusterIdPin: { clusterId: '0x2a', since: pin.since } };
+    const parsed = parseStoredEvaluation(JSON.stringify(document), 'prod', { source: 'file x', holder: 'file x' });
+    expect(parsed).toBeInstanceOf(StoreError);
+    expect((parsed as StoreError).message).toContain('clusterIdPin.clusterId');
+  });
+});

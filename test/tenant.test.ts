@@ -179,7 +179,8 @@ async function refreshAndEvaluate(): Promise<void> {
   await runScheduledEvaluation({
     config: { ...config, targets: [] },
     store,
-    evaluate: (target) => evaluateResolvedTarget(target),
+    // As the CronJob does: the stored evaluation is read back (learner ages, the pinned cluster ID).
+    evaluate: (target, context) => evaluateResolvedTarget(target, { ...context }),
     resolveTargets: (timeoutMs) => resolveTargets({ ...config, targets: [] }, { timeoutMs }),
     logger: silent,
   });
@@ -415,30 +416,31 @@ describe('a tenant with namespace-admin rights in "team"', () => {
   };
   it.each(ATTACKS)('%s: 0 allows, 0 cross-tenant denials, 0 crashes', runAttack, 60_000);
 
-  // Known limit, kept as a failing expectation so it flips when fixed: a tenant that lies about
-  // its OWN cluster consistently (its Secrets reach a healthy etcd, forged above, AND its Machines
-  // name that etcd's members) is judged by what it claims. Only its own cluster is affected. The
-  // fix is to pin each target's etcd cluster ID and refuse a change of it.
-  it.fails(
-    '(known limit) rewrites its own Machines to name the healthy etcd’s members, after forging its Secrets',
-    async () => {
-      for (const node of own.workload.nodeNames)
+  // Issue 30 item 10, "a tenant lying about its own cluster": its Secrets reach a healthy etcd
+  // (forged above) AND its Machines name that etcd's members, so every other check passes. Its
+  // target's first evaluation pinned its real etcd's cluster ID; the healthy etcd answers as
+  // another cluster, so the cluster-id check fails naming both IDs and its changes stay denied.
+  it('rewrites its own Machines to name the healthy etcd’s members, after forging its Secrets: denied by the pinned cluster ID', async () => {
+    for (const node of own.workload.nodeNames)
+      management.removeObject('machines', 'cluster.x-k8s.io/v1beta1', 'team', `${node}-machine`);
+    for (const node of victimB.workload.nodeNames) management.putObject('machines', machine('team', 'own', node));
+    try {
+      await refreshAndEvaluate();
+      const before = tally.wrongAllows.length;
+      await probe('self-lie');
+      const selfLie = tally.wrongAllows.splice(before);
+      expect(selfLie).toEqual([]);
+      const stored = await store.read(discoveredTargetName('capi', 'team', 'own'));
+      expect(stored?.verdict).toBe('Unhealthy');
+      expect(stored?.reasons.join('\n')).toMatch(
+        /etcd cluster ID changed: this target was pinned to cluster \S+ .* now answers as cluster \S+/,
+      );
+    } finally {
+      for (const node of victimB.workload.nodeNames)
         management.removeObject('machines', 'cluster.x-k8s.io/v1beta1', 'team', `${node}-machine`);
-      for (const node of victimB.workload.nodeNames) management.putObject('machines', machine('team', 'own', node));
-      try {
-        await refreshAndEvaluate();
-        const before = tally.wrongAllows.length;
-        await probe('self-lie');
-        const selfLie = tally.wrongAllows.splice(before);
-        expect(selfLie).toEqual([]);
-      } finally {
-        for (const node of victimB.workload.nodeNames)
-          management.removeObject('machines', 'cluster.x-k8s.io/v1beta1', 'team', `${node}-machine`);
-        for (const node of own.workload.nodeNames) management.putObject('machines', machine('team', 'own', node));
-      }
-    },
-    60_000,
-  );
+      for (const node of own.workload.nodeNames) management.putObject('machines', machine('team', 'own', node));
+    }
+  }, 60_000);
 
   it.each(LATER_ATTACKS)('%s: 0 allows, 0 cross-tenant denials, 0 crashes', runAttack, 60_000);
 });

@@ -11,7 +11,7 @@ export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
  * (writeDecision in store.ts). Absent in documents from before revisions were stamped: 1.
  * schemaVersion changes only when an old reader would misjudge a new document (docs/evaluation.md).
  */
-export const FORMAT_REVISION = 3;
+export const FORMAT_REVISION = 4;
 
 export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
 export type Verdict = z.infer<typeof verdictSchema>;
@@ -128,6 +128,18 @@ export const lastMembershipSchema = z.object({
 });
 export type LastMembership = z.infer<typeof lastMembershipSchema>;
 
+/**
+ * The etcd cluster ID a discovered target's first evaluation saw, kept from one stored evaluation
+ * to the next: a later evaluation that reaches another cluster fails the cluster-id check (a
+ * tenant re-pointing its own target at a healthy etcd) until an operator resets it. Revision 4.
+ */
+export const clusterIdPinSchema = z.object({
+  /** Decimal, as etcd's uint64 does not fit a JS number. */
+  clusterId: z.string().regex(/^\d{1,20}$/, 'must be a decimal etcd cluster ID'),
+  since: rfc3339Utc,
+});
+export type ClusterIdPin = z.infer<typeof clusterIdPinSchema>;
+
 export const evaluationSchema = z
   .object({
     schemaVersion: z.literal(SCHEMA_VERSION),
@@ -142,6 +154,7 @@ export const evaluationSchema = z
     members: z.array(memberSchema),
     checks: z.array(checkSchema),
     lastMembership: lastMembershipSchema.optional(),
+    clusterIdPin: clusterIdPinSchema.optional(),
   })
   .refine((doc) => doc.passed === (doc.verdict !== 'Unhealthy'), {
     message: 'passed must be true exactly when verdict is Healthy or Degraded',

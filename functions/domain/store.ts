@@ -177,8 +177,15 @@ export function writeDecision(
  * write's own precondition, where the stored document is the one being replaced.
  */
 function withCarriedMemory(candidate: Evaluation, stored: Evaluation | null): Evaluation {
-  if (candidate.lastMembership !== undefined || stored?.lastMembership === undefined) return candidate;
-  return { ...candidate, lastMembership: stored.lastMembership };
+  if (stored === null) return candidate;
+  let carried = candidate;
+  if (carried.lastMembership === undefined && stored.lastMembership !== undefined) {
+    carried = { ...carried, lastMembership: stored.lastMembership };
+  }
+  if (carried.clusterIdPin === undefined && stored.clusterIdPin !== undefined) {
+    carried = { ...carried, clusterIdPin: stored.clusterIdPin };
+  }
+  return carried;
 }
 
 /**

@@ -50,6 +50,8 @@ export interface EvaluateTargetOptions {
    * scheduled run).
    */
   channels?: EtcdChannelPool;
+  /** Pin the target's etcd cluster ID in the stored evaluation and refuse another (discovered targets). */
+  pinClusterId?: boolean;
 }
 
 /** What the caller of an evaluation knows beside the target: its stored evaluation. */
@@ -88,11 +90,14 @@ async function listInventory(
   ).catch((error: unknown): ControlPlaneInventory => ({ error: error instanceof Error ? error.message : String(error) }));
 }
 
-/** The stored evaluation, or null when there is none, it cannot be read, or not before `deadline`. */
-function readPrevious(read: (() => Promise<Evaluation | null>) | undefined, deadline: Deadline): Promise<Evaluation | null> {
+/** The stored evaluation, null when there is none (or no reader), 'unreadable' when it cannot be read before `deadline`. */
+function readPrevious(
+  read: (() => Promise<Evaluation | null>) | undefined,
+  deadline: Deadline,
+): Promise<Evaluation | null | 'unreadable'> {
   if (read === undefined) return Promise.resolve(null);
   return withDeadline(Promise.resolve().then(read), deadline, () => new Error('reading the stored evaluation timed out')).catch(
-    () => null,
+    () => 'unreadable' as const,
   );
 }
 
@@ -372,7 +377,8 @@ export async function evaluateThroughAccess(
       await access.close();
     }
   }
-  const stored = await previous;
+  const read = await previous;
+  const stored = read === 'unreadable' ? null : read;
   const leaderTerm = leaderTermOf(stored ?? null);
   const input: Parameters<typeof evaluateCluster>[0] = {
     target: target.name,
@@ -387,6 +393,9 @@ export async function evaluateThroughAccess(
     learnersFirstSeen: learnerSightings(stored),
     ...(leaderTerm === null ? {} : { previousLeaderTerm: leaderTerm }),
     ...(stored?.lastMembership === undefined ? {} : { lastMembership: stored.lastMembership }),
+    ...(options.pinClusterId === true
+      ? { clusterIdPin: { pinned: read === 'unreadable' ? ('unreadable' as const) : (stored?.clusterIdPin ?? null) } }
+      : {}),
     namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };
   if (target.learnerGrace !== undefined) input.thresholds = { learnerGraceMs: target.learnerGrace };

@@ -96,7 +96,9 @@ export async function evaluateResolvedTarget(
   const reach: TargetReach = 'reach' in target ? target.reach : { kind: 'static' };
   const reacher = REACHES[reach.kind] as Reacher<typeof reach.kind>;
   const channels = options.warm?.channels;
-  return reacher(target, reach, channels === undefined ? options : { ...options, channels });
+  // A discovered target's etcd is named by tenant-writable objects: its cluster ID is pinned.
+  const pinned = reach.kind === 'static' ? options : { ...options, pinClusterId: true };
+  return reacher(target, reach, channels === undefined ? pinned : { ...pinned, channels });
 }
 
 /**

@@ -100,7 +100,20 @@ export function evaluateCluster(input: EvaluationInput): Evaluation {
     members: view.members.map((member) => memberReport(member, view)),
     checks,
     ...lastMembershipOf(view, input),
+    ...clusterIdPinOf(view, input),
   };
+}
+
+/**
+ * A pinning target's pin: the stored one, kept also when this evaluation answers for another
+ * cluster (that is refused, not re-pinned); else, on its first evaluation, the cluster it saw. None
+ * when the stored evaluation could not be read (the store keeps the stored pin on write).
+ */
+function clusterIdPinOf(view: ClusterView, input: EvaluationInput): Pick<Evaluation, 'clusterIdPin'> {
+  const pinned = input.clusterIdPin?.pinned;
+  if (pinned === undefined || pinned === 'unreadable') return {};
+  if (pinned !== null) return { clusterIdPin: pinned };
+  return view.agreed === null ? {} : { clusterIdPin: { clusterId: view.agreed.answer.clusterId, since: input.evaluatedAt } };
 }
 
 /** This evaluation's voting size when it listed members, else the one carried from the stored evaluation. */

@@ -1,7 +1,7 @@
 // Everything the judgement reads: the probes' results, the thresholds and what earlier runs saw.
 import type { EndpointMemberList, MemberListAnswer } from '../member-view.js';
 import type { ControlPlaneInventory, DiscoveredMember, EndpointProbe, Outcome } from '../../ports/etcd-probe.js';
-import type { LastMembership } from '../evaluation-document.js';
+import type { ClusterIdPin, LastMembership } from '../evaluation-document.js';
 
 export interface EvaluationThresholds {
   /** DB size as a fraction of the backend quota that warns / fails. */
@@ -69,6 +69,11 @@ export interface EvaluationInput {
   previousLeaderTerm?: { term: number; evaluatedAt: string };
   /** The stored evaluation's lastMembership: carried into this one when it gets no member list. */
   lastMembership?: LastMembership;
+  /**
+   * A discovered target pins its etcd cluster ID: the stored pin ('unreadable' when the stored
+   * evaluation could not be read, so the ID cannot be checked), or absent for the first evaluation.
+   */
+  clusterIdPin?: { pinned: ClusterIdPin | 'unreadable' | null };
   /**
    * Whether the process's locale orders plain member names by code unit (plainNamesCollateByCodeUnit
    * of its environment), so the members can be sorted without ICU's collator. Absent: localeCompare.

@@ -4,6 +4,7 @@ import { type CheckFunction, type Finding, concluded, fail, warn } from '../chec
 import { comparedInventory, nodeOf } from '../cluster-view.js';
 import { answeredBy, formatAge, label, listedNames, plural } from '../wording.js';
 import { hexId, listSignature } from '../../member-view.js';
+import type { EvaluationInput } from '../input.js';
 
 export const memberListCheck: CheckFunction = ({ memberList, members, agreed }) =>
   memberList.ok
@@ -48,6 +49,7 @@ export const clusterIdCheck: CheckFunction = ({ input, agreed }) => {
       answers.set(probe.endpoint, { clusterId: status.clusterId, memberId: status.memberId });
     }
   }
+  findings.push(...pinFindings(input.clusterIdPin, view.clusterId));
   for (const [endpoint, answer] of answers) {
     if (answer.clusterId !== view.clusterId) {
       findings.push(
@@ -61,6 +63,25 @@ export const clusterIdCheck: CheckFunction = ({ input, agreed }) => {
   }
   return concluded(findings, `every endpoint answers for cluster ${hexId(view.clusterId)}`);
 };
+
+/** A discovered target's etcd must stay the cluster its first evaluation saw (issue 30 item 10). */
+function pinFindings(pin: EvaluationInput['clusterIdPin'], clusterId: string): Finding[] {
+  if (pin === undefined || pin.pinned === null) return [];
+  if (pin.pinned === 'unreadable') {
+    return [
+      fail(
+        `cannot check cluster ${hexId(clusterId)} against this target's pinned cluster ID: its stored evaluation could not be read`,
+      ),
+    ];
+  }
+  if (pin.pinned.clusterId === clusterId) return [];
+  return [
+    fail(
+      `etcd cluster ID changed: this target was pinned to cluster ${hexId(pin.pinned.clusterId)} (since ${pin.pinned.since}) ` +
+        `and now answers as cluster ${hexId(clusterId)}; changes are denied until an operator resets the pin`,
+    ),
+  ];
+}
 
 // A learner is a join in progress (kubeadm adds every joining member as one since Kubernetes
 // 1.29): Degraded while within the grace, Unhealthy once it stays unpromoted past it. The check
