@@ -286,6 +286,8 @@ async function runDemo(interactive: boolean): Promise<boolean> {
       store: { kind: 'file', dir: path.join(workDir, 'store') },
       maxAgeSeconds: 60,
       inlineRefresh: true,
+      // No Kubernetes API here to write Events to: trying only printed a warning per denial.
+      events: false,
       targets: [
         {
           name: TARGET,

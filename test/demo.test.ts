@@ -157,6 +157,19 @@ describe('npm run demo', () => {
       expect(recovered, output).toMatch(/\n\s+ALLOWED \(answered in \d+ ms\)/);
       expect(recovered).not.toMatch(/DENIED/);
       expect(output).toMatch(/demo PASSED/);
+      // Issue 31: it printed "writing an Event failed: cannot load the Kubernetes client
+      // configuration" (the demo has no cluster to write Events to). No warn or error line at all.
+      const complaints = output.split('\n').filter((line) => {
+        try {
+          const level = (JSON.parse(line) as { level?: unknown }).level;
+          return typeof level === 'number' ? level >= 40 : ['warn', 'error', 'fatal'].includes(String(level));
+        } catch {
+          // Node's own warnings ("(node:123) Warning: …") and "error: …" lines; kubectl's expected
+          // "Error from server (Forbidden)" is output, not a complaint.
+          return /^\s*(\(node:\d+\) )?(warn(ing)?|error)\s*:/i.test(line);
+        }
+      });
+      expect(complaints, output).toEqual([]);
 
       // Three members at start, and the restarted one under a new pid.
       const members = printedMembers(output);
