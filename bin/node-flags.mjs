@@ -4,10 +4,10 @@
 //
 // Why: V8 sizes its heap from the memory it sees. On a 24 GiB host (or in a container whose
 // cgroup limit node does not see) the old-generation limit is 4 GiB, and with that much room V8
-// grows the old generation up to 4x the live heap before a full collection. The webhook under
-// 32-connection load then peaked at 143 MiB and a 100-cluster fleet at 424 MiB, with a live heap
-// of ~22 and ~58 MB. Any old-generation cap of 1 GiB or less brings V8's growing factor down to
-// 1.3-1.6x, which is what holds those peaks to ~104 and ~230 MiB (BENCHMARKS.md).
+// grows the old generation to several times the live heap before a full collection, so the
+// webhook under load and a fleet run peak far above what they hold. An old-generation cap of
+// 1 GiB or less brings V8's growing factor down, which is what holds those peaks within their
+// targets (BENCHMARKS.md has the peaks measured with and without the cap).
 import { createRequire } from 'node:module';
 
 // Through require, not an ES module import: see bin/etcd-guard.mjs.
