@@ -3,13 +3,15 @@
 // every degradation of what the projection reads — Machines missing from the listing, the listing
 // failing, a nodeRef, creation time or UpToDate condition blanked, a member name blanked, external
 // etcd or StatefulSet ordinals removed, a maxSurge made unreadable — must never turn decide()'s
-// deny into an allow. Seeded, so a failure names an input that reproduces.
+// deny into an allow. Issue 28 adds the DELETE doors: a control-plane Machine's and an etcd pod's
+// DELETE, degraded by the deleted Machine's nodeRef blanked, its owner's read failing and member
+// names blanked. Seeded, so a failure names an input that reproduces.
 import { describe, expect, it } from 'vitest';
 import { guardConfigSchema } from '../functions/entrypoints/config.js';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
 import { machineFromObject, type ControlPlaneMachine } from '../functions/domain/machines.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
-import type { AdmissionRequest } from '../webhook/domain/contract.js';
+import type { AdmissionRequest, ParentLabels } from '../webhook/domain/contract.js';
 import { decide } from '../webhook/domain/decide.js';
 import type { MachinesRead } from '../webhook/domain/removal.js';
 import { parseAdmissionReview } from '../webhook/domain/review.js';
@@ -25,6 +27,7 @@ const CONFIG = guardConfigSchema.parse({
   ],
 });
 const INPUTS = 1500;
+const DOOR_INPUTS = 600;
 
 type Json = Record<string, unknown>;
 
@@ -37,6 +40,8 @@ const FIXTURES = {
   kcpVersion: loadRequest('kcp-v1beta2-edit-version.json'),
   stsScale: loadRequest('statefulset-scale-3-to-4.json'),
   stsSpec: loadRequest('statefulset-edit-ordinals.json'),
+  machineDelete: loadRequest('machine-delete-control-plane.json'),
+  podDelete: loadRequest('pod-delete-etcd-druid.json'),
 };
 
 /** A small deterministic generator (LCG), so every failing input can be replayed from its index. */
@@ -56,10 +61,12 @@ type Rng = ReturnType<typeof rng>;
 
 /** The raw inputs, kept as JSON so degradations edit what the apiserver and the store would hold. */
 interface World {
-  kind: 'kcp-scale' | 'kcp-spec' | 'kcp-rollout' | 'sts-scale' | 'sts-spec';
+  kind: 'kcp-scale' | 'kcp-spec' | 'kcp-rollout' | 'sts-scale' | 'sts-spec' | 'machine-delete' | 'pod-delete';
   members: MemberReport[];
   machines: Json[] | null;
   request: Json;
+  /** What the owner read of a DELETE door gave (the KCP, the StatefulSet). */
+  parent?: ParentLabels;
 }
 
 function spec(request: Json, which: 'object' | 'oldObject'): Json {
@@ -151,6 +158,45 @@ function genStsRequest(random: Rng, kind: World['kind'], voting: number): Json {
   return request;
 }
 
+/** The DELETE of a control-plane Machine whose nodeRef names a member, a stranger, or nothing yet. */
+function genMachineDelete(random: Rng, members: readonly MemberReport[]): World {
+  const request = structuredClone(FIXTURES.machineDelete);
+  const status = (request.oldObject as Json).status as Json;
+  const node = random.chance(0.15) ? null : random.chance(0.1) ? 'cp-stranger' : random.pick(members).name;
+  if (node === null) delete status.nodeRef;
+  else status.nodeRef = { name: node };
+  const kcp = { metadata: { labels: { 'cluster.x-k8s.io/cluster-name': 'prod' } }, spec: { replicas: members.length } };
+  return {
+    kind: 'machine-delete',
+    members: [...members],
+    machines: null,
+    request,
+    parent: { ok: true, labels: kcp.metadata.labels, object: kcp },
+  };
+}
+
+/** The DELETE of pod etcd-<k> of StatefulSet etcd/etcd, whose members are named like its pods. */
+function genPodDelete(random: Rng, members: MemberReport[]): World {
+  const named = members.map((member, index) => ({ ...member, name: `etcd-${index}` }));
+  const request = structuredClone(FIXTURES.podDelete);
+  const pod = `etcd-${random.int(0, named.length)}`;
+  const metadata = (request.oldObject as Json).metadata as Json;
+  Object.assign(metadata, {
+    name: pod,
+    namespace: 'etcd',
+    ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'etcd', uid: 'u' }],
+  });
+  Object.assign(request, { name: pod, namespace: 'etcd' });
+  const statefulSet = { metadata: { labels: {} }, spec: { replicas: 9 } };
+  return { kind: 'pod-delete', members: named, machines: null, request, parent: { ok: true, labels: {}, object: statefulSet } };
+}
+
+/** A DELETE door's world (issue 28), from its own seed so the older worlds stay as they were. */
+function genDoorWorld(random: Rng): World {
+  const members = genMembers(random, random.int(1, 5));
+  return random.chance(0.5) ? genMachineDelete(random, members) : genPodDelete(random, members);
+}
+
 function genWorld(random: Rng): World {
   const kind = random.pick(['kcp-scale', 'kcp-spec', 'kcp-rollout', 'sts-scale', 'sts-spec'] as const);
   const count = random.int(1, 5);
@@ -179,7 +225,7 @@ function allowedIn(world: World): boolean | null {
   const parsed = parseAdmissionReview({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: world.request });
   if (!parsed.ok) throw new Error(parsed.message);
   const request: AdmissionRequest = parsed.review.request;
-  const classification = classifyRequest(request, CONFIG);
+  const classification = classifyRequest(request, CONFIG, world.parent);
   if (classification.kind !== 'needs-evaluation') return null;
   let machines: MachinesRead | undefined;
   if (world.machines !== null) {
@@ -261,6 +307,7 @@ const DEGRADATIONS: Degradation[] = [
   {
     name: 'external etcd removed from the KCP',
     apply: (world) => {
+      if (world.parent !== undefined) return false;
       let changed = false;
       for (const which of ['object', 'oldObject'] as const) {
         const config = (spec(world.request, which).kubeadmConfigSpec as { clusterConfiguration?: Json } | undefined)
@@ -285,6 +332,7 @@ const DEGRADATIONS: Degradation[] = [
   {
     name: 'maxSurge made unreadable',
     apply: (world) => {
+      if (world.parent !== undefined) return false;
       const rollout = spec(world.request, 'object').rollout as { strategy: { rollingUpdate: Json } } | undefined;
       if (rollout === undefined) return false;
       rollout.strategy.rollingUpdate.maxSurge = '50%';
@@ -295,7 +343,73 @@ const DEGRADATIONS: Degradation[] = [
   },
 ];
 
+/** What the DELETE doors read: the deleted Machine, its owner, the members' names. */
+const DOOR_DEGRADATIONS: Degradation[] = [
+  {
+    name: 'the deleted Machine’s nodeRef blanked',
+    apply: (world) => {
+      if (world.kind !== 'machine-delete') return false;
+      return delete ((world.request.oldObject as Json).status as Json).nodeRef;
+    },
+  },
+  {
+    name: 'the DELETE’s owner read fails',
+    apply: (world) => {
+      if (world.parent === undefined) return false;
+      world.parent = { ok: false, message: 'timed out' };
+      return true;
+    },
+  },
+  ...DEGRADATIONS.filter((degradation) => degradation.name === 'a member name blanked in the evaluation'),
+];
+
+interface PropertyRun {
+  counts: { inputs: number; guarded: number; fullDenied: number; degradations: number; degradedStricter: number };
+  byDegradation: Map<string, number>;
+  violations: string[];
+}
+
+/** Every generated world, then each degradation alone and two at once: a deny must stay a deny. */
+function runProperty(seed: number, inputs: number, gen: (random: Rng) => World, degradations: Degradation[]): PropertyRun {
+  const random = rng(seed);
+  const counts = { inputs: 0, guarded: 0, fullDenied: 0, degradations: 0, degradedStricter: 0 };
+  const byDegradation = new Map(degradations.map((degradation) => [degradation.name, 0]));
+  const violations: string[] = [];
+  for (let index = 0; index < inputs; index += 1) {
+    const world = gen(random);
+    counts.inputs += 1;
+    const full = allowedIn(structuredClone(world));
+    if (full === null) continue;
+    counts.guarded += 1;
+    if (!full) counts.fullDenied += 1;
+    const plans = [...degradations.map((degradation) => [degradation]), [random.pick(degradations), random.pick(degradations)]];
+    for (const plan of plans) {
+      const degraded = structuredClone(world);
+      if (!plan.map((degradation) => degradation.apply(degraded, random)).some(Boolean)) continue;
+      counts.degradations += 1;
+      for (const degradation of plan) byDegradation.set(degradation.name, (byDegradation.get(degradation.name) ?? 0) + 1);
+      const allowed = allowedIn(degraded);
+      if (full && allowed === false) counts.degradedStricter += 1;
+      if (!full && allowed === true && violations.length < 5) {
+        violations.push(`input ${index} (${world.kind}): ${plan.map((degradation) => degradation.name).join(' + ')}`);
+      }
+    }
+  }
+  return { counts, byDegradation, violations };
+}
+
 describe('less information never allows more', () => {
+  it(`issue 28: over ${DOOR_INPUTS} generated Machine and pod DELETEs, no degradation turns a deny into an allow`, () => {
+    const { counts, byDegradation, violations } = runProperty(28, DOOR_INPUTS, genDoorWorld, DOOR_DEGRADATIONS);
+    console.log(
+      `less-information property, DELETE doors: ${JSON.stringify(counts)}; per degradation: ${JSON.stringify(Object.fromEntries(byDegradation))}`,
+    );
+    expect(violations).toEqual([]);
+    expect(counts.guarded).toBe(DOOR_INPUTS);
+    expect(counts.fullDenied).toBeGreaterThan(DOOR_INPUTS / 10);
+    expect(counts.degradedStricter).toBeGreaterThan(DOOR_INPUTS / 20);
+  });
+
   it(`over ${INPUTS} generated inputs, no degradation turns a deny into an allow`, () => {
     const random = rng(17);
     const counts = { inputs: 0, guarded: 0, fullDenied: 0, degradations: 0, degradedStricter: 0 };
