@@ -7,7 +7,7 @@
 //   --cli     only the CLI process figures (start-up, evaluate vs etcdctl, hung member), e.g. on
 //             a shared machine; not with --write, which replaces the whole table
 //   --only=a,b  only the named sections (admission, startup, evaluation, fleet, hung, capi-fleet, live,
-//             profile-admission, profile-evaluation, profile-cli, profile-core); not with --write
+//             metrics-scrapers, profile-admission, profile-evaluation, profile-cli, profile-core); not with --write
 //   --profile also the profiling drivers (bench/profile-*.ts: CPU per request/evaluation and the
 //             CLI process, the core's CPU and allocation per request above its JSON floor, each
 //             against its own baseline in the same run, with the load average),
@@ -29,7 +29,7 @@ const quick = args.has('--quick');
 const write = args.has('--write');
 const cliOnly = args.has('--cli');
 const profile = args.has('--profile');
-const SECTIONS = ['admission', 'startup', 'evaluation', 'fleet', 'hung', 'capi-fleet', 'live'] as const;
+const SECTIONS = ['admission', 'startup', 'evaluation', 'fleet', 'hung', 'capi-fleet', 'live', 'metrics-scrapers'] as const;
 const PROFILES = ['profile-admission', 'profile-evaluation', 'profile-cli', 'profile-core'] as const;
 const onlyArg = process.argv.slice(2).find((arg) => arg.startsWith('--only='));
 const only = onlyArg === undefined ? null : new Set(onlyArg.slice('--only='.length).split(',').filter(Boolean));
@@ -166,7 +166,12 @@ async function clusterSections(rows: ResultRow[], failures: string[]): Promise<v
  * and prints its own table of ratios against a baseline measured in the same run, with the load
  * average before and after. --quick shortens it through the environment variables it reads.
  */
-async function profileSection(name: (typeof PROFILES)[number], outputs: string[], failures: string[]): Promise<void> {
+async function profileSection(
+  name: (typeof PROFILES)[number] | 'metrics-scrapers',
+  outputs: string[],
+  failures: string[],
+  args: string[] = [],
+): Promise<void> {
   const started = performance.now();
   const env = {
     ...process.env,
@@ -176,7 +181,7 @@ async function profileSection(name: (typeof PROFILES)[number], outputs: string[]
         ? { RUNS: '5', ROUNDS: '1', SECONDS_EACH: '3', REQUESTS: '10000' }
         : {}),
   };
-  const child = spawnTsx(`${name}.ts`, [], { stdio: ['ignore', 'pipe', 'inherit'], env });
+  const child = spawnTsx(`${name}.ts`, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
   let output = '';
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)));
@@ -228,6 +233,9 @@ async function main(): Promise<number> {
     );
   }
   const profiles: string[] = [];
+  // Admission p99 while 32 scrapers loop over 1,000 targets' metrics (issue 30 item 6): its own
+  // webhooks in child processes, its own table of ratios against the run without scrapers.
+  if (runs('metrics-scrapers')) await profileSection('metrics-scrapers', profiles, failures, smoke ? ['--smoke'] : []);
   for (const name of PROFILES) if (runs(name)) await profileSection(name, profiles, failures);
 
   // A smoke run's figures are shown without their targets: seconds-long runs judge nothing.
