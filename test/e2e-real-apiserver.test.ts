@@ -14,7 +14,8 @@ import { createCoreV1Api } from '../functions/adapters/kube.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startKubeApiserver, type KubeApiserver, type KubeUser } from './harness/kube-apiserver.js';
-import { ROOT } from './harness/manifests.js';
+import { CelError, evaluateCel } from './harness/cel.js';
+import { at, objs, ROOT, webhookConfiguration } from './harness/manifests.js';
 import { runProcess, type ProcessRun } from './harness/process.js';
 import { goModuleDir, pinnedVersion } from './harness/versions.js';
 import { waitFor } from './harness/wait.js';
@@ -629,6 +630,139 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       expect(up.stderr).not.toMatch(/Error/);
       expect(up.code).toBe(0);
       target.replicas += 1;
+    });
+  });
+
+  describe('matchConditions (CEL) evaluated by the real server', () => {
+    const MC_NS = 'e2e-match-conditions';
+    const WORKER = { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerMachine' };
+    const machine = (name: string, labels: Record<string, string>, owner?: unknown) => ({
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'Machine',
+      metadata: {
+        name,
+        namespace: MC_NS,
+        labels: { 'cluster.x-k8s.io/cluster-name': 'mc', ...labels },
+        ...(owner ? { ownerReferences: [owner] } : {}),
+      },
+      spec: { clusterName: 'mc', bootstrap: { dataSecretName: `${name}-bootstrap` }, infrastructureRef: { ...WORKER, name } },
+    });
+    // No scheduler or kubelet runs: the pods stay unscheduled, and an unscheduled pod's DELETE is immediate.
+    const pod = (name: string, owner: { apiVersion: string; kind: string }, container: { name: string; image: string }) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name,
+        namespace: MC_NS,
+        ownerReferences: [{ ...owner, name: `${name}-owner`, uid: '00000000-0000-4000-8000-000000000001', controller: true }],
+      },
+      spec: { automountServiceAccountToken: false, containers: [container] },
+    });
+    const STS = { apiVersion: 'apps/v1', kind: 'StatefulSet' };
+    const ETCD = { name: 'etcd', image: 'registry.k8s.io/etcd:3.6.5-0' };
+    // [what, kubectl's resource, the object (a KCP owner filled in later), reaches the webhook]
+    const cases = (
+      kcpOwner: unknown,
+    ): Array<{ what: string; resource: string; object: { metadata: { name: string } }; reaches: boolean }> => [
+      { what: 'a worker Machine', resource: 'machines.cluster.x-k8s.io', object: machine('worker', {}), reaches: false },
+      {
+        what: 'a pod of a StatefulSet that runs no etcd',
+        resource: 'pod',
+        object: pod('web-0', STS, { name: 'web', image: 'registry.k8s.io/nginx:1.27' }),
+        reaches: false,
+      },
+      {
+        what: 'an etcd container in a pod a ReplicaSet owns',
+        resource: 'pod',
+        object: pod('etcd-rs', { apiVersion: 'apps/v1', kind: 'ReplicaSet' }, ETCD),
+        reaches: false,
+      },
+      {
+        what: 'a control-plane Machine of a KCP',
+        resource: 'machines.cluster.x-k8s.io',
+        object: machine('cp-0', { 'cluster.x-k8s.io/control-plane': '' }, kcpOwner),
+        reaches: true,
+      },
+      { what: 'an etcd pod of a StatefulSet', resource: 'pod', object: pod('etcd-0', STS, ETCD), reaches: true },
+      {
+        what: 'a StatefulSet pod running an etcd image under another container name',
+        resource: 'pod',
+        object: pod('etcd-wrapped-0', STS, { name: 'member', image: 'quay.io/coreos/etcd@sha256:' + 'a'.repeat(64) }),
+        reaches: true,
+      },
+    ];
+
+    /** The shipped webhook for this resource, its matchConditions run through test/harness/cel.ts. */
+    function standInMatches(resource: string, oldObject: unknown): boolean {
+      const name = resource === 'pod' ? 'pods.etcd-guard.etcd-guard.io' : 'machines.etcd-guard.etcd-guard.io';
+      const shipped = objs(at(webhookConfiguration, 'webhooks')).find((webhook) => webhook.name === name);
+      return objs(shipped?.matchConditions).every((condition) => {
+        const value = evaluateCel(String(condition.expression), { object: null, oldObject, request: {} });
+        if (value instanceof CelError) throw new Error(`${String(condition.name)} errs: ${value.message}`);
+        return value === true;
+      });
+    }
+
+    it('sends only member-bearing DELETEs to the webhook, and cel.ts agrees with the real server on each', async () => {
+      ok(
+        await applyYaml([
+          { apiVersion: 'v1', kind: 'Namespace', metadata: { name: MC_NS } },
+          // No controller-manager creates it; the ServiceAccount admission plugin requires it.
+          { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: MC_NS } },
+          { ...(guardedObjects(3)[1] as Record<string, unknown>), metadata: { name: 'mc-cp', namespace: MC_NS } },
+        ]),
+        'the namespace and its KCP',
+      );
+      const kcpUid = ok(
+        await kube.kubectl(['get', 'kcp', 'mc-cp', '-n', MC_NS, '-o', 'jsonpath={.metadata.uid}']),
+        'the KCP uid',
+      );
+      const all = cases({
+        apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+        kind: 'KubeadmControlPlane',
+        name: 'mc-cp',
+        uid: kcpUid,
+        controller: true,
+      });
+      ok(await applyYaml(all.map((entry) => entry.object)), 'the Machines and pods');
+      // What the server evaluates is the stored object (defaults and server fields included).
+      const stored = await Promise.all(
+        all.map(
+          async (entry) =>
+            JSON.parse(
+              ok(await kube.kubectl(['get', entry.resource, entry.object.metadata.name, '-n', MC_NS, '-o', 'json']), entry.what),
+            ) as unknown,
+        ),
+      );
+      // Those that must not reach go first: once the last reaching one is logged, any of theirs would be too.
+      for (const entry of [...all.filter((e) => !e.reaches), ...all.filter((e) => e.reaches)]) {
+        const run = await kube.kubectl(['delete', entry.resource, entry.object.metadata.name, '-n', MC_NS, '--wait=false']);
+        // Judged as the webhook decides (a denial is an answer too); a matchCondition error would be neither.
+        expect(`${run.stdout}${run.stderr}`, entry.what).toMatch(/deleted|denied the request/);
+        if (run.code !== 0) console.log(`${entry.what}: ${run.stderr.trim()}`);
+      }
+      const decided = () =>
+        (webhook?.output() ?? '')
+          .split('\n')
+          .filter((line) => line.includes('"msg":"admission decision"'))
+          .map((line) => JSON.parse(line) as { object: string; kind: string; operation: string })
+          .filter((line) => line.object.startsWith(`${MC_NS}/`));
+      const reaching = all.filter((entry) => entry.reaches).map((entry) => `${MC_NS}/${entry.object.metadata.name}`);
+      await waitFor('the reaching DELETEs to be decided', 15_000, () =>
+        reaching.every((object) => decided().some((line) => line.object === object)),
+      );
+      // One DELETE may reach it more than once, each call a review of its own (uid): a pod's
+      // graceful deletion validates before setting deletionTimestamp and again at the removal.
+      expect(new Set(decided().map((line) => line.object))).toEqual(new Set(reaching));
+      expect(new Set(decided().map((line) => line.operation))).toEqual(new Set(['DELETE']));
+      // The real server is the reference: the stand-in evaluator must give each the same answer.
+      expect(all.map((entry, index) => [entry.what, standInMatches(entry.resource, stored[index])])).toEqual(
+        all.map((entry) => [entry.what, entry.reaches]),
+      );
+      const calls = Object.fromEntries(
+        reaching.map((object) => [object, decided().filter((line) => line.object === object).length]),
+      );
+      console.log(`matchConditions: ${all.length} DELETEs, ${decided().length} webhook calls: ${JSON.stringify(calls)}`);
     });
   });
 });
