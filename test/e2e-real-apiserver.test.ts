@@ -751,8 +751,9 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       await waitFor('the reaching DELETEs to be decided', 15_000, () =>
         reaching.every((object) => decided().some((line) => line.object === object)),
       );
-      // One DELETE may reach it more than once, each call a review of its own (uid): a pod's
-      // graceful deletion validates before setting deletionTimestamp and again at the removal.
+      // One DELETE may reach it more than once, each call a review of its own (uid): the
+      // graceful-deletion step of a pod validates, the removal again, and again when its cached copy was
+      // stale (k8s.io/apiserver's registry Store.Delete and etcd3 conditionalDelete).
       expect(new Set(decided().map((line) => line.object))).toEqual(new Set(reaching));
       expect(new Set(decided().map((line) => line.operation))).toEqual(new Set(['DELETE']));
       // The real server is the reference: the stand-in evaluator must give each the same answer.
