@@ -72,6 +72,17 @@ describe('issue 28: which DELETEs are member exits, judged against which target'
     ],
     ['a control-plane Machine asks for its KubeadmControlPlane first', () => classify(machineReview()), 'deny', 'labels-unknown'],
     [
+      'a control-plane Machine already terminating (a repeated DELETE) is allowed without a read',
+      () =>
+        classify(
+          machineReview((machine) => {
+            (machine.metadata as Record<string, unknown>).deletionTimestamp = '2026-11-30T02:00:00Z';
+          }),
+        ),
+      'allow',
+      'already-terminating',
+    ],
+    [
       'its KubeadmControlPlane gone (404): the end of a teardown',
       () => classify(machineReview(), { ok: false, message: 'not found', notFound: true }),
       'allow',
@@ -137,6 +148,17 @@ describe('issue 28: which DELETEs are member exits, judged against which target'
       'not-guarded',
     ],
     ['a pod of the guarded StatefulSet asks for the StatefulSet first', () => classify(podReview()), 'deny', 'labels-unknown'],
+    [
+      "a terminating pod's repeated DELETE (the apiserver's second validation, the kubelet's grace-0 delete) is allowed",
+      () => {
+        const review = podReview();
+        if (review.request.oldObject === null) throw new Error('fixture has no oldObject');
+        (review.request.oldObject.metadata as Record<string, unknown>).deletionTimestamp = '2026-11-30T02:00:00Z';
+        return classify(review);
+      },
+      'allow',
+      'already-terminating',
+    ],
     [
       'a pod the StatefulSet itself drops (ordinal beyond spec.replicas: its scale-down or hibernation)',
       () => classify(podReview('etcd-main-2'), read(statefulSet(2))),

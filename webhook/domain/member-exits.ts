@@ -121,6 +121,11 @@ export function classifyDelete(
 ): Classification {
   const { group, resource } = request.resource;
   if ((request.subResource ?? '') !== '') return allow('delete');
+  // Already terminating: an earlier DELETE was admitted and only the API server sets this. The
+  // apiserver validates a graceful delete again when it removes the object, and the kubelet's
+  // final grace-0 DELETE of a terminated pod arrives once its member is down: refusing a repeat
+  // stops nothing and would leave the object stuck terminating.
+  if (text(record(record(request.oldObject).metadata).deletionTimestamp) !== undefined) return allow('already-terminating');
   if (group === MACHINE.group && resource === MACHINE.resource)
     return classifyMachineDelete(request, config, parent, targets, fleet);
   if (group === POD.group && resource === POD.resource) return classifyPodDelete(request, parent, targets);
