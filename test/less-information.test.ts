@@ -27,6 +27,7 @@ const CONFIG = guardConfigSchema.parse({
   ],
 });
 const INPUTS = 1500;
+const SEEDS = [17, 20, 21];
 const DOOR_INPUTS = 600;
 
 type Json = Record<string, unknown>;
@@ -410,34 +411,12 @@ describe('less information never allows more', () => {
     expect(counts.degradedStricter).toBeGreaterThan(DOOR_INPUTS / 20);
   });
 
-  it(`over ${INPUTS} generated inputs, no degradation turns a deny into an allow`, () => {
-    const random = rng(17);
-    const counts = { inputs: 0, guarded: 0, fullDenied: 0, degradations: 0, degradedStricter: 0 };
-    const byDegradation = new Map(DEGRADATIONS.map((degradation) => [degradation.name, 0]));
-    const violations: string[] = [];
-    for (let index = 0; index < INPUTS; index += 1) {
-      const world = genWorld(random);
-      counts.inputs += 1;
-      const full = allowedIn(structuredClone(world));
-      if (full === null) continue;
-      counts.guarded += 1;
-      if (!full) counts.fullDenied += 1;
-      // Each degradation alone, then two at once.
-      const plans = [...DEGRADATIONS.map((degradation) => [degradation]), [random.pick(DEGRADATIONS), random.pick(DEGRADATIONS)]];
-      for (const plan of plans) {
-        const degraded = structuredClone(world);
-        if (!plan.map((degradation) => degradation.apply(degraded, random)).some(Boolean)) continue;
-        counts.degradations += 1;
-        for (const degradation of plan) byDegradation.set(degradation.name, (byDegradation.get(degradation.name) ?? 0) + 1);
-        const allowed = allowedIn(degraded);
-        if (full && allowed === false) counts.degradedStricter += 1;
-        if (!full && allowed === true && violations.length < 5) {
-          violations.push(`input ${index} (${world.kind}): ${plan.map((degradation) => degradation.name).join(' + ')}`);
-        }
-      }
-    }
+  // Seeds 20 and 21 found a Machine missing from the listing turning a KCP deny into an allow
+  // (removal.test.ts, "less information, seed 20 input 620"); 17 was the only seed before.
+  it.each(SEEDS)(`seed %i: over ${INPUTS} generated inputs, no degradation turns a deny into an allow`, (seed) => {
+    const { counts, byDegradation, violations } = runProperty(seed, INPUTS, genWorld, DEGRADATIONS);
     console.log(
-      `less-information property: ${JSON.stringify(counts)}; per degradation: ${JSON.stringify(Object.fromEntries(byDegradation))}`,
+      `less-information property, seed ${seed}: ${JSON.stringify(counts)}; per degradation: ${JSON.stringify(Object.fromEntries(byDegradation))}`,
     );
     expect(violations).toEqual([]);
     // The property is only worth something if the generator reaches denials and degradations bite.

@@ -113,6 +113,45 @@ function decideOn(request: AdmissionRequest, evaluation: Evaluation | null, mach
   }).response;
 }
 
+/**
+ * Issue 17, the property's seed 20 input 620 (`kcp-scale`, "Machines missing from the listing"):
+ * 2 healthy members, KCP 3→1, cp-0 (etcd-0) annotated, cp-1 (etcd-1), a Machine with no Node and
+ * no UpToDate, and one whose Node runs no member and is older than cp-1. With every Machine listed
+ * the second member pick is open: denied. With the Node-less Machine missing, the age rule used to
+ * pick the memberless Machine as the last of the listing's 3 − 1 steps and allow: a missing
+ * Machine adds a step, and that step takes etcd-1.
+ */
+function lessInformationSeed20Rows(): Row[] {
+  const listed = [
+    machine(0, { annotated: true, createdMinute: 0, failureDomain: 'fd-a' }),
+    machine(1, { upToDate: true, createdMinute: 20, failureDomain: 'fd-a' }),
+    machine(3, { node: null, createdMinute: 40, failureDomain: 'fd-a' }),
+    machine(4, { node: 'spare-1', upToDate: true, createdMinute: 10, failureDomain: 'fd-a' }),
+  ];
+  const request = fixture('kcp-scale-down-3-to-2.json', (review) => setReplicas(review, 3, 1));
+  const evaluation = evaluationWith([], 2);
+  return [
+    {
+      behaviour:
+        'less information, seed 20 input 620: KCP 3→1 with every Machine listed is denied (which member goes second is open)',
+      request,
+      evaluation,
+      machines: machinesRead(listed),
+      allowed: false,
+      says: ['removing 2 members would leave 0 healthy of 0 voting'],
+    },
+    {
+      behaviour:
+        'less information, seed 20 input 620: the same with the Node-less Machine missing from the listing is still denied',
+      request,
+      evaluation,
+      machines: machinesRead(listed.filter((item) => item.nodeName !== null)),
+      allowed: false,
+      says: ['removing 2 members would leave 0 healthy of 0 voting'],
+    },
+  ];
+}
+
 const kcpScaleDown = fixture('kcp-scale-down-3-to-2.json');
 const kcpSpecScaleDown = fixture('kcp-v1beta2-replicas-3-to-2.json');
 /** All three up to date in one failure domain, created at minutes 10, 20, 30 unless `oldest` says which is first. */
@@ -509,20 +548,36 @@ const rows: Row[] = [
     never: /not determined/,
   },
   {
+    // The listing cannot show that no other memberless Machine is missing from it; one more would
+    // add a step, and that step takes a member (issue 17: less information never allows more).
     behaviour:
-      'KCP 4→3 removing a Machine with no Node yet while every voting member has its own Machine: it holds no member, allowed',
+      'KCP 4→3 removing a Machine with no Node yet, a member dead: it holds no member but spares none, denied (worst case)',
     request: fixture('kcp-scale-down-3-to-2.json', (request) => setReplicas(request, 4, 3)),
     evaluation: evaluationWith([2]),
     machines: machinesRead([machine(0), machine(1), machine(2), machine(3, { annotated: true, node: null })]),
-    allowed: true,
+    allowed: false,
+    says: ['removing 1 member would leave 1 healthy of 2 voting', 'annotate machine prod-control-plane-2x7k'],
   },
   {
-    behaviour: 'KCP 4→3 removing an annotated Machine whose Node runs no member removes none',
+    behaviour: 'KCP 4→3 removing an annotated Machine whose Node runs no member, a member dead: spares none, denied',
     request: fixture('kcp-scale-down-3-to-2.json', (request) => setReplicas(request, 4, 3)),
     evaluation: evaluationWith([2]),
     machines: machinesRead([machine(0), machine(1), machine(2), machine(3, { annotated: true, node: 'spare-node' })]),
+    allowed: false,
+  },
+  {
+    behaviour: 'KCP 4→3 with a memberless Machine and the dead member’s Machine both annotated: the dead one leaves, allowed',
+    request: fixture('kcp-scale-down-3-to-2.json', (request) => setReplicas(request, 4, 3)),
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([
+      machine(0),
+      machine(1),
+      machine(2, { annotated: true }),
+      machine(3, { annotated: true, node: null }),
+    ]),
     allowed: true,
   },
+  ...lessInformationSeed20Rows(),
   {
     behaviour: '3 voting with 2 dead: scale down is denied even with the dead Machines annotated (no quorum to commit)',
     request: kcpScaleDown,

@@ -147,16 +147,20 @@ function possiblePicks(remaining: readonly ControlPlaneMachine[], predictByAge: 
 }
 
 /**
- * KCP's removals, step by step. Machines already being deleted go first: KCP's preflight waits for
- * them and they count towards its Machines (scale.go preflightChecks). Then one pick per step
- * until the live Machines are down to `to`. A step is determined when every possible pick removes
- * the same kind of member. Only a complete listing gets here (listingGap), so every voting member
- * sits on exactly one Machine with its Node: a Machine whose Node names no member, or that has no
- * Node yet, holds no voting member and removes none. KCP deletes a Machine only while every other
- * Machine has a Node and a healthy member (preflightChecks), so it takes etcd no lower than `to`:
- * at most max(from, voting) − to removals take a member, as many as when nothing is known; later
- * picks are left out. `predictByAge`: the change is a plain scale down, so the request itself
- * outdates no Machine and KCP's age rule may be applied.
+ * KCP's removals of members, in order. Machines already being deleted go first: KCP's preflight
+ * waits for them (scale.go preflightChecks). Then one pick per step among the Machines that hold a
+ * voting member; a step is determined when every possible pick removes the same kind of member.
+ * Only a complete listing gets here (listingGap), so every voting member sits on exactly one listed
+ * Machine. Machines holding no member are left out of the picks: deleting one removes none, but
+ * it does not spare a member either, since the listing cannot show that no such Machine is missing
+ * (one missing would add a step, and then a member goes): KCP is assumed to remove members until
+ * it has taken max(from, voting) − to of them (KCP deletes a Machine only while every other
+ * Machine has a Node and a healthy member, so it takes etcd no lower than `to`). Leaving them out
+ * also keeps their tiers, domains and ages out of the prediction, which a Machine missing from the
+ * listing would change: among the members' Machines KCP's order is the same whatever other
+ * Machines it picks in between. Less information never allows more (issue 17).
+ * `predictByAge`: the change is a plain scale down, so the request itself outdates no Machine and
+ * KCP's age rule may be applied.
  */
 export function kcpRemovalOrder(
   members: readonly MemberReport[],
@@ -171,16 +175,16 @@ export function kcpRemovalOrder(
   const kindOf = (machine: ControlPlaneMachine): RemovedMember => removedBy(byName.get(machine.nodeName ?? '')) ?? 'none';
   const voting = members.filter((member) => !member.learner).length;
   const memberRemovals = Math.max(from - to, voting - to, 0);
-  const deleting = machines.filter((machine) => machine.deleting);
-  let remaining = machines.filter((machine) => !machine.deleting);
-  const order: (RemovedMember | null)[] = deleting.map(kindOf);
+  const order: (RemovedMember | null)[] = machines
+    .filter((machine) => machine.deleting && kindOf(machine) !== 'none')
+    .map(kindOf)
+    .slice(0, memberRemovals);
+  let remaining = machines.filter((machine) => !machine.deleting && kindOf(machine) !== 'none');
   let determined = true;
   let firstPick: ControlPlaneMachine | null = null;
-  const steps = Math.max(0, remaining.length - to);
-  for (let step = 0; step < steps; step += 1) {
-    if (order.filter((kind) => kind !== 'none').length >= memberRemovals) break;
+  while (order.length < memberRemovals && remaining.length > 0) {
     const candidates = possiblePicks(remaining, predictByAge);
-    if (step === 0 && deleting.length === 0 && candidates.length === 1) firstPick = candidates[0] ?? null;
+    if (order.length === 0 && candidates.length === 1) firstPick = candidates[0] ?? null;
     const kinds = new Set(candidates.map(kindOf));
     const chosenKind = kinds.size === 1 ? (candidates.map(kindOf)[0] ?? null) : null;
     if (chosenKind === null) determined = false;
@@ -192,14 +196,7 @@ export function kcpRemovalOrder(
       ) ?? candidates[0];
     remaining = remaining.filter((machine) => machine !== dropped);
   }
-  const kept = order.reduce<{ taken: number; entries: (RemovedMember | null)[] }>(
-    (acc, kind) => {
-      if (kind !== 'none' && acc.taken >= memberRemovals) return acc;
-      return { taken: acc.taken + (kind === 'none' ? 0 : 1), entries: [...acc.entries, kind] };
-    },
-    { taken: 0, entries: [] },
-  );
-  return { order: kept.entries, determined, firstPick };
+  return { order, determined, firstPick };
 }
 
 function deadMachineNames(members: readonly MemberReport[], machines: readonly ControlPlaneMachine[]): string[] {
