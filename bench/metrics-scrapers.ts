@@ -6,16 +6,16 @@
 //
 //   npx tsx bench/metrics-scrapers.ts [--smoke]
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CHECK_NAMES } from '../functions/domain/evaluation-document.js';
-import { makeEvaluation } from '../test/harness/evaluation-fixture.js';
 import { fixtureReview } from '../test/harness/reviews.js';
 import { startWebhookProcess } from '../test/harness/webhook-process.js';
 import { percentile } from './lib.js';
+import { writeCachedConfig } from '../test/harness/cached-config.js';
 
 const smoke = process.argv.includes('--smoke');
 const TARGETS = 1_000;
@@ -42,34 +42,15 @@ process.on('SIGTERM', () => { process.stdout.write(JSON.stringify({ ok, other })
 async function main(): Promise<void> {
   const workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-bench-scrapers-'));
   try {
-    const storeDir = path.join(workDir, 'store');
-    await mkdir(storeDir);
     const names = Array.from({ length: TARGETS }, (_unused, index) => (index === 0 ? 'prod' : `fleet-${index}`));
     const checks = CHECK_NAMES.map((name) => ({ name, status: 'pass' as const, message: 'ok' }));
-    await Promise.all(
-      names.map((name) =>
-        writeFile(
-          path.join(storeDir, `${name}.json`),
-          JSON.stringify(makeEvaluation({ target: name, evaluatedAt: new Date().toISOString(), checks })),
-        ),
-      ),
-    );
-    const configFile = path.join(workDir, 'guard.yaml');
-    await writeFile(
-      configFile,
-      [
-        `store: { kind: file, dir: ${storeDir} }`,
-        'maxAgeSeconds: 3600',
-        'inlineRefresh: false',
-        'events: false',
-        'targets:',
-        ...names.flatMap((name, index) => [
-          `  - name: ${name}`,
-          '    endpoints: [https://127.0.0.1:9]',
-          index === 0 ? '    match: {}' : `    match: { namespaces: [${name}] }`,
-        ]),
-        '',
-      ].join('\n'),
+    const configFile = await writeCachedConfig(
+      workDir,
+      names.map((name, index) => ({
+        name,
+        match: index === 0 ? '{}' : `{ namespaces: [${name}] }`,
+        evaluation: { evaluatedAt: new Date().toISOString(), checks },
+      })),
     );
     const webhook = await startWebhookProcess({ configFile, insecureHttp: true, metricsPort: true, startTimeoutMs: 60_000 });
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });

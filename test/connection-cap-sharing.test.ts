@@ -3,7 +3,7 @@
 // webhook runs as its own process (`etcd-guard webhook`), over plain HTTP and over HTTPS; the
 // attackers hold silent sockets and re-open each one as soon as it is cut.
 import { readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
@@ -13,10 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_CONNECTIONS_PER_PEER } from '../webhook/server/connections.js';
 import { MAX_CONNECTIONS } from '../webhook/server/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
-import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { holdConnections, type HeldConnections } from './harness/hostile-connections.js';
 import { startWebhookProcess, type WebhookProcess } from './harness/webhook-process.js';
 import { waitFor } from './harness/wait.js';
+import { writeCachedConfig } from './harness/cached-config.js';
 
 const ATTACKER_ADDRESSES = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
 const APISERVER_ADDRESS = '127.0.0.1';
@@ -31,25 +31,8 @@ let configFile: string;
 beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-cap-sharing-'));
   certs = await generateTestCerts(workDir);
-  const storeDir = path.join(workDir, 'store');
-  await mkdir(storeDir);
   // What the reviews are judged on does not matter here, only that they are answered.
-  await writeFile(path.join(storeDir, 'prod.json'), JSON.stringify(makeEvaluation({ target: 'prod' })));
-  configFile = path.join(workDir, 'guard.yaml');
-  await writeFile(
-    configFile,
-    [
-      `store: { kind: file, dir: ${storeDir} }`,
-      'maxAgeSeconds: 3600',
-      'inlineRefresh: false',
-      'events: false',
-      'targets:',
-      '  - name: prod',
-      '    endpoints: [https://127.0.0.1:9]',
-      '    match: {}',
-      '',
-    ].join('\n'),
-  );
+  configFile = await writeCachedConfig(workDir, [{ name: 'prod' }]);
 }, 60_000);
 
 afterAll(async () => {

@@ -3,16 +3,16 @@
 // --metrics-listen; idle sockets are held from other loopback addresses and re-opened when cut.
 // (The other half of the item, scrapes of 1,000 targets holding up admission, is a performance
 // target: bench/metrics-scrapers.ts prints admission p99 with scrapers against without.)
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { METRICS_MAX_CONNECTIONS } from '../webhook/server/metrics-server.js';
-import { makeEvaluation } from './harness/evaluation-fixture.js';
 import { holdConnections, type HeldConnections } from './harness/hostile-connections.js';
 import { httpRequest } from './harness/https-client.js';
 import { startWebhookProcess, type WebhookProcess } from './harness/webhook-process.js';
 import { waitFor } from './harness/wait.js';
+import { writeCachedConfig } from './harness/cached-config.js';
 
 const SCRAPES = 17;
 
@@ -21,24 +21,7 @@ let webhook: WebhookProcess;
 
 beforeAll(async () => {
   workDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-metrics-starvation-'));
-  const storeDir = path.join(workDir, 'store');
-  await mkdir(storeDir);
-  await writeFile(path.join(storeDir, 'prod.json'), JSON.stringify(makeEvaluation({ target: 'prod' })));
-  const configFile = path.join(workDir, 'guard.yaml');
-  await writeFile(
-    configFile,
-    [
-      `store: { kind: file, dir: ${storeDir} }`,
-      'maxAgeSeconds: 3600',
-      'inlineRefresh: false',
-      'events: false',
-      'targets:',
-      '  - name: prod',
-      '    endpoints: [https://127.0.0.1:9]',
-      '    match: {}',
-      '',
-    ].join('\n'),
-  );
+  const configFile = await writeCachedConfig(workDir, [{ name: 'prod' }]);
   webhook = await startWebhookProcess({ configFile, insecureHttp: true, metricsPort: true });
 }, 60_000);
 
