@@ -300,6 +300,11 @@ function settled<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
+/** What a read the decision waits for may take: its own bound, leaving the margin to the apiserver's budget. */
+function readTimeoutMs(startedAt: number, budgetMs: number): number {
+  return Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+}
+
 /** The guarded KCP's Machines when they decide which member leaves; a failure is reported, not thrown. */
 function readMachinesFor(
   ctx: AppContext,
@@ -310,7 +315,7 @@ function readMachinesFor(
 ): Sync<MachinesRead | undefined> {
   const { readMachines } = ctx;
   if (readMachines === undefined || !needsMachines(classification)) return undefined;
-  const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+  const timeoutMs = readTimeoutMs(startedAt, budgetMs);
   if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read them' };
   const query = {
     namespace: classification.object.namespace,
@@ -343,7 +348,7 @@ function readParentFor(
 ): Sync<ParentRead | undefined> {
   const { readParent } = ctx;
   if (readParent === undefined || parentPointersFor(classification) === null) return undefined;
-  const timeoutMs = Math.min(MACHINES_READ_TIMEOUT_MS, budgetMs - (performance.now() - startedAt) - MACHINES_READ_MARGIN_MS);
+  const timeoutMs = readTimeoutMs(startedAt, budgetMs);
   if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read it' };
   const revision = (request.oldObject as { metadata?: { resourceVersion?: unknown } } | undefined)?.metadata?.resourceVersion;
   return settled(() =>
