@@ -12,7 +12,7 @@ import { stringify } from 'yaml';
 import { ConfigMapStore } from '../functions/adapters/configmap-store.js';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
-import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { etcdVersion, startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startKubeApiserver, type KubeApiserver, type KubeUser } from './harness/kube-apiserver.js';
 import { CelError, evaluateCel } from './harness/cel.js';
 import { at, objs, ROOT, webhookConfiguration } from './harness/manifests.js';
@@ -194,7 +194,11 @@ beforeAll(async () => {
     }),
   );
   [kube, etcd] = await Promise.all([startKubeApiserver({ name: 'e2e' }), startEtcdCluster({ size: 3, name: 'realapi' })]);
-  console.log(`kube-apiserver ${pinnedVersion('KUBE_VERSION')} ready in ${Math.round(kube.startupMs)} ms`);
+  // Both the guarded etcd and the server's storage run the etcd under test (ETCD_GUARD_ETCD_BIN_DIR),
+  // so each real-etcd pass of .ci/run meets the real server on its etcd.
+  console.log(
+    `kube-apiserver ${pinnedVersion('KUBE_VERSION')} ready in ${Math.round(kube.startupMs)} ms; its storage and the guarded etcd run etcd ${await etcdVersion()}`,
+  );
   const files = (await crdFiles).flat();
   ok(await kube.kubectl(['apply', '--server-side', ...files.flatMap((file) => ['-f', file])]), 'applying the real CRDs');
   ok(
