@@ -12,6 +12,7 @@ import { decide } from '../webhook/domain/decide.js';
 import {
   KUBEADM_DEFAULT_ETCD,
   MIN_ETCD_FOR_3_6,
+  MIN_ETCD_FOR_3_7,
   judgeEtcdRollout,
   kubeadmDefaultEtcd,
   parseEtcdVersion,
@@ -206,6 +207,86 @@ describe('the etcd 3.6 upgrade gate', () => {
   });
 });
 
+// etcd's 3.7 guide (https://etcd.io/docs/v3.7/upgrades/upgrade_3_7/, "Update 3.6"): every member
+// on 3.6.11 or later before any member moves to 3.7.
+describe('the etcd 3.6 → 3.7 upgrade gate', () => {
+  const judge = (next: string, previous: string, ...versions: string[]) =>
+    judgeEtcdRollout(
+      { next: readEtcdTag(next), source: `etcd imageTag ${next}`, previous: readEtcdTag(previous) },
+      membersAt(...versions).members,
+    );
+
+  it.each<[string, string, string, string[], RegExp | null]>([
+    [
+      'denies 3.6 → 3.7 naming the one member below 3.6.11',
+      '3.7.3-0',
+      '3.6.9-0',
+      ['3.6.11', '3.6.10', '3.6.16'],
+      /^this change moves etcd to 3\.7\.3 \(etcd imageTag 3\.7\.3-0\); etcd's upgrade guide requires every member on 3\.6\.11 or later before any member moves to 3\.7, and etcd-1 \(3\.6\.10\) runs below it: upgrade them to 3\.6\.11\+ first$/,
+    ],
+    ['allows 3.6 → 3.7 when every member runs 3.6.11 or later', 'v3.7.3', 'v3.6.16', ['3.6.11', '3.6.16', '3.6.16'], null],
+    [
+      'denies 3.5 → 3.7 (a skipped minor): members on 3.5 are below 3.6.11',
+      'v3.7.0',
+      '3.5.32-0',
+      ['3.5.32', '3.5.32', '3.5.32'],
+      /moves etcd to 3\.7\.0 .* on 3\.6\.11 or later .* etcd-0 \(3\.5\.32\), etcd-1 \(3\.5\.32\), etcd-2 \(3\.5\.32\) run below it/,
+    ],
+    ['allows a 3.7 patch step from a 3.7 release (the crossing was judged before)', 'v3.7.3', 'v3.7.1', ['3.6.5'], null],
+    ['denies 3.7 from a 3.7 pre-release', 'v3.7.3', 'v3.7.0-rc.1', ['3.6.5'], /moves etcd to 3\.7\.3/],
+    ['allows a 3.6 step on members below 3.6.11 (no crossing)', '3.6.16-0', '3.6.9-0', ['3.6.9'], null],
+    [
+      'judges a minor no guide names yet (3.8) by the newest minimum',
+      'v3.8.0',
+      'v3.7.3',
+      ['3.6.5', '3.7.3'],
+      /moves etcd to 3\.8\.0 .* on 3\.6\.11 or later before any member moves to 3\.7, and etcd-0 \(3\.6\.5\) runs below it/,
+    ],
+    [
+      'denies an undetermined tag while a 3.6 member is below 3.6.11 (it may move to 3.7)',
+      'latest',
+      '3.6.9-0',
+      ['3.6.9', '3.6.16'],
+      /undetermined \(etcd imageTag latest: .*\), so it may move etcd to 3\.7; .* on 3\.6\.11 or later .* etcd-0 \(3\.6\.9\) runs below it/,
+    ],
+    [
+      'names both crossings for an undetermined tag in a cluster on 3.5, 3.6 and 3.7',
+      'latest',
+      'latest',
+      ['3.5.16', '3.6.5', '3.7.3'],
+      /so it may move etcd to 3\.6 or 3\.7; .* on 3\.5\.32 or later .* moves to 3\.6, and etcd-0 \(3\.5\.16\) runs below it: upgrade them to 3\.5\.32\+ first; .* on 3\.6\.11 or later .* moves to 3\.7, and etcd-1 \(3\.6\.5\) runs below it: upgrade them to 3\.6\.11\+ first$/,
+    ],
+    [
+      'leaves a 3.5 member alone for an undetermined tag when the object ran 3.6 (that crossing was judged)',
+      'latest',
+      '3.6.16-0',
+      ['3.5.16', '3.6.16'],
+      null,
+    ],
+    ['allows an undetermined tag on members all on 3.7 (no guide names a next minimum)', 'latest', '3.7.3-0', ['3.7.3'], null],
+  ])('%s', (_name, next, previous, versions, denial) => {
+    const blocked = judge(next, previous, ...versions);
+    if (denial === null) expect(blocked).toBeNull();
+    else expect(blocked).toMatch(denial);
+  });
+
+  it('denies a KCP imageTag bump 3.6.9-0 → 3.7.3-0 end to end, with the override hint', () => {
+    const request = edited(TO_3_6, (old, next) => {
+      withImageTag(old, '3.6.9-0');
+      withImageTag(next, '3.7.3-0');
+    });
+    const decision = decideOn(request, membersAt('3.6.9', '3.6.16', '3.6.16'));
+    expect(decision.response.allowed).toBe(false);
+    expect(decision.reason).toBe('etcd-upgrade');
+    const message = decision.response.status?.message ?? '';
+    expect(message).toContain('KubeadmControlPlane default/prod-control-plane');
+    expect(message).toContain(`every member on ${MIN_ETCD_FOR_3_7} or later before any member moves to 3.7`);
+    expect(message).toContain('etcd-0 (3.6.9) runs below it');
+    expect(message).toMatch(/to override, annotate with etcd-guard\.io\/override/);
+    expect(decideOn(request, membersAt('3.6.11', '3.6.16', '3.6.16')).response.allowed).toBe(true);
+  });
+});
+
 // Issue 30 item 3: the gate read only `x.y.z` and let every other tag through.
 describe('the 3.5 → 3.6 gate on tags it cannot parse (issue 30 item 3)', () => {
   it.each<[string, string | null, boolean]>([
@@ -265,7 +346,7 @@ describe('the 3.5 → 3.6 gate on tags it cannot parse (issue 30 item 3)', () =>
   });
 
   const below = membersAt('3.5.16', '3.5.16', '3.5.16').members;
-  const ready = membersAt('3.5.32', '3.6.5', '3.5.40').members;
+  const ready = membersAt('3.5.32', '3.6.11', '3.5.40').members;
   it.each<[string, string, string, typeof below, RegExp | null]>([
     [
       'denies an undetermined tag while members are below the minimum',

@@ -1,6 +1,6 @@
-// The etcd 3.5 → 3.6 upgrade gate for rollouts of a kind that says which etcd its objects run
-// (ControllerKind.etcdVersion: a KubeadmControlPlane through kubeadm or its imageTag, a druid
-// Etcd's spec.etcd.image, a guarded StatefulSet's etcd container image). Pure.
+// The etcd minor-version upgrade gate (3.5 → 3.6, 3.6 → 3.7) for rollouts of a kind that says
+// which etcd its objects run (ControllerKind.etcdVersion: a KubeadmControlPlane through kubeadm or
+// its imageTag, a druid Etcd's spec.etcd.image, a guarded StatefulSet's etcd container image). Pure.
 //
 // etcd's upgrade guide (etcd-io/website, content/en/docs/v3.6/upgrades/upgrade_3_6.md, "Update
 // 3.5", as of its commit 9acb6b48 of 2026-08-14): "Before upgrading to 3.6, make sure that all of
@@ -9,14 +9,18 @@
 // we follow the newest. A rolling 3.6 member joining members below it can fail the upgrade (e.g.
 // "too many learner members", leftover v2store content); going back takes etcd's own downgrade
 // procedure (`etcdctl downgrade enable`, then member by member), not a rollout.
+// The 3.7 guide (https://etcd.io/docs/v3.7/upgrades/upgrade_3_7/, "Update 3.6", still a draft
+// when read on 2026-12-02): "Before upgrading to 3.7, make sure that all of your 3.6 members are
+// updated to 3.6.11 or later. Earlier 3.6 patch releases may not be compatible with a rolling
+// upgrade to 3.7."
 //
-// A KCP's etcd moves to 3.6 when its etcd image tag says so, or, without a tag, when the
-// Kubernetes version it rolls to is one whose kubeadm defaults to etcd 3.6 (its module reads
-// which; this file judges). Such a change is denied while any member runs etcd below the minimum,
+// A KCP's etcd moves to a new minor when its etcd image tag says so, or, without a tag, when the
+// Kubernetes version it rolls to is one whose kubeadm defaults to it (its module reads which; this
+// file judges). Such a change is denied while any member runs etcd below that crossing's minimum,
 // naming those members. So is a rollout whose etcd cannot be read (a tag outside the published
-// grammars, a digest, no tag): undetermined, it may be the crossing. Every other change (a version
-// step that stays on 3.5, a change of anything else) is left to the other rules. Another kind
-// gates its rollouts through readEtcdTag / readEtcdImage and judgeEtcdRollout.
+// grammars, a digest, no tag): undetermined, it may be the next crossing of any member. Every
+// other change (a patch step within a minor, a change of anything else) is left to the other
+// rules. Another kind gates its rollouts through readEtcdTag / readEtcdImage and judgeEtcdRollout.
 import { printableExcerpt as clipped } from '../../functions/shared/redact.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
@@ -31,9 +35,22 @@ export interface EtcdVersion {
   patch: number;
 }
 
-const MINIMUM: EtcdVersion = { major: 3, minor: 5, patch: 32 };
+/** A minor upgrade etcd's guides name a minimum for: every member on `minimum`+ before any runs `into`. */
+interface Crossing {
+  into: EtcdVersion;
+  minimum: EtcdVersion;
+}
+
+/** Oldest first; a minor past the newest is judged by the newest, the last one a guide names. */
+const CROSSINGS: readonly Crossing[] = [
+  { into: { major: 3, minor: 6, patch: 0 }, minimum: { major: 3, minor: 5, patch: 32 } },
+  { into: { major: 3, minor: 7, patch: 0 }, minimum: { major: 3, minor: 6, patch: 11 } },
+];
+
 /** The 3.5 patch every member must run before any member moves to 3.6 (see above). */
-export const MIN_ETCD_FOR_3_6 = `${MINIMUM.major}.${MINIMUM.minor}.${MINIMUM.patch}`;
+export const MIN_ETCD_FOR_3_6 = '3.5.32';
+/** The 3.6 patch every member must run before any member moves to 3.7 (see above). */
+export const MIN_ETCD_FOR_3_7 = '3.6.11';
 
 /** A member's version as etcd reports it ("3.5.16", "3.6.0-rc.2") → its numbers; null for anything else. */
 export function parseEtcdVersion(text: unknown): EtcdVersion | null {
@@ -112,7 +129,21 @@ function compare(a: EtcdVersion, b: EtcdVersion): number {
 }
 
 const format = (version: EtcdVersion): string => `${version.major}.${version.minor}.${version.patch}`;
-const FIRST_3_6: EtcdVersion = { major: 3, minor: 6, patch: 0 };
+const minorOf = (version: EtcdVersion): string => `${version.major}.${version.minor}`;
+const FIRST_3_6 = (CROSSINGS[0] as Crossing).into;
+
+/** The crossing a move into `version`'s minor takes: the newest one into that minor or below it. */
+function crossingInto(version: EtcdVersion): Crossing | undefined {
+  return CROSSINGS.filter((crossing) => compare(crossing.into, version) <= 0).at(-1);
+}
+
+/**
+ * The crossing a member on `version` takes next: into the following minor; a member below 3.5
+ * faces the first one too (its next step, 3.5, has no minimum here, and 3.6 would skip a minor).
+ */
+function nextCrossingOf(version: EtcdVersion): Crossing | undefined {
+  return CROSSINGS.find((crossing) => compare(version, crossing.into) < 0);
+}
 
 /** Members that run an etcd below the minimum, as "name (version)"; members of unknown version are not counted. */
 function membersBelow(members: Evaluation['members'], minimum: EtcdVersion): string[] {
@@ -131,27 +162,48 @@ export interface EtcdRollout {
   previous: EtcdVersionReading;
 }
 
+function requirement(crossing: Crossing, below: readonly string[]): string {
+  const minimum = format(crossing.minimum);
+  return (
+    `etcd's upgrade guide requires every member on ${minimum} or later before any member moves to ` +
+    `${minorOf(crossing.into)}, and ${below.join(', ')} ${below.length === 1 ? 'runs' : 'run'} below it: ` +
+    `upgrade them to ${minimum}+ first`
+  );
+}
+
 /**
  * The gate itself, for any kind that can say what its rollout runs: null when the rollout stays
- * below 3.6, when the object already ran a 3.6 release before it (the crossing was judged when it
- * was made), or when every member runs the minimum; otherwise the reason to deny. A rollout whose
- * etcd cannot be read is undetermined and judged as a crossing: it may be one.
+ * below 3.6, when the object already ran a release of the minor it rolls to (the crossing was
+ * judged when it was made), or when every member runs the crossing's minimum; otherwise the reason
+ * to deny. A rollout whose etcd cannot be read is undetermined: it may take each member's next
+ * crossing (a member on 3.5 into 3.6, one on 3.6 into 3.7), past the minor the object ran before.
  */
 export function judgeEtcdRollout(rollout: EtcdRollout, members: Evaluation['members']): string | null {
   const { next, previous } = rollout;
-  if (next.kind === 'version' && compare(next.version, FIRST_3_6) < 0) return null;
   // A pre-release is not a release the crossing could have been judged on.
-  if (previous.kind === 'version' && !previous.prerelease && compare(previous.version, FIRST_3_6) >= 0) return null;
-  const below = membersBelow(members, MINIMUM);
-  if (below.length === 0) return null;
-  const moves =
-    next.kind === 'version'
-      ? `this change moves etcd to ${format(next.version)} (${rollout.source})`
-      : `this change runs an etcd whose version is undetermined (${rollout.source}: ${next.why}), so it may move etcd to 3.6`;
+  const crossed = previous.kind === 'version' && !previous.prerelease ? previous.version : null;
+  const alreadyOn = (into: EtcdVersion) => crossed !== null && crossed.major === into.major && crossed.minor >= into.minor;
+  if (next.kind === 'version') {
+    if (compare(next.version, FIRST_3_6) < 0 || alreadyOn(next.version)) return null;
+    const crossing = crossingInto(next.version);
+    const below = crossing === undefined ? [] : membersBelow(members, crossing.minimum);
+    if (crossing === undefined || below.length === 0) return null;
+    return `this change moves etcd to ${format(next.version)} (${rollout.source}); ${requirement(crossing, below)}`;
+  }
+  const blocked = new Map<Crossing, string[]>();
+  for (const member of members) {
+    const version = parseEtcdVersion(member.version);
+    const crossing = version === null ? undefined : nextCrossingOf(version);
+    if (version === null || crossing === undefined || alreadyOn(crossing.into)) continue;
+    if (compare(version, crossing.minimum) >= 0) continue;
+    blocked.set(crossing, [...(blocked.get(crossing) ?? []), `${clipped(member.name || member.id)} (${format(version)})`]);
+  }
+  if (blocked.size === 0) return null;
+  const crossings = CROSSINGS.filter((crossing) => blocked.has(crossing));
   return (
-    `${moves}; etcd's upgrade guide requires every member ` +
-    `on ${MIN_ETCD_FOR_3_6} or later before any member moves to 3.6, and ${below.join(', ')} ` +
-    `${below.length === 1 ? 'runs' : 'run'} below it: upgrade them to ${MIN_ETCD_FOR_3_6}+ first`
+    `this change runs an etcd whose version is undetermined (${rollout.source}: ${next.why}), so it may move etcd to ` +
+    `${crossings.map((crossing) => minorOf(crossing.into)).join(' or ')}; ` +
+    crossings.map((crossing) => requirement(crossing, blocked.get(crossing) ?? [])).join('; ')
   );
 }
 
@@ -171,7 +223,7 @@ function etcdOf(
 }
 
 /**
- * Null when the change does not move a kind's etcd into 3.6 or every member is ready for it;
+ * Null when the change does not move a kind's etcd into a new minor or every member is ready for it;
  * otherwise the reason to deny, naming the members below the minimum.
  */
 export function judgeEtcdUpgrade(
