@@ -1,4 +1,5 @@
-// etcd 3.6's Status fields that etcd3 1.1.2's rpc.proto lacks (dbSizeQuota, storageVersion): read
+// etcd 3.6's Status fields that etcd3 1.1.2's rpc.proto lacks (dbSizeQuota, storageVersion,
+// downgradeInfo): read
 // from the wire bytes beside etcd3's own decoding, and used by the db-size check instead of the
 // configured quota. A 3.6 StatusResponse is built from etcd's v3.6 field numbers with protobufjs
 // (the library @grpc/proto-loader uses); a gRPC stand-in serves it to the real probe.
@@ -72,11 +73,61 @@ function status36(overrides: Record<string, unknown> = {}): Buffer {
   return Buffer.from(StatusResponse36.encode(message).finish());
 }
 
+// Status as a real etcd 3.6.16 member sent it (test/harness/raw-status.ts), before and after
+// `etcdctl downgrade enable 3.5` on its 3-member cluster.
+const REAL_3_6_16 =
+  '0a1808a9f3d8a3a5a8ebc92310dc8afea3db9190c83a180120021206332e362e31361880a00120dc8afea3db9190c83a280b3002380b488080015a05332e362e306080808080086a00';
+const REAL_3_6_16_DOWNGRADING =
+  '0a1808a9f3d8a3a5a8ebc92310dc8afea3db9190c83a180120021206332e362e31361880a00120dc8afea3db9190c83a280c3002380c488080015a05332e362e306080808080086a0908011205332e352e30';
+const NO_DOWNGRADE = { enabled: false, targetVersion: '' };
+
 describe('statusExtras', () => {
   it.each<[string, Buffer, ReturnType<typeof statusExtras>]>([
-    ['reads dbSizeQuota and storageVersion of a 3.6 response', status36(), { dbSizeQuotaBytes: GIB, storageVersion: '3.6.0' }],
-    ['reads nothing from a 3.5 response (no fields 11 and 12)', status36({ storageVersion: '', dbSizeQuota: '0' }), {}],
-    ['ignores a negative quota', status36({ dbSizeQuota: '-5', storageVersion: '' }), {}],
+    [
+      'reads dbSizeQuota, storageVersion and downgradeInfo of a 3.6 response',
+      status36(),
+      { dbSizeQuotaBytes: GIB, storageVersion: '3.6.0', downgrade: NO_DOWNGRADE },
+    ],
+    [
+      'reads nothing from a 3.5 response (no fields 11 to 13)',
+      status36({ storageVersion: '', dbSizeQuota: '0', downgradeInfo: null }),
+      {},
+    ],
+    ['ignores a negative quota', status36({ dbSizeQuota: '-5', storageVersion: '', downgradeInfo: null }), {}],
+    [
+      'reads an enabled downgrade and its target',
+      status36({ downgradeInfo: { enabled: true, targetVersion: '3.5.0' } }),
+      { dbSizeQuotaBytes: GIB, storageVersion: '3.6.0', downgrade: { enabled: true, targetVersion: '3.5.0' } },
+    ],
+    [
+      'reads an empty downgradeInfo (all defaults, as etcd sends it) as no downgrade',
+      Buffer.from([0x6a, 0x00]),
+      { downgrade: NO_DOWNGRADE },
+    ],
+    [
+      'shows a target version with unprintable bytes as ? and at most 32 characters',
+      status36({ downgradeInfo: { enabled: true, targetVersion: `3.5\u0000${'9'.repeat(40)}` } }),
+      {
+        dbSizeQuotaBytes: GIB,
+        storageVersion: '3.6.0',
+        downgrade: { enabled: true, targetVersion: `3.5?${'9'.repeat(28)}` },
+      },
+    ],
+    [
+      'keeps what came before a downgradeInfo cut short',
+      status36({ downgradeInfo: { enabled: true, targetVersion: '3.5.0' } }).subarray(0, status36().length + 3),
+      { dbSizeQuotaBytes: GIB, storageVersion: '3.6.0' },
+    ],
+    [
+      'reads a real etcd 3.6.16 Status: no downgrade',
+      Buffer.from(REAL_3_6_16, 'hex'),
+      { dbSizeQuotaBytes: 2 * GIB, storageVersion: '3.6.0', downgrade: NO_DOWNGRADE },
+    ],
+    [
+      'reads a real etcd 3.6.16 Status after downgrade enable 3.5',
+      Buffer.from(REAL_3_6_16_DOWNGRADING, 'hex'),
+      { dbSizeQuotaBytes: 2 * GIB, storageVersion: '3.6.0', downgrade: { enabled: true, targetVersion: '3.5.0' } },
+    ],
     [
       'stops at bytes cut short',
       status36().subarray(0, status36().length - 3),

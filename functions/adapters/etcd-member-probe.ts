@@ -1021,6 +1021,7 @@ export class EtcdProbeSession {
         version: response.version,
         isLearner: response.isLearner === true,
         ...(response.extras.dbSizeQuotaBytes === undefined ? {} : { dbSizeQuotaBytes: response.extras.dbSizeQuotaBytes }),
+        ...(response.extras.downgrade === undefined ? {} : { downgrade: response.extras.downgrade }),
       };
     });
     if (onStatus !== undefined) void statusCall.then(onStatus);

@@ -11,7 +11,7 @@ export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
  * (writeDecision in store.ts). Absent in documents from before revisions were stamped: 1.
  * schemaVersion changes only when an old reader would misjudge a new document (docs/evaluation.md).
  */
-export const FORMAT_REVISION = 4;
+export const FORMAT_REVISION = 5;
 
 export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
 export type Verdict = z.infer<typeof verdictSchema>;
@@ -46,6 +46,11 @@ export const memberSchema = z.object({
    * documents written before it existed still parse.
    */
   learnerSince: rfc3339Utc.optional(),
+  /**
+   * The cluster's downgrade as this member reports it (etcd 3.6+ Status `downgradeInfo`; absent
+   * for older members). Revision 5.
+   */
+  downgrade: z.object({ enabled: z.boolean(), targetVersion: z.string() }).optional(),
 });
 export type MemberReport = z.infer<typeof memberSchema>;
 
@@ -77,6 +82,7 @@ export const CHECK_NAMES = [
   'db-size',
   'raft-index',
   'version',
+  'downgrade',
   'latency',
   'leader-changes',
   'member-count',

@@ -33,6 +33,8 @@ export interface MemberStatus {
   clusterId?: string;
   /** The member's own --quota-backend-bytes, when it reports it (etcd 3.6+ Status dbSizeQuota). */
   dbSizeQuotaBytes?: number;
+  /** The cluster's downgrade as the member reports it (etcd 3.6+ Status downgradeInfo; absent before 3.6). */
+  downgrade?: { enabled: boolean; targetVersion: string };
 }
 
 export interface RaisedAlarm {

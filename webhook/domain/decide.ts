@@ -13,7 +13,7 @@ import { annotationsOf, describeObject } from './classify.js';
 import type { Decision, DecisionInput, GuardedChange, MemberExit } from './contract.js';
 import { judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
-import { JOINING_REASON, projectOntoEvaluation } from './projection.js';
+import { isDowngradeReason, JOINING_REASON, projectOntoEvaluation } from './projection.js';
 import { allowDecision, clip, denyDecision, MAX_WARNINGS, oneLine } from './respond.js';
 import { warningChunks } from './enforcement.js';
 import { describeExit, judgeMemberExit } from './member-exits.js';
@@ -218,9 +218,11 @@ function judge(original: DecisionInput): Judgement {
         ? [...evaluation.reasons, ...projection.reasons]
         : [...projection.reasons, ...evaluation.reasons];
     const joining = projection.reasons.includes(JOINING_REASON);
+    const downgrading = projection.reasons.some(isDowngradeReason);
     return {
       allowed: false,
-      reason: evaluation.verdict === 'Unhealthy' ? 'unhealthy' : joining ? 'member-joining' : 'quorum',
+      reason:
+        evaluation.verdict === 'Unhealthy' ? 'unhealthy' : joining ? 'member-joining' : downgrading ? 'etcd-downgrade' : 'quorum',
       message: deniedMessage(input, evaluation, ageMs, failing) + (projection.hint === undefined ? '' : `; ${projection.hint}`),
     };
   }

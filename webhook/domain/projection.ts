@@ -19,6 +19,7 @@
 //   denied below 3 replicas (KCP's own rule) and projected remove-then-add; a maxSurge the guard
 //   cannot read is projected both ways.
 // - a learner (a member joining) blocks every membership change: etcd takes one learner at a time.
+// - an enabled etcd downgrade (3.6+) blocks every change that adds a member (downgradeReason).
 // - alarms of the member KCP deletes first do not count for a scale down (`excusedAlarms`): KCP's
 //   scale-down preflight skips that Machine (cluster-api controlplane/kubeadm/internal/controllers/scale.go).
 // - KCP with external etcd (`externalEtcd`): replicas are API servers, not etcd members; no
@@ -38,6 +39,8 @@ export interface MembershipState {
   /** Number of active alarms across members (NOSPACE, CORRUPT, ...). */
   alarms: number;
   verdict: Verdict;
+  /** The version an enabled etcd downgrade (3.6+) goes to, when a member reports one. */
+  downgradeTarget?: string;
 }
 
 // What a removal takes and how a controller carries a change out are told by each kind's module.
@@ -55,6 +58,18 @@ export interface ProjectionResult {
 /** etcd admits one learner at a time (its --experimental-max-learners defaults to 1); kubeadm joins as a learner. */
 export const JOINING_REASON =
   'a member is joining (learner not yet promoted); etcd takes one learner at a time, so membership changes wait until it is promoted';
+const DOWNGRADE_REASON_START = 'etcd has a downgrade to ';
+export const isDowngradeReason = (reason: string): boolean => reason.startsWith(DOWNGRADE_REASON_START);
+/**
+ * An etcd downgrade (`etcdctl downgrade enable`) replaces members in place, one by one, with the
+ * older minor, and completes only once every member runs it. A member added meanwhile runs the
+ * etcd its object names, which is rarely the target: it holds the downgrade up, and the change
+ * stacks a membership change on a procedure etcd runs one member at a time. Removing a member
+ * adds no etcd and stays possible (e.g. a dead one), under the usual quorum rules.
+ */
+export function downgradeReason(target: string): string {
+  return `${DOWNGRADE_REASON_START}${target} enabled (etcdctl downgrade enable): a member added now would hold it up; add members once it completes or is cancelled`;
+}
 export const ONE_MEMBER_GROWTH_WARNING = 'a 1-member etcd has no quorum until its new member starts';
 /** KCP's own admission rule for `rollout.strategy.rollingUpdate.maxSurge: 0`. */
 export const REMOVE_FIRST_MIN_REPLICAS = 3;
@@ -177,6 +192,7 @@ function preconditions(state: MembershipState, change: MembershipChange, options
   }
   if (targetSizeOf(change) < 1) reasons.push(`cannot scale etcd below 1 replica (requested ${targetSizeOf(change)})`);
   if (change.kind !== 'scale-down') {
+    if (state.downgradeTarget !== undefined) reasons.push(downgradeReason(state.downgradeTarget));
     if (state.verdict === 'Unhealthy') reasons.push('etcd verdict is Unhealthy; adding a member needs a passing evaluation');
     if (state.healthyVoting < state.voting) {
       reasons.push(`only ${state.healthyVoting} of ${state.voting} voting members healthy; adding a member needs all healthy`);
@@ -258,7 +274,7 @@ function alarmCount(evaluation: Evaluation): number {
 
 /** The membership numbers an evaluation reports. */
 export function membershipStateOf(evaluation: Evaluation): MembershipState {
-  return {
+  const state: MembershipState = {
     voting: evaluation.cluster.votingMembers,
     healthyVoting: evaluation.cluster.healthyVoting,
     learners: evaluation.cluster.learners,
@@ -266,6 +282,9 @@ export function membershipStateOf(evaluation: Evaluation): MembershipState {
     alarms: alarmCount(evaluation),
     verdict: evaluation.verdict,
   };
+  const downgrade = evaluation.members.find((member) => member.downgrade?.enabled === true)?.downgrade;
+  if (downgrade !== undefined) state.downgradeTarget = downgrade.targetVersion || 'an unnamed version';
+  return state;
 }
 
 /** Projects onto an evaluation; a scale down allowed while Unhealthy names the unhealthy members. */

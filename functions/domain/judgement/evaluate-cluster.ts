@@ -62,6 +62,7 @@ export function memberReport(member: JudgedMember, view: ClusterView): MemberRep
   };
   const join = view.joins.get(member.id);
   if (join !== undefined) report.learnerSince = join.since;
+  if (status?.downgrade !== undefined) report.downgrade = { ...status.downgrade };
   if (error !== undefined) report.error = error;
   return report;
 }

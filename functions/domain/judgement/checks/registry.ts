@@ -2,6 +2,7 @@
 import type { CheckName } from '../../evaluation-document.js';
 import type { CheckFunction } from '../check.js';
 import { dbSizeCheck, latencyCheck, raftIndexCheck, versionCheck } from './capacity.js';
+import { downgradeCheck } from './downgrade.js';
 import {
   alarmsCheck,
   leaderChangesCheck,
@@ -38,6 +39,7 @@ export const CHECKS: Record<CheckName, CheckFunction> = {
   'db-size': dbSizeCheck,
   'raft-index': raftIndexCheck,
   version: versionCheck,
+  downgrade: downgradeCheck,
   latency: latencyCheck,
   'leader-changes': leaderChangesCheck,
   'member-count': memberCountCheck,
