@@ -74,6 +74,12 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     "`full` (default): a member's serving certificate must chain to `tls.caFile` and name the member (its address, or its node name through a port-forward); one that does not fails the `tls-identity` check naming both. `chain-only`: the chain alone, for etcd serving certificates without the node name. Risk: any certificate that CA issued is taken for the member; see [TLS identity](#tls-identity-and-chain-only).",
   'targets[].learnerGrace':
     'How long a learner (a member joining; kubeadm adds every one as a learner) may stay unpromoted: within it the `learners` check warns (`learner cp-3 joining for 40s`, Degraded), after it fails (`learner cp-3 not promoted for 7m`, Unhealthy). Its age counts from its Node’s (else Machine’s) creation, else from when an evaluation first saw it. `5m` when absent.',
+  'targets[].backup':
+    "The `backup` check and rule of a druid target (set through `discovery.druid.backup`): each evaluation reads the Etcd's `status.conditions[type=BackupReady]` and its snapshot Leases `<etcd>-full-snap` and `<etcd>-delta-snap` (`spec.renewTime`). BackupReady=False fails the check (the verdict is Degraded: etcd still serves), BackupReady not True, no condition or no snapshot time is `backup unknown` (a warning, never a pass), a last snapshot older than `maxSnapshotAge` warns. A static target has no backup check (its Etcd is not read). See [evaluation](evaluation.md#backup-druid).",
+  'targets[].backup.maxSnapshotAge':
+    'How old the newer of the last full and delta snapshot may be before the check warns (`backup stale`): `30m`, `6h` (h, m or s; from 1m to 168h), or seconds as a number.',
+  'targets[].backup.requiredForChanges':
+    "`true`: a membership change (scale up or down) or an etcd upgrade (a rollout that changes `spec.etcd.image`) of the target is denied unless its `backup` check passes, naming the check's message. A hibernation (to 0 and back) keeps its own exception; an override lets one change through.",
   override: 'How an authorized user lets one denied change through.',
   'override.annotation':
     'Annotation on the new object that overrides a denial; its value is the reason, recorded in the audit log.',
@@ -112,6 +118,10 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     '`decisionMaxAgeMs` of every target this provider discovers; the top-level one when absent.',
   'discovery.druid.decision':
     '`decision` (`live` or `cached`) of every target this provider discovers; the top-level one when absent.',
+  'discovery.druid.backup':
+    'Gives every druid target the `backup` check and rule (`targets[].backup`); absent: the Etcd and its Leases are not read and no `backup` check is judged. Needs `get` on `etcds` and `leases` (manifests/overlays/druid).',
+  'discovery.druid.backup.maxSnapshotAge': 'Sets `targets[].backup.maxSnapshotAge` for every druid target.',
+  'discovery.druid.backup.requiredForChanges': 'Sets `targets[].backup.requiredForChanges` for every druid target.',
   'discovery.refreshSeconds':
     'How often the webhook lists again (each round within 10 s). A target that disappears stops being evaluated; its last evaluation ages out.',
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',

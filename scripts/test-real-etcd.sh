@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real-etcd suites (faults, TLS and TLS identity, learner, alarms, removed and foreign members,
-# leader moves and leader-changes, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate,
+# leader moves and leader-changes, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate
+# and druid backup rule,
 # the real kube-apiserver suite with its storage on the same etcd) against
 # one etcd: ETCD_GUARD_ETCD_BIN_DIR names the dir holding its etcd and etcdctl (PATH's otherwise).
 # `.ci/run` runs them again on etcd 3.5 (scripts/ensure-etcd-3.5.sh), 3.6 and 3.7
@@ -20,6 +21,7 @@ files=(
   test/fleet-e2e.test.ts
   test/e2e-webhook-etcd.test.ts
   test/e2e-etcd-upgrade-gate.test.ts
+  test/e2e-druid-backup.test.ts
   test/etcd-version-features.test.ts
   test/e2e-real-apiserver.test.ts
 )

@@ -2,7 +2,12 @@
 // a higher format revision) as today's reader and writer meet it during a rolling upgrade.
 import { describe, expect, it } from 'vitest';
 import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
-import { FORMAT_REVISION, type Evaluation } from '../functions/domain/evaluation-document.js';
+import {
+  CHECK_NAMES,
+  FORMAT_REVISION,
+  withUnknownChecksExplained,
+  type Evaluation,
+} from '../functions/domain/evaluation-document.js';
 import { probedThree } from './harness/probe-input.js';
 import { NEWER_FORMAT_HOLD_MS, StoreError, parseStoredEvaluation, writeDecision } from '../functions/domain/store.js';
 
@@ -131,5 +136,37 @@ describe('the pinned cluster ID (issue 30 item 10: clusterIdPin)', () => {
     const parsed = parseStoredEvaluation(JSON.stringify(document), 'prod', { source: 'file x', holder: 'file x' });
     expect(parsed).toBeInstanceOf(StoreError);
     expect((parsed as StoreError).message).toContain('clusterIdPin.clusterId');
+  });
+});
+
+describe('the backup check (issue 32, revision 6) beside a reader and a writer of revision 5', () => {
+  const REVISION_5_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'backup'));
+  const withFailingBackup = (evaluatedAt: string): Evaluation =>
+    evaluateCluster({
+      ...probedThree({}, evaluatedAt),
+      backup: {
+        storeConfigured: true,
+        condition: { status: 'False', reason: 'BackupFailed', message: 'Stale snapshot leases' },
+        fullSnapshotAt: null,
+        deltaSnapshotAt: null,
+        leaseProblems: [],
+        maxSnapshotAgeMs: 3_600_000,
+      },
+    });
+
+  it('a revision-5 reader keeps the Degraded verdict of a failing backup and names the check', () => {
+    const document = withFailingBackup(new Date(NOW).toISOString());
+    expect(document.formatRevision).toBe(6);
+    expect(document.verdict).toBe('Degraded');
+    const parsed = read(document as unknown as Record<string, unknown>);
+    const older = withUnknownChecksExplained(parsed, REVISION_5_CHECKS);
+    expect(older.verdict).toBe('Degraded');
+    expect(older.passed).toBe(true);
+    expect(older.reasons).toEqual([
+      'backup failing: BackupReady=False (BackupFailed: Stale snapshot leases)',
+      'check backup (fail) comes from a newer etcd-guard; this reader keeps its verdict',
+    ]);
+    // Today's reader knows the check: nothing is added.
+    expect(parsed.reasons).toEqual(['backup failing: BackupReady=False (BackupFailed: Stale snapshot leases)']);
   });
 });

@@ -11,7 +11,7 @@ export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
  * (writeDecision in store.ts). Absent in documents from before revisions were stamped: 1.
  * schemaVersion changes only when an old reader would misjudge a new document (docs/evaluation.md).
  */
-export const FORMAT_REVISION = 5;
+export const FORMAT_REVISION = 6;
 
 export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
 export type Verdict = z.infer<typeof verdictSchema>;
@@ -85,6 +85,7 @@ export const CHECK_NAMES = [
   'downgrade',
   'latency',
   'leader-changes',
+  'backup',
   'member-count',
   'inventory',
   'node-members',
@@ -113,8 +114,8 @@ export function formatRevisionOf(evaluation: Pick<Evaluation, 'formatRevision'>)
  * schema; checks this reader does not know are kept and trusted through the writer's verdict, and
  * named in the reasons only when they did not pass, since only then do they explain the verdict.
  */
-export function withUnknownChecksExplained(evaluation: Evaluation): Evaluation {
-  const unknown = evaluation.checks.filter((check) => !KNOWN_CHECKS.has(check.name) && check.status !== 'pass');
+export function withUnknownChecksExplained(evaluation: Evaluation, known: ReadonlySet<string> = KNOWN_CHECKS): Evaluation {
+  const unknown = evaluation.checks.filter((check) => !known.has(check.name) && check.status !== 'pass');
   if (unknown.length === 0) return evaluation;
   const notes = unknown.map(
     (check) => `check ${check.name} (${check.status}) comes from a newer etcd-guard; this reader keeps its verdict`,
@@ -173,9 +174,16 @@ export function quorumOf(votingMembers: number): number {
   return Math.floor(votingMembers / 2) + 1;
 }
 
+/**
+ * Checks about what surrounds etcd rather than etcd serving: their failure degrades the verdict
+ * and never makes it Unhealthy (a failing backup leaves etcd serving; whether it holds changes
+ * back is the webhook's configured rule, backup.requiredForChanges).
+ */
+export const DEGRADING_ONLY_CHECKS: ReadonlySet<string> = new Set<CheckName>(['backup']);
+
 export function verdictFromChecks(checks: readonly Check[]): Verdict {
-  if (checks.some((check) => check.status === 'fail')) return 'Unhealthy';
-  if (checks.some((check) => check.status === 'warn')) return 'Degraded';
+  if (checks.some((check) => check.status === 'fail' && !DEGRADING_ONLY_CHECKS.has(check.name))) return 'Unhealthy';
+  if (checks.some((check) => check.status !== 'pass')) return 'Degraded';
   return 'Healthy';
 }
 

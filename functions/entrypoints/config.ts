@@ -99,6 +99,39 @@ export const enforcementSchema = z.enum(ENFORCEMENT_MODES);
 export type EnforcementMode = z.infer<typeof enforcementSchema>;
 export const tlsVerifySchema = z.enum(['full', 'chain-only']);
 
+const DAY_MS = 86_400_000;
+
+/** The age a druid target's last snapshot may have: a minute to a week ("30m", "6h"); a number is seconds. */
+const SNAPSHOT_AGE = /^(\d{1,6}(?:\.\d{1,3})?)(h|m|s)$/;
+const SNAPSHOT_AGE_UNIT_MS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000 };
+function snapshotAgeMs(text: string): number | null {
+  const match = SNAPSHOT_AGE.exec(text.trim());
+  return match ? Math.round(Number(match[1]) * (SNAPSHOT_AGE_UNIT_MS[match[2] ?? ''] ?? Number.NaN)) : null;
+}
+const snapshotAgeSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  const ms = typeof value === 'number' ? Math.round(value * 1000) : snapshotAgeMs(value);
+  if (ms === null || ms < 60_000 || ms > 7 * DAY_MS) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: `invalid snapshot age ${JSON.stringify(value)} (use e.g. "30m", "6h"; from 1m to 168h)`,
+    });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+/**
+ * The backup check of a druid target (its Etcd's BackupReady and snapshot Leases) and whether
+ * membership changes and etcd upgrades of it need that check to pass. Present: the check runs.
+ */
+export const backupPolicySchema = z
+  .object({
+    maxSnapshotAge: snapshotAgeSchema.default('1h'),
+    requiredForChanges: z.boolean().default(false),
+  })
+  .strict();
+export type BackupPolicy = z.infer<typeof backupPolicySchema>;
+
 /** Which guarded objects belong to a target. {} matches every object. */
 export const matchSchema = z
   .object({
@@ -165,6 +198,11 @@ export const targetSchema = z
      * is Degraded until then); 5 minutes when absent.
      */
     learnerGrace: durationSchema.optional(),
+    /**
+     * The backup check and rule (backupPolicySchema). Judged for druid targets, whose Etcd is read;
+     * a static target has no backup check, so requiring it holds back its membership changes.
+     */
+    backup: backupPolicySchema.optional(),
   })
   .strict();
 export type TargetConfig = z.infer<typeof targetSchema>;
@@ -192,8 +230,8 @@ export const discoverySchema = z
   .object({
     /** A target per KubeadmControlPlane with stacked etcd. */
     capi: discoveryScopeSchema.optional(),
-    /** A target per etcd-druid Etcd. */
-    druid: discoveryScopeSchema.optional(),
+    /** A target per etcd-druid Etcd; `backup` gives each of them the backup check and rule. */
+    druid: discoveryScopeSchema.extend({ backup: backupPolicySchema.optional() }).strict().optional(),
     refreshSeconds: z.number().int().min(10).max(3600).default(60),
     /** Deadline of one evaluation of a discovered target (opening its access included). */
     timeout: durationSchema.default('5s'),

@@ -18,6 +18,7 @@ import { Deadline, withDeadline } from '../domain/deadline.js';
 import type { EndpointMemberList, MemberListAnswer } from '../domain/member-view.js';
 import type { ProbeFailureKind } from '../domain/probe-failure.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
+import type { DruidBackupFacts } from '../domain/judgement/input.js';
 import { plainNamesCollateByCodeUnit } from '../shared/names.js';
 
 export { readTargetCredentials } from './etcd-access.js';
@@ -52,6 +53,8 @@ export interface EvaluateTargetOptions {
   channels?: EtcdChannelPool;
   /** Pin the target's etcd cluster ID in the stored evaluation and refuse another (discovered targets). */
   pinClusterId?: boolean;
+  /** A druid target's backup facts (the backup check), read alongside the probes; a failure is an unknown backup. */
+  backupFacts?: (deadline: Deadline) => Promise<DruidBackupFacts>;
 }
 
 /** What the caller of an evaluation knows beside the target: its stored evaluation. */
@@ -362,6 +365,8 @@ export async function evaluateThroughAccess(
     inventoryRun = listInventory(deadline, (timeoutMs) => lister(inventory, timeoutMs));
   }
   const previous = readPrevious(options.previous, deadline);
+  const backup = options.backupFacts?.(deadline);
+  backup?.catch(() => undefined);
   const access = await openBefore(openAccess, deadline);
   let reached: Reached;
   if ('error' in access) {
@@ -399,6 +404,7 @@ export async function evaluateThroughAccess(
     namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };
   if (target.learnerGrace !== undefined) input.thresholds = { learnerGraceMs: target.learnerGrace };
+  if (backup !== undefined) input.backup = await backup;
   const controlPlaneNodes = await inventoryRun;
   if (controlPlaneNodes !== undefined) input.controlPlaneNodes = controlPlaneNodes;
   input.durationMs = Math.round(performance.now() - started);

@@ -72,10 +72,23 @@ async function throughDruidSecrets(
   const kube = await import('../adapters/kube.js');
   const { openDruidEtcdAccess } = await import('../adapters/druid-etcd-access.js');
   const api = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
+  const guarded = 'guards' in target ? target.guards : null;
+  const policy = target.backup;
+  let backupOptions: EvaluateResolvedOptions = options;
+  if (policy !== undefined && guarded !== null) {
+    const discovery = await import('../adapters/kube-discovery.js');
+    const { readDruidBackupFacts } = await import('../adapters/druid-backup.js');
+    const objects = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
+    const etcd = { namespace: guarded.namespace, name: guarded.name };
+    backupOptions = {
+      ...options,
+      backupFacts: (deadline) => readDruidBackupFacts(objects, etcd, policy.maxSnapshotAge, deadline),
+    };
+  }
   return evaluateThroughAccess(
     target,
     (deadline) => openDruidEtcdAccess(api, { endpoints: target.endpoints, reach }, deadline),
-    options,
+    backupOptions,
   );
 }
 

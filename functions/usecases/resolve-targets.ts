@@ -40,12 +40,14 @@ export function staticTargets(config: GuardConfig): Target[] {
 /** A provider's defaults with its scope's enforcement and decision settings, when the scope names them. */
 function withScope(
   defaults: DiscoveryDefaults,
-  scope: Pick<DiscoveryScope, 'enforcement' | 'decisionMaxAgeMs' | 'decision'>,
+  scope: Pick<DiscoveryScope, 'enforcement' | 'decisionMaxAgeMs' | 'decision'> & { backup?: DiscoveryDefaults['backup'] },
 ): DiscoveryDefaults {
-  const { enforcement, decisionMaxAgeMs, decision } = scope;
-  if (enforcement === undefined && decisionMaxAgeMs === undefined && decision === undefined) return defaults;
+  const { enforcement, decisionMaxAgeMs, decision, backup } = scope;
+  if (enforcement === undefined && decisionMaxAgeMs === undefined && decision === undefined && backup === undefined)
+    return defaults;
   return {
     ...defaults,
+    ...(backup === undefined ? {} : { backup }),
     ...(enforcement === undefined ? {} : { enforcement }),
     ...(decisionMaxAgeMs === undefined ? {} : { decisionMaxAgeMs }),
     ...(decision === undefined ? {} : { decision }),

@@ -11,7 +11,7 @@
 import { epochMs, evaluatedAtMs, type Evaluation, type LastMembership } from '../../functions/domain/evaluation-document.js';
 import { annotationsOf, describeObject } from './classify.js';
 import type { Decision, DecisionInput, GuardedChange, MemberExit } from './contract.js';
-import { judgeEtcdUpgrade } from './etcd-upgrade.js';
+import { changesEtcd, judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
 import { isDowngradeReason, JOINING_REASON, projectOntoEvaluation } from './projection.js';
 import { allowDecision, clip, denyDecision, MAX_WARNINGS, oneLine } from './respond.js';
@@ -234,9 +234,38 @@ function judge(original: DecisionInput): Judgement {
       `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${upgradeBlocked}`;
     return { allowed: false, reason: 'etcd-upgrade', message };
   }
+  const backupBlocked = judgeBackupRule(input, evaluation);
+  if (backupBlocked !== null) {
+    const { classification } = input;
+    const message =
+      `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+      `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${backupBlocked}`;
+    return { allowed: false, reason: 'backup', message };
+  }
   const warnings = projection.warnings;
   if (evaluation.verdict === 'Degraded') warnings.push(...degradedWarnings(evaluation, target));
   return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings };
+}
+
+/**
+ * The target's backup.requiredForChanges: a membership change (scale up or down) or an etcd
+ * upgrade (a rollout that changes the etcd it runs) needs its backup check to pass. Null when the
+ * rule is off or does not apply, else why the change waits. A druid hibernation rides its own
+ * exception before this (no member changes its data there).
+ */
+function judgeBackupRule(input: DecisionInput, evaluation: Evaluation): string | null {
+  if (input.classification.target.backup?.requiredForChanges !== true) return null;
+  const change = input.classification.change;
+  const membership = change.kind === 'scale-up' || change.kind === 'scale-down';
+  if (!membership && !changesEtcd(input)) return null;
+  const check = evaluation.checks.find((candidate) => candidate.name === 'backup');
+  if (check?.status === 'pass') return null;
+  const what = membership ? 'a membership change' : 'an etcd upgrade';
+  const state =
+    check === undefined
+      ? 'the evaluation has no backup check (it is judged for druid targets only)'
+      : `backup check ${check.status}: ${clip(oneLine(check.message), MAX_REASON_LENGTH)}`;
+  return `${state}; backup.requiredForChanges holds back ${what} until the backup check passes`;
 }
 
 /**

@@ -226,6 +226,15 @@ function etcdOf(
  * Null when the change does not move a kind's etcd into a new minor or every member is ready for it;
  * otherwise the reason to deny, naming the members below the minimum.
  */
+/** Whether a rollout changes the etcd its object runs (its kind's etcdVersion: image or tag), i.e. an etcd upgrade or downgrade. */
+export function changesEtcd(input: Pick<DecisionInput, 'request' | 'classification'>): boolean {
+  const read = kindOf(input.classification.object)?.etcdVersion;
+  if (read === undefined || input.classification.change.kind !== 'rollout') return false;
+  const next = read(input.request.object);
+  const previous = read(input.request.oldObject);
+  return next.version !== previous.version || next.source !== previous.source;
+}
+
 export function judgeEtcdUpgrade(
   input: Pick<DecisionInput, 'request' | 'classification'>,
   evaluation: Evaluation,

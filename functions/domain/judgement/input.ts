@@ -34,6 +34,26 @@ export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
   leaderChangesWindowMs: 900_000,
 };
 
+/**
+ * What an etcd-druid Etcd and its snapshot Leases say about its backup, read at evaluation time
+ * (checks/backup.ts names the fields). Tenant-writable: every string is untrusted.
+ */
+export interface DruidBackupFacts {
+  /** Why the Etcd could not be read; then nothing else is known. */
+  unreadable?: string;
+  /** spec.backup.store is set (druid takes snapshots only then). */
+  storeConfigured: boolean;
+  /** status.conditions[type=BackupReady], or null when absent. */
+  condition: { status: string; reason: string; message: string } | null;
+  /** spec.renewTime of the `<etcd>-full-snap` and `<etcd>-delta-snap` Leases (RFC 3339), or null. */
+  fullSnapshotAt: string | null;
+  deltaSnapshotAt: string | null;
+  /** Why a snapshot Lease could not be read (its time is then null). */
+  leaseProblems: string[];
+  /** The last snapshot may be this old before the check warns. */
+  maxSnapshotAgeMs: number;
+}
+
 export interface EvaluationInput {
   target: string;
   /** The endpoints the caller was configured with (used when no member list was obtained). */
@@ -67,6 +87,8 @@ export interface EvaluationInput {
    * the elections since; absent without a stored evaluation that named a leader.
    */
   previousLeaderTerm?: { term: number; evaluatedAt: string };
+  /** A druid target with `backup` configured: its backup facts (the backup check); absent otherwise. */
+  backup?: DruidBackupFacts;
   /** The stored evaluation's lastMembership: carried into this one when it gets no member list. */
   lastMembership?: LastMembership;
   /**

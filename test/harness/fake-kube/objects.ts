@@ -25,6 +25,7 @@ const RESOURCES: Record<string, { versions: string[]; resources: Record<string, 
     resources: { kubeadmcontrolplanes: 'KubeadmControlPlane' },
   },
   'druid.gardener.cloud': { versions: ['v1alpha1'], resources: { etcds: 'Etcd' } },
+  'coordination.k8s.io': { versions: ['v1'], resources: { leases: 'Lease' } },
 };
 
 interface ObjectPath {

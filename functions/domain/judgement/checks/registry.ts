@@ -1,6 +1,7 @@
 // Every check by name, in the order of CHECK_NAMES: the one place a new check is registered.
 import type { CheckName } from '../../evaluation-document.js';
 import type { CheckFunction } from '../check.js';
+import { backupCheck } from './backup.js';
 import { dbSizeCheck, latencyCheck, raftIndexCheck, versionCheck } from './capacity.js';
 import { downgradeCheck } from './downgrade.js';
 import {
@@ -42,6 +43,7 @@ export const CHECKS: Record<CheckName, CheckFunction> = {
   downgrade: downgradeCheck,
   latency: latencyCheck,
   'leader-changes': leaderChangesCheck,
+  backup: backupCheck,
   'member-count': memberCountCheck,
   inventory: inventoryCheck,
   'node-members': nodeMembersCheck,
