@@ -855,6 +855,158 @@ describe('issue 29: Cluster API discovery against the real server', () => {
   });
 });
 
+describe('issue 29: etcd-druid discovery and its reads against the real server', () => {
+  const ETCD = 'wb-etcd';
+  const renewed = (ageMs: number) => new Date(Date.now() - ageMs).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+  const lease = (kind: 'full' | 'delta', ageMs: number) => ({
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: { name: `${ETCD}-${kind}-snap`, namespace: NS },
+    spec: { holderIdentity: '1024', renewTime: renewed(ageMs) },
+  });
+
+  /**
+   * What the druid reach and the backup check read, as the evaluator ServiceAccount, from `kubeconfig`:
+   * the Etcd's backup facts and the TLS Secrets it names. Members are reached at druid's per-pod DNS
+   * names, which need cluster DNS and running pods: a bare apiserver has neither, so evaluating
+   * through them stays on the stand-in (test/e2e-druid-backup.test.ts swaps the endpoints).
+   */
+  async function druidReads(kubeconfig: string) {
+    const { createCustomObjectsApi } = await import('../functions/adapters/kube-discovery.js');
+    const { readDruidBackupFacts } = await import('../functions/adapters/druid-backup.js');
+    const { readDruidCredentials } = await import('../functions/adapters/druid-etcd-access.js');
+    const { Deadline } = await import('../functions/domain/deadline.js');
+    const tls = { caSecret: 'ca-etcd-bundle', caDataKey: 'bundle.crt', clientSecret: 'etcd-client-tls' };
+    const [facts, credentials] = await Promise.all([
+      readDruidBackupFacts(createCustomObjectsApi(kubeconfig), { namespace: NS, name: ETCD }, 3_600_000, Deadline.after(10_000)),
+      readDruidCredentials(createCoreV1Api(kubeconfig), NS, tls, Deadline.after(10_000)),
+    ]);
+    return { facts, credentials: { ca: credentials.ca?.toString('base64'), cert: credentials.cert?.toString('base64') } };
+  }
+
+  it('lists a real Etcd as a druid target and reads its Secrets, BackupReady and snapshot Leases as the stand-in does', async () => {
+    // The druid overlay's RBAC (rbac-druid.yaml) is what lets the evaluator list Etcds and get their Secrets and Leases.
+    ok(await kube.kubectl(['apply', '--server-side', '-k', path.join(ROOT, 'manifests/overlays/druid')]), 'the druid overlay');
+    const evaluator = await kube.serviceAccountKubeconfig('etcd-guard', 'etcd-guard-evaluator');
+    const { readFile } = await import('node:fs/promises');
+    const b64 = async (file: string) => (await readFile(file)).toString('base64');
+    const secrets = [
+      {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'ca-etcd-bundle', namespace: NS },
+        data: { 'bundle.crt': await b64(etcd.clientTls.caFile) },
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'etcd-client-tls', namespace: NS },
+        type: 'kubernetes.io/tls',
+        data: { 'tls.crt': await b64(etcd.clientTls.certFile), 'tls.key': await b64(etcd.clientTls.keyFile) },
+      },
+    ];
+    const etcdObject = {
+      apiVersion: 'druid.gardener.cloud/v1alpha1',
+      kind: 'Etcd',
+      metadata: { name: ETCD, namespace: NS },
+      spec: {
+        replicas: 3,
+        labels: { app: 'etcd-druid' },
+        etcd: {
+          clientUrlTls: {
+            tlsCASecretRef: { name: 'ca-etcd-bundle', dataKey: 'bundle.crt' },
+            serverTLSSecretRef: { name: 'etcd-server-tls' },
+            clientTLSSecretRef: { name: 'etcd-client-tls' },
+          },
+        },
+        backup: { store: { provider: 'S3', prefix: `${NS}/${ETCD}`, secretRef: { name: 'etcd-backup' } } },
+      },
+    };
+    ok(await applyYaml([...secrets, etcdObject, lease('full', 2 * 3_600_000), lease('delta', 30_000)]), 'Secrets, Etcd, Leases');
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const status = {
+      apiVersion: 'druid.gardener.cloud/v1alpha1',
+      kind: 'Etcd',
+      metadata: { name: ETCD, namespace: NS },
+      status: {
+        conditions: [
+          {
+            type: 'BackupReady',
+            status: 'False',
+            reason: 'BackupFailed',
+            message: 'Stale snapshot leases. Not renewed in a long time',
+            lastTransitionTime: now,
+            lastUpdateTime: now,
+          },
+        ],
+      },
+    };
+    ok(
+      await kube.kubectl(['apply', '--server-side', '--subresource=status', '-f', '-'], { stdin: stringify(status) }),
+      'the Etcd status, as druid writes it',
+    );
+
+    const discoveryConfig = path.join(work, 'discovery-druid.yaml');
+    await writeFile(
+      discoveryConfig,
+      stringify({
+        store: { kind: 'configmap', namespace: 'etcd-guard' },
+        targets: [],
+        discovery: { druid: { namespaces: [NS], backup: { maxSnapshotAge: '1h', requiredForChanges: true } } },
+      }),
+    );
+    const run = await runProcess(
+      process.execPath,
+      [path.join(ROOT, 'bin/etcd-guard.mjs'), 'targets', '--config', discoveryConfig, '--output', 'json'],
+      { env: { ...process.env, KUBECONFIG: evaluator, LOG_LEVEL: 'warn' }, timeoutMs: 60_000 },
+    );
+    expect(run.code, run.stderr).toBe(0);
+    const listed = JSON.parse(run.stdout) as { targets: Array<{ name: string }>; failures: unknown[] };
+    expect(listed.failures).toEqual([]);
+    expect(listed.targets.find((target) => target.name === `druid-${NS}-${ETCD}`)).toMatchObject({
+      source: 'druid',
+      guards: { group: 'druid.gardener.cloud', kind: 'Etcd', namespace: NS, name: ETCD },
+      reach: {
+        kind: 'druid',
+        namespace: NS,
+        tls: { caSecret: 'ca-etcd-bundle', caDataKey: 'bundle.crt', clientSecret: 'etcd-client-tls' },
+      },
+      endpoints: [0, 1, 2].map((i) => `https://${ETCD}-${i}.${ETCD}-peer.${NS}.svc:2379`),
+      backup: { maxSnapshotAge: 3_600_000, requiredForChanges: true },
+    });
+
+    const fromReal = await druidReads(evaluator);
+    expect(fromReal.facts).toMatchObject({
+      storeConfigured: true,
+      condition: { status: 'False', reason: 'BackupFailed', message: 'Stale snapshot leases. Not renewed in a long time' },
+      leaseProblems: [],
+    });
+    expect(fromReal.facts.fullSnapshotAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    expect(fromReal.credentials.ca).toBe(await b64(etcd.clientTls.caFile));
+
+    // The same objects, as the real server returns them, on the stand-in: the same reads agree.
+    const { startFakeKubeApiServer } = await import('./harness/fake-kube-apiserver.js');
+    const fake = await startFakeKubeApiServer();
+    try {
+      const served = async (resource: string, name: string) =>
+        JSON.parse(ok(await kube.kubectl(['get', resource, name, '-n', NS, '-o', 'json']), `get ${resource} ${name}`)) as never;
+      fake.putObject('etcds', await served('etcds.druid.gardener.cloud', ETCD));
+      for (const name of ['ca-etcd-bundle', 'etcd-client-tls']) fake.putObject('secrets', await served('secret', name));
+      for (const name of [`${ETCD}-full-snap`, `${ETCD}-delta-snap`]) fake.putObject('leases', await served('lease', name));
+      expect(await druidReads(fake.kubeconfigFile)).toEqual(fromReal);
+      // A Lease that is gone: both servers' 404s read as the same problem.
+      ok(await kube.kubectl(['delete', 'lease', `${ETCD}-delta-snap`, '-n', NS]), 'delete the delta Lease');
+      fake.removeObject('leases', 'coordination.k8s.io/v1', NS, `${ETCD}-delta-snap`);
+      const [realGone, standInGone] = [await druidReads(evaluator), await druidReads(fake.kubeconfigFile)];
+      expect(realGone.facts.leaseProblems).toHaveLength(1);
+      expect(realGone.facts.leaseProblems[0]).toContain(`${ETCD}-delta-snap`);
+      expect(standInGone).toEqual(realGone);
+    } finally {
+      await fake.close();
+    }
+  });
+});
+
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

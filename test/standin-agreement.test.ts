@@ -17,6 +17,7 @@ const NS = 'agree';
 const SA = 'client';
 const USER = `system:serviceaccount:${NS}:${SA}`;
 const KCP_CRD = 'controlplane/kubeadm/config/crd/bases/controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml';
+const DRUID_CRD = 'core/v1alpha1/crds/druid.gardener.cloud_etcds.yaml';
 
 interface Answer {
   status: number;
@@ -160,6 +161,15 @@ const CASES: Array<[string, (server: Server, memory: Memory) => Promise<Answer>]
     'GET of a version the group does not serve',
     (s) => s.call('GET', `/apis/controlplane.cluster.x-k8s.io/v1alpha1/namespaces/${NS}/kubeadmcontrolplanes/prod`),
   ],
+  [
+    'GET of an etcd-druid Etcd that does not exist (druid discovery, the backup check)',
+    (s) => s.call('GET', `/apis/druid.gardener.cloud/v1alpha1/namespaces/${NS}/etcds/prod`),
+  ],
+  ['GET of the Etcd list', (s) => s.call('GET', `/apis/druid.gardener.cloud/v1alpha1/namespaces/${NS}/etcds`)],
+  [
+    'GET of a snapshot Lease that does not exist (the backup check)',
+    (s) => s.call('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/prod-full-snap`),
+  ],
   ['GET of the Node list', (s) => s.call('GET', '/api/v1/nodes')],
   ['GET of a ConfigMap in a namespace RBAC does not grant', (s) => s.call('GET', '/api/v1/namespaces/kube-system/configmaps/x')],
   ['GET with a token the server does not know', (s) => s.call('GET', cmPath('evaluation'), undefined, 'not-a-token')],
@@ -201,13 +211,15 @@ let real: Server;
 let standIn: Server;
 
 beforeAll(async () => {
-  const [started, capi] = await Promise.all([
+  const [started, capi, druid] = await Promise.all([
     startKubeApiserver({ name: 'agree' }),
     goModuleDir('sigs.k8s.io/cluster-api', pinnedVersion('CAPI_VERSION')),
+    goModuleDir('github.com/gardener/etcd-druid/api', pinnedVersion('DRUID_API_VERSION')),
   ]);
   kube = started;
   const crd = path.join(capi, KCP_CRD);
-  const applied = await kube.kubectl(['apply', '--server-side', '-f', crd]);
+  const druidCrd = path.join(druid, DRUID_CRD);
+  const applied = await kube.kubectl(['apply', '--server-side', '-f', crd, '-f', druidCrd]);
   expect(applied.code, applied.stderr).toBe(0);
   // What the product's ServiceAccounts are granted in the manifests, for this namespace only.
   const rbac = [
@@ -220,6 +232,8 @@ beforeAll(async () => {
       rules: [
         { apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['get', 'list', 'create', 'update', 'patch'] },
         { apiGroups: ['controlplane.cluster.x-k8s.io'], resources: ['kubeadmcontrolplanes'], verbs: ['get', 'list'] },
+        { apiGroups: ['druid.gardener.cloud'], resources: ['etcds'], verbs: ['get', 'list'] },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get'] },
         { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch', 'list'] },
       ],
     },
@@ -261,7 +275,7 @@ beforeAll(async () => {
     stdin: rbac.map((doc) => stringify(doc)).join('---\n'),
   });
   expect(rbacApplied.code, rbacApplied.stderr).toBe(0);
-  const wait = await kube.kubectl(['wait', '--for=condition=Established', '--timeout=60s', '-f', crd]);
+  const wait = await kube.kubectl(['wait', '--for=condition=Established', '--timeout=60s', '-f', crd, '-f', druidCrd]);
   expect(wait.code, wait.stderr).toBe(0);
   const token = await kube.kubectl(['create', 'token', SA, '-n', NS]);
   expect(token.code, token.stderr).toBe(0);

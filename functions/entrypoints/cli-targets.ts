@@ -38,7 +38,7 @@ export async function runTargetsCommand(flags: { config?: string; output?: strin
   const config = loadGuardConfigForCommand(flags.config);
   const resolved = await resolveTargets(config);
   if (output === 'json') {
-    const targets = resolved.targets.map(({ name, source, guards, reach, endpoints, timeout, quotaBackendBytes }) => ({
+    const targets = resolved.targets.map(({ name, source, guards, reach, endpoints, timeout, quotaBackendBytes, backup }) => ({
       name,
       source,
       guards,
@@ -46,6 +46,8 @@ export async function runTargetsCommand(flags: { config?: string; output?: strin
       endpoints,
       timeout,
       quotaBackendBytes,
+      // Which targets the backup rule holds changes back on is worth seeing before a change is denied.
+      ...(backup === undefined ? {} : { backup }),
     }));
     io.stdout(`${JSON.stringify({ targets, problems: resolved.problems, failures: resolved.failures }, null, 2)}\n`);
   } else {
