@@ -17,7 +17,7 @@ import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
 import { generateTestCerts } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
-import { fixtureReview } from './harness/reviews.js';
+import { druidImageReview, fixtureReview } from './harness/reviews.js';
 import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
 const NAMESPACE = 'shoot--prod--core';
@@ -145,7 +145,7 @@ describe('issue 32: druid backups hold back a scale through the HTTPS webhook on
     );
   });
 
-  it('denies the scale on BackupReady=False, with druid reason and message', async () => {
+  it('denies the scale and an etcd upgrade on BackupReady=False, with druid reason and message', async () => {
     fake.putObject(
       'etcds',
       etcdObject([backupReady('False', 'BackupFailed', 'Stale snapshot leases. Not renewed in a long time')]),
@@ -162,6 +162,10 @@ describe('issue 32: druid backups hold back a scale through the HTTPS webhook on
     expect(message).toContain('backup.requiredForChanges holds back a membership change until the backup check passes');
     // etcd itself serves: the failing backup degrades the verdict, the rule is what denies.
     expect(evaluations.at(-1)?.verdict).toBe('Degraded');
+    // An etcd image change (an upgrade) waits for the backup too; a patch step crosses no minor gate.
+    const upgrade = await webhook.postReview(druidImageReview('quay.io/coreos/etcd:v3.5.17', 'quay.io/coreos/etcd:v3.5.21'));
+    expect(upgrade.allowed).toBe(false);
+    expect(upgrade.status?.message).toContain('holds back an etcd upgrade until the backup check passes');
   });
 
   it('absent status fields are unknown, never a pass: the scale is denied saying so', async () => {
