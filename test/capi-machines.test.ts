@@ -66,6 +66,9 @@ describe('createMachineReader', () => {
         createdAt: '2026-11-02T09:20:00Z',
         failureDomain: null,
         upToDate: null,
+        kcpOutdated: null,
+        version: null,
+        componentsHealthy: false,
       },
       {
         name: 'prod-cp-b',
@@ -75,6 +78,9 @@ describe('createMachineReader', () => {
         createdAt: '2026-11-02T09:20:00Z',
         failureDomain: null,
         upToDate: null,
+        kcpOutdated: null,
+        version: null,
+        componentsHealthy: false,
       },
     ]);
     expect(fake.requests.at(-1)?.query.get('labelSelector')).toBe(

@@ -1,7 +1,8 @@
 // Less information never allows more (issue 17): for generated inputs (an evaluation, the KCP's
 // Machines as the apiserver lists them, a real AdmissionReview edited to the generated change),
 // every degradation of what the projection reads — Machines missing from the listing, the listing
-// failing, a nodeRef, creation time or UpToDate condition blanked, a member name blanked, external
+// failing, a nodeRef, creation time, spec.version or condition blanked, the Cluster's failure
+// domains unread, a member name blanked, external
 // etcd or StatefulSet ordinals removed, a maxSurge made unreadable — must never turn decide()'s
 // deny into an allow. Issue 28 adds the DELETE doors: a control-plane Machine's and an etcd pod's
 // DELETE, degraded by the deleted Machine's nodeRef blanked, its owner's read failing and member
@@ -66,6 +67,8 @@ interface World {
   members: MemberReport[];
   machines: Json[] | null;
   request: Json;
+  /** The Cluster's control-plane failure domains as read with the Machines; null: not read. */
+  failureDomains?: string[] | null;
   /** What the owner read of a DELETE door gave (the KCP, the StatefulSet). */
   parent?: ParentLabels;
 }
@@ -95,7 +98,21 @@ function genMembers(random: Rng, count: number): MemberReport[] {
 }
 
 function machineJson(random: Rng, name: string, node: string | null, domains: readonly string[]): Json {
-  const conditions = random.chance(0.8) ? [{ type: 'UpToDate', status: random.chance(0.85) ? 'True' : 'False' }] : [];
+  const conditions = [
+    ...(random.chance(0.8)
+      ? [
+          random.chance(0.85)
+            ? { type: 'UpToDate', status: 'True' }
+            : { type: 'UpToDate', status: 'False', reason: 'NotUpToDate' },
+        ]
+      : []),
+    // KCP's component conditions, all True on a settled Machine, one False now and then.
+    ...(node !== null && random.chance(0.9)
+      ? ['APIServerPodHealthy', 'ControllerManagerPodHealthy', 'SchedulerPodHealthy', 'EtcdPodHealthy', 'EtcdMemberHealthy'].map(
+          (type) => ({ type, status: random.chance(0.97) ? 'True' : 'False' }),
+        )
+      : []),
+  ];
   return {
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     kind: 'Machine',
@@ -112,8 +129,7 @@ function machineJson(random: Rng, name: string, node: string | null, domains: re
   };
 }
 
-function genMachines(random: Rng, members: readonly MemberReport[]): Json[] {
-  const domains = random.chance(0.7) ? ['fd-a'] : ['fd-a', 'fd-b'];
+function genMachines(random: Rng, members: readonly MemberReport[], domains: readonly string[]): Json[] {
   const machines = members
     .filter((member) => !member.learner || random.chance(0.5))
     .map((member, index) => machineJson(random, `cp-${index}`, member.name, domains));
@@ -208,7 +224,12 @@ function genWorld(random: Rng): World {
   }
   const voting = members.filter((member) => !member.learner).length;
   const request = kind.startsWith('kcp') ? genKcpRequest(random, kind, voting) : genStsRequest(random, kind, voting);
-  return { kind, members, machines: kind.startsWith('kcp') ? genMachines(random, members) : null, request };
+  if (!kind.startsWith('kcp')) return { kind, members, machines: null, request };
+  const domains = random.pick([['fd-a'], ['fd-a'], ['fd-a', 'fd-b'], ['fd-a', 'fd-b', 'fd-c']]);
+  // The Cluster may list fewer domains than the Machines name (one was removed), or be unread.
+  const listed = random.chance(0.2) ? domains.slice(1) : domains;
+  const failureDomains = random.chance(0.7) ? [...listed] : null;
+  return { kind, members, machines: genMachines(random, members, domains), request, failureDomains };
 }
 
 function evaluationOf(members: readonly MemberReport[]): Evaluation {
@@ -233,7 +254,7 @@ function allowedIn(world: World): boolean | null {
     const parsedMachines = world.machines
       .map(machineFromObject)
       .filter((machine): machine is ControlPlaneMachine => machine !== null);
-    machines = { ok: true, machines: parsedMachines };
+    machines = { ok: true, machines: parsedMachines, failureDomains: world.failureDomains ?? null };
   }
   if (world.machines !== null && (world as { listFails?: boolean }).listFails === true) {
     machines = { ok: false, error: 'timed out' };
@@ -296,6 +317,18 @@ const DEGRADATIONS: Degradation[] = [
       (machine.status as Json).conditions = [];
       return true;
     }),
+  },
+  {
+    name: 'a spec.version blanked',
+    apply: onRandomMachine((machine) => delete (machine.spec as Json).version),
+  },
+  {
+    name: 'the Cluster’s failure domains unread',
+    apply: (world) => {
+      if (world.failureDomains === undefined || world.failureDomains === null) return false;
+      world.failureDomains = null;
+      return true;
+    },
   },
   {
     name: 'a member name blanked in the evaluation',

@@ -60,22 +60,40 @@ interface MachineOptions {
   upToDate?: boolean;
   failureDomain?: string;
   deleting?: boolean;
+  /** KCP's control-plane component conditions on the Machine all True (default), or absent. */
+  components?: boolean;
+  /** spec.version (default v1.34.0). */
+  version?: string;
+  /** The UpToDate condition's reason when False (default NotUpToDate, KCP's for a Machine needing rollout). */
+  notUpToDateReason?: string;
 }
+
+const COMPONENTS = [
+  'APIServerPodHealthy',
+  'ControllerManagerPodHealthy',
+  'SchedulerPodHealthy',
+  'EtcdPodHealthy',
+  'EtcdMemberHealthy',
+];
 
 function machine(index: number, options: MachineOptions = {}): ControlPlaneMachine {
   const node = options.node === undefined ? `etcd-${index}` : options.node;
   const minute = String(options.createdMinute ?? 20).padStart(2, '0');
-  const conditions =
-    options.upToDate === undefined
+  const conditions = [
+    ...(options.upToDate === undefined
       ? []
       : [
           {
             type: 'UpToDate',
             status: options.upToDate ? 'True' : 'False',
-            reason: 'UpToDate',
+            reason: options.upToDate ? 'UpToDate' : (options.notUpToDateReason ?? 'NotUpToDate'),
             lastTransitionTime: '2026-11-02T09:30:00Z',
           },
-        ];
+        ]),
+    ...(options.components === false || node === null
+      ? []
+      : COMPONENTS.map((type) => ({ type, status: 'True', reason: 'Healthy', lastTransitionTime: '2026-11-02T09:30:00Z' }))),
+  ];
   const parsed = machineFromObject({
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     kind: 'Machine',
@@ -89,7 +107,7 @@ function machine(index: number, options: MachineOptions = {}): ControlPlaneMachi
     },
     spec: {
       clusterName: 'prod',
-      version: 'v1.34.0',
+      version: options.version ?? 'v1.34.0',
       ...(options.failureDomain === undefined ? {} : { failureDomain: options.failureDomain }),
     },
     status: node === null ? { phase: 'Provisioning', conditions } : { phase: 'Running', nodeRef: { name: node }, conditions },
@@ -407,11 +425,67 @@ const rows: Row[] = [
     never: /not determined/,
   },
   {
+    // selectMachineForInPlaceUpdateOrScaleDown: outdated Machines before the rest (MachinesNeedingRollout).
+    behaviour: 'KCP 3→2 by a spec edit: the dead member’s Machine is the only one on an old version, newest: allowed',
+    request: kcpSpecScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([
+      ...settled(0, { version: 'v1.33.2' }).slice(0, 2),
+      machine(2, { createdMinute: 50, failureDomain: 'fd-a', version: 'v1.32.0' }),
+    ]),
+    allowed: true,
+    says: ['unhealthy etcd members: etcd-2'],
+  },
+  {
+    behaviour: 'KCP 3→2 by /scale: the dead member’s Machine is the only one KCP reports NotUpToDate, newest: allowed',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([
+      ...settled(0).slice(0, 2),
+      machine(2, { createdMinute: 50, failureDomain: 'fd-a', upToDate: false }),
+    ]),
+    allowed: true,
+  },
+  {
     behaviour:
-      'KCP 3→2 with the dead Machine oldest but one Machine not reporting UpToDate: not determined (outdated ones go first)',
+      'KCP 3→2 by /scale: a False UpToDate for an in-place update (reason Updating) is no rollout: denied, the oldest goes',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([
+      ...settled(0).slice(0, 2),
+      machine(2, { createdMinute: 50, failureDomain: 'fd-a', upToDate: false, notUpToDateReason: 'Updating' }),
+    ]),
+    allowed: false,
+    says: ['below quorum 2'],
+    never: /not determined/,
+  },
+  {
+    behaviour: 'KCP 3→2 by a spec edit KCP has not reconciled yet: its UpToDate conditions are not trusted (not determined)',
+    request: fixture('kcp-v1beta2-replicas-3-to-2.json', (request) => {
+      (request.oldObject as unknown as { status: { observedGeneration: number } }).status.observedGeneration = 6;
+    }),
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([
+      ...settled(0, { version: 'v1.33.2' }).slice(0, 2),
+      machine(2, { createdMinute: 50, failureDomain: 'fd-a', upToDate: false, version: 'v1.33.2' }),
+    ]),
+    allowed: false,
+    says: ['not determined'],
+  },
+  {
+    behaviour:
+      'KCP 3→2 with the dead Machine oldest and the only one not reporting UpToDate: allowed (outdated or not, KCP takes it)',
     request: kcpScaleDown,
     evaluation: evaluationWith([2]),
     machines: machinesRead([...settled(2).slice(0, 2), machine(2, { createdMinute: 5, failureDomain: 'fd-a' })]),
+    allowed: true,
+  },
+  {
+    behaviour:
+      'KCP 3→2 with the dead Machine oldest but a healthy one not reporting UpToDate: not determined (outdated ones go first)',
+    request: kcpScaleDown,
+    evaluation: evaluationWith([2]),
+    machines: machinesRead([...settled(2).slice(1, 3), machine(0, { createdMinute: 20, failureDomain: 'fd-a' })]),
     allowed: false,
     says: ['not determined'],
   },
@@ -690,8 +764,16 @@ describe('removal orders', () => {
   const members = [makeMember(0), makeMember(1), makeMember(2, { healthy: false })];
   it('KCP: annotated Machines go first; when all candidates remove the same kind, the step is determined', () => {
     const machines = [machine(0), machine(1, { annotated: true }), machine(2, { annotated: true })];
-    // Step 1 picks between a healthy and a dead annotated Machine: open, so the worst case; step 2 is the other.
-    expect(kcpRemovalOrder(members, machines, 1, 3)).toMatchObject({ order: [null, 'unhealthy'], determined: false });
+    // Step 1 picks between a healthy and a dead annotated Machine (same second: the name decides,
+    // but outdatedness is unknown, so either); step 2 takes the other: two orders, both projected.
+    expect(kcpRemovalOrder(members, machines, 1, 3)).toMatchObject({
+      order: [null, null],
+      orders: [
+        ['healthy', 'unhealthy'],
+        ['unhealthy', 'healthy'],
+      ],
+      determined: false,
+    });
     expect(kcpRemovalOrder(members, [machine(0), machine(1), machine(2, { annotated: true })], 2, 3)).toMatchObject({
       order: ['unhealthy'],
       determined: true,

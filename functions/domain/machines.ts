@@ -27,7 +27,31 @@ export interface ControlPlaneMachine {
    * `status.v1beta2.conditions`): true or false, null when the Machine does not report it.
    */
   upToDate: boolean | null;
+  /**
+   * Whether KCP last counted the Machine as needing rollout: its UpToDate condition False for the
+   * reason NotUpToDate (KCP's reconcileMachineUpToDateCondition; False for "Updating" is an
+   * in-place update or a kubelet catching up, not a rollout); null when the condition is absent.
+   */
+  kcpOutdated: boolean | null;
+  /** `spec.version`; null when absent. */
+  version: string | null;
+  /**
+   * Every control-plane component condition KCP sets on the Machine (APIServerPodHealthy,
+   * ControllerManagerPodHealthy, SchedulerPodHealthy, EtcdPodHealthy, EtcdMemberHealthy) reads
+   * True. Otherwise KCP's scale-down may take it first among the outdated ones
+   * (UnhealthyMachinesWithUnhealthyControlPlaneComponents).
+   */
+  componentsHealthy: boolean;
 }
+
+/** The Machine conditions KCP's HasUnhealthyControlPlaneComponents reads (stacked etcd). */
+const COMPONENT_CONDITIONS = [
+  'APIServerPodHealthy',
+  'ControllerManagerPodHealthy',
+  'SchedulerPodHealthy',
+  'EtcdPodHealthy',
+  'EtcdMemberHealthy',
+] as const;
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -38,11 +62,17 @@ function recordAt(value: unknown, key: string): Record<string, unknown> {
   return isRecord(child) ? child : {};
 }
 
-/** The status of condition `type` in a Kubernetes conditions list: true, false, or null (absent/Unknown). */
-function conditionStatus(conditions: unknown, type: string): boolean | null {
+/** Condition `type` in a Kubernetes conditions list, when it is there. */
+function conditionOf(conditions: unknown, type: string): Record<string, unknown> | null {
   if (!Array.isArray(conditions)) return null;
   const found: unknown = conditions.find((condition) => isRecord(condition) && condition.type === type);
-  if (!isRecord(found)) return null;
+  return isRecord(found) ? found : null;
+}
+
+/** The status of condition `type` in a Kubernetes conditions list: true, false, or null (absent/Unknown). */
+function conditionStatus(conditions: unknown, type: string): boolean | null {
+  const found = conditionOf(conditions, type);
+  if (found === null) return null;
   return found.status === 'True' ? true : found.status === 'False' ? false : null;
 }
 
@@ -80,8 +110,13 @@ export function machineFromObject(object: unknown): ControlPlaneMachine | null {
   const nodeName = recordAt(status, 'nodeRef').name;
   const annotations = recordAt(object, 'metadata').annotations;
   const failureDomain = recordAt(object, 'spec').failureDomain;
-  const upToDate =
-    conditionStatus(status.conditions, 'UpToDate') ?? conditionStatus(recordAt(status, 'v1beta2').conditions, 'UpToDate');
+  // v1beta2 Machines carry KCP's conditions in status.conditions, v1beta1 ones in status.v1beta2.conditions.
+  const v1beta2 = recordAt(status, 'v1beta2').conditions;
+  const conditions = conditionOf(status.conditions, 'UpToDate') !== null ? status.conditions : v1beta2;
+  const upToDate = conditionStatus(conditions, 'UpToDate');
+  const upToDateReason = conditionOf(conditions, 'UpToDate')?.reason;
+  const version = recordAt(object, 'spec').version;
+  const componentConditions = conditionOf(status.conditions, 'EtcdMemberHealthy') !== null ? status.conditions : v1beta2;
   return {
     name,
     nodeName: typeof nodeName === 'string' && nodeName !== '' ? nodeName : null,
@@ -90,6 +125,9 @@ export function machineFromObject(object: unknown): ControlPlaneMachine | null {
     createdAt: typeof metadata.creationTimestamp === 'string' ? metadata.creationTimestamp : null,
     failureDomain: typeof failureDomain === 'string' && failureDomain !== '' ? failureDomain : null,
     upToDate,
+    kcpOutdated: upToDate === null ? null : upToDate === false && upToDateReason === 'NotUpToDate',
+    version: typeof version === 'string' && version !== '' ? version : null,
+    componentsHealthy: COMPONENT_CONDITIONS.every((type) => conditionStatus(componentConditions, type) === true),
   };
 }
 

@@ -12,7 +12,8 @@
 //   Exception: a 1-member cluster may grow (it cannot without a moment below quorum); a warning says so.
 // - scale down by k: a leader, no alarm, no learner, and for every step j = 1..k the members left
 //   keep quorum, where the member that leaves at step j is the one the controller removes when that
-//   is determined (`removalOrder`, see removal.ts), else a HEALTHY one (the worst case). Never below
+//   is determined (`removalOrder`, or each of `removalOrders` when the controller's rule leaves
+//   several open, see removal.ts), else a HEALTHY one (the worst case). Never below
 //   1 replica. The verdict may be Unhealthy — that is how an operator removes a dead member — and
 //   then a warning names the unhealthy members.
 // - KCP with maxSurge 0 (`removeBeforeAdd`) removes an old member before adding its replacement:
@@ -146,10 +147,15 @@ function adds(state: MembershipState, count: number): Step[] {
   return new Array<Step>(Math.max(0, Math.min(count, state.voting + 2))).fill('add');
 }
 
-function removals(state: MembershipState, options: ProjectionOptions, count: number): Step[] {
-  return options.removalOrder !== undefined
-    ? [...options.removalOrder]
-    : new Array<Step>(Math.max(0, Math.min(count, state.voting))).fill(null);
+/** Every removal sequence the controller may take (`removalOrders`, else the one `removalOrder` or the worst case). */
+function removals(state: MembershipState, options: ProjectionOptions, count: number): Step[][] {
+  if (options.removalOrders !== undefined && options.removalOrders.length > 0)
+    return options.removalOrders.map((order) => [...order]);
+  return [
+    options.removalOrder !== undefined
+      ? [...options.removalOrder]
+      : new Array<Step>(Math.max(0, Math.min(count, state.voting))).fill(null),
+  ];
 }
 
 function stepPlans(state: MembershipState, change: MembershipChange, options: ProjectionOptions): Step[][] {
@@ -157,7 +163,7 @@ function stepPlans(state: MembershipState, change: MembershipChange, options: Pr
   if (change.kind === 'scale-down') {
     // If etcd already has more voting members than the object declared (e.g. mid-rollout surge),
     // the controller ends up removing them too: count every removal down to the target size.
-    return [removals(state, options, Math.max(change.from - change.to, state.voting - change.to))];
+    return removals(state, options, Math.max(change.from - change.to, state.voting - change.to));
   }
   const previous = change.previousReplicas ?? change.replicas;
   // A rollout replaces members that are all healthy (a precondition), so its removal is a healthy one.
@@ -168,13 +174,17 @@ function stepPlans(state: MembershipState, change: MembershipChange, options: Pr
           ['healthy', 'add'],
         ]
       : [options.removeBeforeAdd === true ? ['healthy', 'add'] : ['add', 'healthy']];
-  const scale =
-    previous <= change.replicas ? adds(state, change.replicas - previous) : removals(state, options, previous - change.replicas);
+  const scales =
+    previous <= change.replicas
+      ? [adds(state, change.replicas - previous)]
+      : removals(state, options, previous - change.replicas);
   // The controller may scale first and replace afterwards or the other way round: both must hold.
-  return replaces.flatMap((replace) => [
-    [...scale, ...replace],
-    [...replace, ...scale],
-  ]);
+  return scales.flatMap((scale) =>
+    replaces.flatMap((replace) => [
+      [...scale, ...replace],
+      [...replace, ...scale],
+    ]),
+  );
 }
 
 /** Rules every change needs, whichever members move. */
@@ -251,7 +261,8 @@ export function projectChange(
       if (result.singleMemberGrowth && !warnings.includes(ONE_MEMBER_GROWTH_WARNING)) warnings.push(ONE_MEMBER_GROWTH_WARNING);
       if (result.failure === null) continue;
       reasons.push(result.failure);
-      if (result.worstCaseUsed) hint = options.undeterminedHint;
+      // Several orders mean the controller's choice is open too: the hint says how to settle it.
+      if (result.worstCaseUsed || (options.removalOrders?.length ?? 0) > 1) hint = options.undeterminedHint;
       break;
     }
   }

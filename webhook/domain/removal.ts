@@ -9,7 +9,14 @@ import { kindOf } from '../../functions/domain/kinds/registry.js';
 import type { Classification, GuardedChange, MemberExit } from './contract.js';
 
 export type { MachinesRead, ParentRead } from '../../functions/domain/kinds/kind.js';
-export { kcpRemovalOrder, listingGap, surgeOf, type KcpRemovalPlan } from '../../functions/domain/kinds/kubeadm-control-plane.js';
+export {
+  kcpRemovalOrder,
+  listingGap,
+  possiblePicks as kcpPossiblePicks,
+  surgeOf,
+  type KcpPickFacts,
+  type KcpRemovalPlan,
+} from '../../functions/domain/kinds/kubeadm-control-plane.js';
 export { ordinalRemovalOrder } from '../../functions/domain/kinds/ordinal-removal.js';
 
 type Guarded = Extract<Classification, { kind: 'needs-evaluation' }>;

@@ -101,6 +101,12 @@ export interface ProjectionOptions {
    * determined: the worst case, a healthy member). Absent: every removal is the worst case.
    */
   removalOrder?: readonly (RemovedMember | null)[];
+  /**
+   * The orders the controller may take when its rule leaves more than one open (KCP: which of
+   * several Machines it picks changes what it picks next); each is projected and every one must
+   * hold. Used instead of `removalOrder` when present.
+   */
+  removalOrders?: readonly (readonly (RemovedMember | null)[])[];
   /** Why the choice is not determined and how to make it so; added to a denial that the worst case caused. */
   undeterminedHint?: string;
   /**
@@ -114,7 +120,14 @@ export interface ProjectionOptions {
   externalEtcd?: boolean;
 }
 
-export type MachinesRead = { ok: true; machines: ControlPlaneMachine[] } | { ok: false; error: string };
+export type MachinesRead =
+  | {
+      ok: true;
+      machines: ControlPlaneMachine[];
+      /** The Cluster's control-plane failure domains; absent or null when they were not read. */
+      failureDomains?: readonly string[] | null;
+    }
+  | { ok: false; error: string };
 
 /**
  * The object a /scale request scales, as the server read it (only the fields at the kind's

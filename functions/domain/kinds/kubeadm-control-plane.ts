@@ -2,15 +2,17 @@
 // - It scales on spec.replicas and replaces outdated Machines one by one (spec.version,
 //   machineTemplate, kubeadmConfigSpec, rollout fields); its rollout strategy decides surge or
 //   remove-first (controlplane/kubeadm/internal/controllers/upgrade.go).
-// - Scale-down removes one Machine per step, chosen by selectMachineForScaleDown (scale.go):
-//   annotated `cluster.x-k8s.io/delete-machine` first, then outdated, then by failure domain and
-//   age. kubeadm names a stacked etcd member after its Node, and a Machine reaches its Node through
-//   `status.nodeRef.name`: that is how Machines map to members.
+// - Scale-down removes one Machine per step, chosen by selectMachineForInPlaceUpdateOrScaleDown
+//   (v1.14 controlplane/kubeadm/reconcilers/kubeadmcontrolplane/scale.go; selectMachineForScaleDown
+//   before): annotated `cluster.x-k8s.io/delete-machine` first, then outdated, then by failure
+//   domain and age. kubeadm names a stacked etcd member after its Node, and a Machine reaches its
+//   Node through `status.nodeRef.name`: that is how Machines map to members.
 // - Its etcd is reached as KCP reaches it: the Cluster's Secrets on the management cluster and a
 //   port-forward to each member's static pod (the 'capi' reach, usecases/reach-target.ts).
 // - Discovery resolves a KCP only through the Cluster that owns it by uid and names it back.
-// Where the rules leave the choice open (which outdated Machine, which failure domain), the step
-// is undetermined and the projection assumes the worst case: a healthy member leaves. Pure.
+// Where KCP's rule leaves the choice open (a tie between failure domains, which Go breaks by map
+// order) or the webhook cannot see what KCP will (outdatedness, component health when KCP picks,
+// the Cluster's failure domains), every possible pick is projected. Pure.
 import { printableExcerpt as clipped } from '../../shared/redact.js';
 import type { MemberReport } from '../evaluation-document.js';
 import { DELETE_MACHINE_ANNOTATION, type ControlPlaneMachine } from '../machines.js';
@@ -75,8 +77,6 @@ function hasExternalEtcd(object: unknown): boolean {
   return external !== undefined && external !== null;
 }
 
-const WORST_FIRST: readonly RemovedMember[] = ['healthy', 'unhealthy', 'none'];
-
 function annotateHint(namespace: string, machines: readonly string[]): string {
   const names = machines.length > 0 ? machines : ['<machine>'];
   const commands = names.map((name) => `kubectl -n ${namespace} annotate machine ${name} ${DELETE_MACHINE_ANNOTATION}=""`);
@@ -87,6 +87,8 @@ function annotateHint(namespace: string, machines: readonly string[]): string {
 export interface KcpRemovalPlan {
   /** Every removal in KCP's order (null: open, the worst case); undefined: every removal is the worst case. */
   order: (RemovedMember | null)[] | undefined;
+  /** When KCP may take more than one order: each of them (`order` merges them step by step). */
+  orders?: (RemovedMember | null)[][];
   determined: boolean;
   /** Why the listing cannot determine anything (it misses Machines), when that is so. */
   incomplete?: string;
@@ -117,57 +119,166 @@ export function listingGap(
   return null;
 }
 
+/** What KCP's pick reads beyond the Machines' own fields; anything absent is unknown. */
+export interface KcpPickFacts {
+  /** Whether KCP counts the Machine as needing rollout (MachinesNeedingRollout); null: unknown, both are weighed. */
+  outdated?: (machine: ControlPlaneMachine) => boolean | null;
+  /** The Cluster's control-plane failure domains (status.failureDomains, controlPlane true); null or absent: unknown. */
+  failureDomains?: readonly string[] | null;
+  /**
+   * KCP may create Machines between the removals (a rollout surges new ones), whose failure
+   * domains the webhook cannot see: the tie-break on all Machines in a domain is then open.
+   */
+  machinesMayJoin?: boolean;
+}
+
+/** Past this many unknown bits (outdatedness, failure domain membership) the pick is left open. */
+const MAX_UNKNOWN_BITS = 8;
+/** Past this many possible remaining sets the later steps are left open. */
+const MAX_STATES = 32;
+const RFC3339_SECONDS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d)$/;
+
+/** Creation time in ms; null when absent or finer than the seconds the apiserver writes (KCP compares exactly). */
 function createdMs(machine: ControlPlaneMachine): number | null {
-  const parsed = machine.createdAt === null ? Number.NaN : Date.parse(machine.createdAt);
+  if (machine.createdAt === null || !RFC3339_SECONDS.test(machine.createdAt)) return null;
+  const parsed = Date.parse(machine.createdAt);
   return Number.isFinite(parsed) ? parsed : null;
 }
 
+/** Go's string order (bytes of UTF-8), which is code point order: how KCP breaks a creation-time tie. */
+function goLess(a: string, b: string): boolean {
+  const left = [...a];
+  const right = [...b];
+  for (let index = 0; index < Math.min(left.length, right.length); index += 1) {
+    const x = left[index]?.codePointAt(0) ?? 0;
+    const y = right[index]?.codePointAt(0) ?? 0;
+    if (x !== y) return x < y;
+  }
+  return left.length < right.length;
+}
+
 /**
- * The Machines KCP may delete next, following selectMachineForScaleDown (cluster-api
- * controlplane/kubeadm/internal/controllers/scale.go): annotated Machines (outdated ones first),
- * else outdated ones with unhealthy components, else outdated ones, else all; then, in the failure
- * domain with the most Machines, the oldest (MachineInFailureDomainWithMostMachines,
- * controlplane/kubeadm/internal/control_plane.go). Outdatedness is known only when every live
- * Machine reports UpToDate=True (then none is outdated); the failure domain only when every live
- * Machine is in the same one; age only from distinct creation times. Anything unknown widens the
- * answer to every Machine the tiers allow.
+ * Who `Machines.Oldest()` may return (cluster-api util/collections machine_collection.go: creation
+ * time, then name): the oldest dated Machine, and every undated one (it may be older).
  */
-function possiblePicks(remaining: readonly ControlPlaneMachine[], predictByAge: boolean): readonly ControlPlaneMachine[] {
-  const annotated = remaining.filter((machine) => machine.deleteRequested);
-  const eligible = annotated.length > 0 ? annotated : remaining;
-  if (!predictByAge || eligible.length <= 1) return eligible;
-  if (!remaining.every((machine) => machine.upToDate === true)) return eligible;
-  const domain = remaining[0]?.failureDomain ?? null;
-  if (!remaining.every((machine) => machine.failureDomain === domain)) return eligible;
-  const ages = eligible.map(createdMs);
-  if (ages.some((age) => age === null)) return eligible;
-  const oldest = Math.min(...(ages as number[]));
-  const picks = eligible.filter((_machine, index) => ages[index] === oldest);
-  return picks.length === 1 ? picks : eligible;
+function oldestOf(machines: readonly ControlPlaneMachine[]): ControlPlaneMachine[] {
+  const undated = machines.filter((machine) => createdMs(machine) === null);
+  let oldest: ControlPlaneMachine | null = null;
+  for (const machine of machines) {
+    const created = createdMs(machine);
+    if (created === null) continue;
+    const best = oldest === null ? null : createdMs(oldest);
+    if (oldest === null || best === null || created < best || (created === best && goLess(machine.name, oldest.name))) {
+      oldest = machine;
+    }
+  }
+  return oldest === null ? undated : [...undated, oldest];
+}
+
+/**
+ * MachineInFailureDomainWithMostMachines (cluster-api controlplane/kubeadm/pkg/control_plane.go):
+ * an eligible Machine outside the Cluster's failure domains goes first (the oldest such one names
+ * the domain, "" included); else failuredomains.PickMost (util/failuredomains): the domain with
+ * the most eligible Machines, then the most Machines, a remaining tie going by Go's map order
+ * (open); then the oldest eligible Machine in that domain.
+ */
+function inDomainWithMost(
+  eligible: readonly ControlPlaneMachine[],
+  all: readonly ControlPlaneMachine[],
+  domains: ReadonlySet<string>,
+  allCountKnown: boolean,
+): ControlPlaneMachine[] {
+  const sameDomain = (domain: string | null) => eligible.filter((machine) => machine.failureDomain === domain);
+  const outside = eligible.filter((machine) => machine.failureDomain === null || !domains.has(machine.failureDomain));
+  if (outside.length > 0) return oldestOf(outside).flatMap((first) => oldestOf(sameDomain(first.failureDomain)));
+  const counts = [...domains].map((domain) => ({
+    domain,
+    priority: sameDomain(domain).length,
+    all: all.filter((machine) => machine.failureDomain === domain).length,
+  }));
+  const top = Math.max(0, ...counts.map((count) => count.priority));
+  let best = counts.filter((count) => count.priority === top && top > 0);
+  if (allCountKnown) {
+    const most = Math.max(0, ...best.map((count) => count.all));
+    best = best.filter((count) => count.all === most);
+  }
+  return best.flatMap((count) => oldestOf(sameDomain(count.domain)));
+}
+
+/**
+ * selectMachineForInPlaceUpdateOrScaleDown (cluster-api
+ * controlplane/kubeadm/reconcilers/kubeadmcontrolplane/scale.go) for one known set of outdated
+ * Machines: annotated outdated ones, else annotated ones, else outdated ones with unhealthy
+ * components, else outdated ones, else all; then inDomainWithMost. Component health moves
+ * between admission and KCP's pick, so an outdated Machine not reporting every component True
+ * may be the pick on its own.
+ */
+function picksFor(
+  all: readonly ControlPlaneMachine[],
+  outdated: ReadonlySet<ControlPlaneMachine>,
+  domains: ReadonlySet<string>,
+  allCountKnown: boolean,
+): ControlPlaneMachine[] {
+  const pick = (eligible: readonly ControlPlaneMachine[]) => inDomainWithMost(eligible, all, domains, allCountKnown);
+  const annotated = all.filter((machine) => machine.deleteRequested);
+  const annotatedOutdated = annotated.filter((machine) => outdated.has(machine));
+  if (annotatedOutdated.length > 0) return pick(annotatedOutdated);
+  if (annotated.length > 0) return pick(annotated);
+  const stale = all.filter((machine) => outdated.has(machine));
+  if (stale.length === 0) return pick(all);
+  return [...stale.filter((machine) => !machine.componentsHealthy), ...pick(stale)];
+}
+
+/** Every subset of `items`, as sets (2^n of them: callers bound n). */
+function subsets<T>(items: readonly T[]): Set<T>[] {
+  return Array.from(
+    { length: 2 ** items.length },
+    (_unused, mask) => new Set(items.filter((_item, index) => (mask >> index) & 1)),
+  );
+}
+
+/**
+ * Every Machine KCP's pick may be, over what the webhook does not know: each unknown
+ * outdatedness both ways, and, when the Cluster's failure domains are unknown, every subset of
+ * the domains the Machines name. Too many unknowns: every Machine.
+ */
+export function possiblePicks(remaining: readonly ControlPlaneMachine[], facts: KcpPickFacts): ControlPlaneMachine[] {
+  const outdatedness = remaining.map((machine) => facts.outdated?.(machine) ?? null);
+  const unknown = remaining.filter((_machine, index) => outdatedness[index] === null);
+  const known = remaining.filter((_machine, index) => outdatedness[index] === true);
+  const named = [...new Set(remaining.flatMap((machine) => (machine.failureDomain === null ? [] : [machine.failureDomain])))];
+  const domainSets = facts.failureDomains === undefined || facts.failureDomains === null ? null : [new Set(facts.failureDomains)];
+  if (unknown.length + (domainSets === null ? named.length : 0) > MAX_UNKNOWN_BITS) return [...remaining];
+  const found = new Set<ControlPlaneMachine>();
+  for (const domains of domainSets ?? subsets(named)) {
+    for (const maybe of subsets(unknown)) {
+      const outdated = new Set([...known, ...maybe]);
+      for (const machine of picksFor(remaining, outdated, domains, facts.machinesMayJoin !== true)) found.add(machine);
+    }
+  }
+  return remaining.filter((machine) => found.has(machine));
 }
 
 /**
  * KCP's removals of members, in order. Machines already being deleted go first: KCP's preflight
- * waits for them (scale.go preflightChecks). Then one pick per step among the Machines that hold a
- * voting member; a step is determined when every possible pick removes the same kind of member.
- * Only a complete listing gets here (listingGap), so every voting member sits on exactly one listed
- * Machine. Machines holding no member are left out of the picks: deleting one removes none, but
- * it does not spare a member either, since the listing cannot show that no such Machine is missing
- * (one missing would add a step, and then a member goes): KCP is assumed to remove members until
- * it has taken max(from, voting) − to of them (KCP deletes a Machine only while every other
- * Machine has a Node and a healthy member, so it takes etcd no lower than `to`). Leaving them out
- * also keeps their tiers, domains and ages out of the prediction, which a Machine missing from the
- * listing would change: among the members' Machines KCP's order is the same whatever other
- * Machines it picks in between. Less information never allows more (issue 17).
- * `predictByAge`: the change is a plain scale down, so the request itself outdates no Machine and
- * KCP's age rule may be applied.
+ * waits for them (preflight.go). Then one pick per step among the Machines that hold a voting
+ * member (possiblePicks); a step is determined when every pick possible on every path KCP may
+ * have taken so far removes the same kind of member, else it is open (the projection's worst
+ * case, which only a worse removal could make worse). Only a complete listing gets here
+ * (listingGap), so every voting member sits on exactly one listed Machine. Machines holding no
+ * member are left out: KCP's preflight deletes nothing while another Machine lacks a Node or a
+ * healthy member (checkHealthiness), so when KCP picks a member's Machine no memberless one is
+ * left to count in a domain, and deleting one removes no member but does not spare one either,
+ * since the listing cannot show that no such Machine is missing: KCP is assumed to remove members
+ * until it has taken max(from, voting) − to of them. Less information never allows more (issue
+ * 17): every unknown only widens the picks.
  */
 export function kcpRemovalOrder(
   members: readonly MemberReport[],
   machines: readonly ControlPlaneMachine[],
   to: number,
   from: number,
-  predictByAge = false,
+  facts: KcpPickFacts = {},
 ): KcpRemovalPlan {
   const incomplete = listingGap(members, machines, from);
   if (incomplete !== null) return { order: undefined, determined: false, incomplete, firstPick: null };
@@ -179,24 +290,50 @@ export function kcpRemovalOrder(
     .filter((machine) => machine.deleting && kindOf(machine) !== 'none')
     .map(kindOf)
     .slice(0, memberRemovals);
-  let remaining = machines.filter((machine) => !machine.deleting && kindOf(machine) !== 'none');
-  let determined = true;
+  // One path per set of Machines KCP may have left and the kinds it removed on the way there.
+  let paths: { left: ControlPlaneMachine[]; kinds: (RemovedMember | null)[] }[] = [
+    { left: machines.filter((machine) => !machine.deleting && kindOf(machine) !== 'none'), kinds: [...order] },
+  ];
   let firstPick: ControlPlaneMachine | null = null;
-  while (order.length < memberRemovals && remaining.length > 0) {
-    const candidates = possiblePicks(remaining, predictByAge);
-    if (order.length === 0 && candidates.length === 1) firstPick = candidates[0] ?? null;
-    const kinds = new Set(candidates.map(kindOf));
-    const chosenKind = kinds.size === 1 ? (candidates.map(kindOf)[0] ?? null) : null;
-    if (chosenKind === null) determined = false;
-    order.push(chosenKind);
-    // Open: drop the candidate whose loss hurts most, as the worst case assumes.
-    const dropped =
-      WORST_FIRST.map((kind) => candidates.find((machine) => kindOf(machine) === kind)).find(
-        (machine) => machine !== undefined,
-      ) ?? candidates[0];
-    remaining = remaining.filter((machine) => machine !== dropped);
+  let capped = false;
+  for (let step = order.length; step < memberRemovals && paths.some((path) => path.left.length > 0); step += 1) {
+    if (paths.length > MAX_STATES) {
+      // Too many ways to go on: the rest of every path is open.
+      const left = Math.min(memberRemovals - step, Math.max(...paths.map((path) => path.left.length)));
+      paths = [{ left: [], kinds: [...order, ...new Array<null>(step - order.length + left).fill(null)] }];
+      capped = true;
+      break;
+    }
+    const next = new Map<string, { left: ControlPlaneMachine[]; kinds: (RemovedMember | null)[] }>();
+    for (const path of paths) {
+      if (path.left.length === 0) {
+        next.set(`|${path.kinds.join(',')}`, path);
+        continue;
+      }
+      const candidates = possiblePicks(path.left, facts);
+      if (step === 0 && candidates.length === 1) firstPick = candidates[0] ?? null;
+      for (const candidate of candidates) {
+        const left = path.left.filter((machine) => machine !== candidate);
+        const kinds = [...path.kinds, kindOf(candidate)];
+        next.set(`${left.map((machine) => machine.name).join('\n')}|${kinds.join(',')}`, { left, kinds });
+      }
+    }
+    paths = [...next.values()];
   }
-  return { order, determined, firstPick };
+  const orders = [...new Map(paths.map((path) => [path.kinds.join(','), path.kinds])).values()];
+  const longest = Math.max(0, ...orders.map((kinds) => kinds.length));
+  // Step by step: determined where every path removes the same kind.
+  const merged = Array.from({ length: longest }, (_unused, index) => {
+    const kinds = new Set(orders.map((kinds) => kinds[index] ?? null));
+    return kinds.size === 1 ? ([...kinds][0] ?? null) : null;
+  });
+  const determined = !capped && orders.length === 1 && merged.every((kind) => kind !== null);
+  return {
+    order: merged,
+    ...(orders.length > 1 ? { orders } : {}),
+    determined,
+    firstPick,
+  };
 }
 
 function deadMachineNames(members: readonly MemberReport[], machines: readonly ControlPlaneMachine[]): string[] {
@@ -212,6 +349,48 @@ function deadMachineNames(members: readonly MemberReport[], machines: readonly C
 function alarmsOf(members: readonly MemberReport[], machine: ControlPlaneMachine | null): number {
   const member = machine === null ? undefined : members.find((candidate) => candidate.name === machine.nodeName);
   return member === undefined ? 0 : member.alarms.length;
+}
+
+/** A KCP object's generation and status.observedGeneration agree: KCP has reconciled its spec. */
+function generationObserved(object: unknown): boolean {
+  const generation = valueAtPointer(object, '/metadata/generation');
+  return typeof generation === 'number' && valueAtPointer(object, '/status/observedGeneration') === generation;
+}
+
+/**
+ * Whether KCP will count a Machine as needing rollout (UpToDate in
+ * controlplane/kubeadm/pkg/filters.go), as far as the KCP and Machine objects tell: a
+ * spec.version other than the KCP's is outdated (KCP compares the strings); a spec.rollout.after
+ * (v1beta1 spec.rolloutAfter) later than the Machine's creation, or any certificatesExpiryDays,
+ * may outdate it by the time KCP picks (unknown); for the rest (KubeadmConfig, infrastructure
+ * template) only KCP's own UpToDate condition tells, and only on a plain scale down of a spec
+ * KCP has reconciled (on /scale the spec is not in the request and the condition is taken as
+ * KCP left it). Everything else is unknown.
+ */
+function outdatedness(facts: RemovalFacts, plainScaleDown: boolean): (machine: ControlPlaneMachine) => boolean | null {
+  const kcp = facts.object.viaScale ? undefined : facts.request.object;
+  const version = kcp === undefined ? undefined : valueAtPointer(kcp, VERSION_POINTER);
+  const rolloutAfter =
+    kcp === undefined ? undefined : (valueAtPointer(kcp, '/spec/rollout/after') ?? valueAtPointer(kcp, '/spec/rolloutAfter'));
+  const afterMs = typeof rolloutAfter === 'string' ? Date.parse(rolloutAfter) : Number.NaN;
+  const expiryDays =
+    kcp === undefined
+      ? undefined
+      : (valueAtPointer(kcp, '/spec/rollout/before/certificatesExpiryDays') ??
+        valueAtPointer(kcp, '/spec/rolloutBefore/certificatesExpiryDays'));
+  const conditionsHold = plainScaleDown && (kcp === undefined || generationObserved(facts.request.oldObject));
+  return (machine) => {
+    if (kcp !== undefined && typeof version !== 'string') return null;
+    if (typeof version === 'string' && machine.version !== null && machine.version !== version) return true;
+    if (machine.version === null && kcp !== undefined) return null;
+    const created = createdMs(machine);
+    if (rolloutAfter !== undefined && rolloutAfter !== null) {
+      if (!Number.isFinite(afterMs) || created === null || created < afterMs) return null;
+    }
+    if (expiryDays !== undefined && expiryDays !== null && expiryDays !== 0) return null;
+    if (!conditionsHold) return null;
+    return machine.kcpOutdated;
+  };
 }
 
 function kcpOptions(facts: RemovalFacts): ProjectionOptions {
@@ -233,7 +412,11 @@ function kcpOptions(facts: RemovalFacts): ProjectionOptions {
   }
   const { members } = facts;
   const plainScaleDown = facts.change.kind === 'scale-down';
-  const plan = kcpRemovalOrder(members, machines.machines, shrink.to, shrink.from, plainScaleDown);
+  const plan = kcpRemovalOrder(members, machines.machines, shrink.to, shrink.from, {
+    outdated: outdatedness(facts, plainScaleDown),
+    failureDomains: machines.failureDomains ?? null,
+    machinesMayJoin: !plainScaleDown,
+  });
   const hint = annotateHint(namespace, deadMachineNames(members, machines.machines));
   if (plan.order === undefined) {
     return {
@@ -245,6 +428,7 @@ function kcpOptions(facts: RemovalFacts): ProjectionOptions {
   return {
     ...options,
     removalOrder: plan.order,
+    ...(plan.orders === undefined ? {} : { removalOrders: plan.orders }),
     ...(excused > 0 ? { excusedAlarms: excused } : {}),
     ...(plan.determined
       ? {}
