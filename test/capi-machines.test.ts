@@ -56,7 +56,9 @@ describe('createMachineReader', () => {
     fake.putObject('machines', machine('prod-cp-b'));
     fake.putObject('machines', machine('other-cp-a', { owner: 'other-control-plane' }));
     fake.putObject('machines', machine('staging-cp-a', { cluster: 'staging', owner: 'prod-control-plane' }));
-    const machines = await reader()(query, Deadline.after(2_000));
+    const { machines, failureDomains } = await reader()(query, Deadline.after(2_000));
+    // No Cluster named prod is served: its failure domains stay unknown.
+    expect(failureDomains).toBeNull();
     expect(machines).toEqual([
       {
         name: 'prod-cp-a',
@@ -83,23 +85,62 @@ describe('createMachineReader', () => {
         componentsHealthy: false,
       },
     ]);
-    expect(fake.requests.at(-1)?.query.get('labelSelector')).toBe(
-      'cluster.x-k8s.io/cluster-name=prod,cluster.x-k8s.io/control-plane',
-    );
+    expect(
+      fake.requests
+        .filter((entry) => entry.resource === 'machines')
+        .at(-1)
+        ?.query.get('labelSelector'),
+    ).toBe('cluster.x-k8s.io/cluster-name=prod,cluster.x-k8s.io/control-plane');
   });
 
   it('selects by the control-plane name when the request carried no labels (/scale)', async () => {
     fake.putObject('machines', machine('prod-cp-a', { node: 'node-a' }));
-    const machines = await reader()({ ...query, clusterName: null }, Deadline.after(2_000));
+    const { machines } = await reader()({ ...query, clusterName: null }, Deadline.after(2_000));
     expect(machines.map((found) => found.name)).toEqual(['prod-cp-a']);
-    expect(fake.requests.at(-1)?.query.get('labelSelector')).toBe('cluster.x-k8s.io/control-plane-name=prod-control-plane');
+    expect(
+      fake.requests
+        .filter((entry) => entry.resource === 'machines')
+        .at(-1)
+        ?.query.get('labelSelector'),
+    ).toBe('cluster.x-k8s.io/control-plane-name=prod-control-plane');
   });
 
   it('falls back to v1beta2 when the management cluster no longer serves v1beta1', async () => {
     fake.serveVersions('cluster.x-k8s.io', ['v1beta2']);
     fake.putObject('machines', { ...machine('prod-cp-a', { node: 'node-a' }), apiVersion: 'cluster.x-k8s.io/v1beta2' });
-    const machines = await reader()(query, Deadline.after(2_000));
+    const { machines } = await reader()(query, Deadline.after(2_000));
     expect(machines.map((found) => found.nodeName)).toEqual(['node-a']);
+  });
+
+  it('reads the Cluster’s control-plane failure domains, v1beta2 list and v1beta1 map, only when it names this KCP', async () => {
+    const cluster = (apiVersion: string, failureDomains: unknown, controlPlane = 'prod-control-plane'): FakeObject => ({
+      apiVersion,
+      kind: 'Cluster',
+      metadata: { name: 'prod', namespace: 'default' },
+      spec: { controlPlaneRef: { apiGroup: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', name: controlPlane } },
+      status: { failureDomains },
+    });
+    fake.putObject('machines', machine('prod-cp-a', { node: 'node-a' }));
+    fake.putObject(
+      'clusters',
+      cluster('cluster.x-k8s.io/v1beta2', [
+        { name: 'fd-a', controlPlane: true },
+        { name: 'fd-workers', controlPlane: false },
+        { name: 'fd-b', controlPlane: true },
+      ]),
+    );
+    expect((await reader()(query, Deadline.after(2_000))).failureDomains).toEqual(['fd-a', 'fd-b']);
+    fake.putObject('clusters', cluster('cluster.x-k8s.io/v1beta1', { 'fd-c': { controlPlane: true }, 'fd-d': {} }));
+    expect((await reader()(query, Deadline.after(2_000))).failureDomains).toEqual(['fd-c']);
+    fake.putObject('clusters', cluster('cluster.x-k8s.io/v1beta2', [{ name: 'fd-a', controlPlane: true }], 'another-kcp'));
+    expect((await reader()(query, Deadline.after(2_000))).failureDomains).toBeNull();
+  });
+
+  it('keeps the Machines when the Cluster read is refused: its failure domains are unknown', async () => {
+    fake.putObject('machines', machine('prod-cp-a', { node: 'node-a' }));
+    fake.forbid('get', 'clusters');
+    const listing = await reader()(query, Deadline.after(2_000));
+    expect(listing).toMatchObject({ failureDomains: null, machines: [{ name: 'prod-cp-a' }] });
   });
 
   it('gives up at its deadline when the apiserver never answers, saying what timed out', async () => {

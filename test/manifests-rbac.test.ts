@@ -97,6 +97,8 @@ describe('RBAC', () => {
         '/nodes:list',
         ...events,
         'cluster.x-k8s.io/machines:list',
+        // The KCP's Cluster, for its failure domains (capi-machines.ts).
+        'cluster.x-k8s.io/clusters:get',
         // "may override" is asked of RBAC with a SubjectAccessReview.
         'authorization.k8s.io/subjectaccessreviews:create',
         ...GUARD_RULES.map((rule) => `${rule.group}/${rule.resource}:get`),

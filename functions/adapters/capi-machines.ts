@@ -2,12 +2,19 @@
 // (paged, bounded, v1beta2 else v1beta1): the webhook, to tell which etcd member KCP will remove,
 // and the evaluation of a discovered capi target, whose inventory they are.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { KCP_MACHINES } from '../domain/kinds/kubeadm-control-plane.js';
+import { CAPI_VERSIONS, KCP_MACHINES } from '../domain/kinds/kubeadm-control-plane.js';
 import type { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
-import { machineFromObject, machineSelector, ownedBy, type ControlPlaneMachine, type MachinesQuery } from '../domain/machines.js';
+import {
+  controlPlaneFailureDomains,
+  machineFromObject,
+  machineSelector,
+  ownedBy,
+  type ControlPlaneMachine,
+  type MachinesQuery,
+} from '../domain/machines.js';
 import { compareCodeUnits } from '../shared/names.js';
-import { loadKubeConfig } from './kube.js';
+import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
 import { listCustomObjects, MACHINES } from './kube-discovery.js';
 import { inventoryAddresses } from './kube-nodes.js';
 
@@ -17,7 +24,40 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-export type MachineReader = (query: MachinesQuery, deadline: Deadline) => Promise<ControlPlaneMachine[]>;
+/** The control plane's Machines, and its Cluster's control-plane failure domains (null: not read). */
+export interface MachineListing {
+  machines: ControlPlaneMachine[];
+  failureDomains: string[] | null;
+}
+
+export type MachineReader = (query: MachinesQuery, deadline: Deadline) => Promise<MachineListing>;
+
+/**
+ * The Cluster's control-plane failure domains, read by name within the deadline (v1beta2, else
+ * v1beta1); null when there is no name (a /scale request) or the read fails: KCP's pick is then
+ * weighed over every set of domains the Cluster may list.
+ */
+async function readFailureDomains(api: CustomObjectsApi, query: MachinesQuery, deadline: Deadline): Promise<string[] | null> {
+  const name = query.clusterName;
+  if (name === null) return null;
+  for (const version of CAPI_VERSIONS) {
+    try {
+      const cluster: unknown = await callKube(
+        { verb: 'get', resource: `clusters.cluster.x-k8s.io/${version}`, namespace: query.namespace, name },
+        deadline,
+        (options) =>
+          api.getNamespacedCustomObject(
+            { group: 'cluster.x-k8s.io', version, namespace: query.namespace, plural: 'clusters', name },
+            options,
+          ),
+      );
+      return controlPlaneFailureDomains(cluster, query);
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.isNotFound)) return null;
+    }
+  }
+  return null;
+}
 
 /** The Machine objects `query` selects in its namespace, within the deadline. */
 function listMachineObjects(api: CustomObjectsApi, query: MachinesQuery, deadline: Deadline): Promise<unknown[]> {
@@ -28,11 +68,15 @@ export function createMachineReader(loadConfig: () => KubeConfig = () => loadKub
   let api: CustomObjectsApi | undefined;
   return async (query, deadline) => {
     api ??= loadConfig().makeApiClient(CustomObjectsApi);
-    const items = await listMachineObjects(api, query, deadline);
-    return items
+    const [items, failureDomains] = await Promise.all([
+      listMachineObjects(api, query, deadline),
+      readFailureDomains(api, query, deadline),
+    ]);
+    const machines = items
       .filter((item) => ownedBy(item, query.controlPlaneName, query.ownerKind ?? KCP_MACHINES.ownerKind))
       .map(machineFromObject)
       .filter((machine): machine is ControlPlaneMachine => machine !== null);
+    return { machines, failureDomains };
   };
 }
 

@@ -86,6 +86,29 @@ export interface MachinesQuery {
   clusterName: string | null;
 }
 
+/**
+ * The control-plane failure domains of the Cluster a control plane belongs to, as KCP reads them
+ * (ControlPlane.FailureDomains, cluster-api controlplane/kubeadm/pkg/control_plane.go: those with
+ * controlPlane true; v1beta2 status.failureDomains is a list, v1beta1 a map by name); none when
+ * the Cluster reports none, as for KCP. Null when the Cluster's spec.controlPlaneRef does not
+ * name this control plane: then it is not its Cluster and nothing is known.
+ */
+export function controlPlaneFailureDomains(cluster: unknown, query: MachinesQuery): string[] | null {
+  const ref = recordAt(recordAt(cluster, 'spec'), 'controlPlaneRef');
+  if (ref.name !== query.controlPlaneName || ref.kind !== (query.ownerKind ?? 'KubeadmControlPlane')) return null;
+  if (typeof ref.namespace === 'string' && ref.namespace !== query.namespace) return null;
+  const domains: unknown = recordAt(cluster, 'status').failureDomains;
+  if (domains === undefined || domains === null) return [];
+  const entries: [unknown, unknown][] = Array.isArray(domains)
+    ? domains.map((domain) => [isRecord(domain) ? domain.name : undefined, domain])
+    : isRecord(domains)
+      ? Object.entries(domains)
+      : [];
+  return entries.flatMap(([name, domain]) =>
+    typeof name === 'string' && name !== '' && isRecord(domain) && domain.controlPlane === true ? [name] : [],
+  );
+}
+
 /** Owned by this control plane, or carrying no owner at all (adopted Machines keep none until adoption). */
 export function ownedBy(item: unknown, controlPlaneName: string, ownerKind: string): boolean {
   const metadata = isRecord(item) && isRecord(item.metadata) ? item.metadata : {};

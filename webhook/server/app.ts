@@ -324,7 +324,7 @@ function readMachinesFor(
     ...machineOwnerOf(classification),
   };
   return settled(() => readMachines(query, Deadline.after(Math.round(timeoutMs)))).then(
-    (machines): MachinesRead => ({ ok: true, machines }),
+    (listing): MachinesRead => ({ ok: true, ...listing }),
     (error: unknown): MachinesRead => {
       ctx.logger.warn(
         { object: `${query.namespace}/${query.controlPlaneName}`, err: errorMessage(error) },
