@@ -2,7 +2,9 @@
 // every member), names its pods `<etcd>-<ordinal>` from 0 and removes the highest first, and
 // advertises each member at `<scheme>://<etcd>-<i>.<etcd>-peer.<namespace>.svc:<clientPort>`, with
 // TLS material in the Secrets spec.etcd.clientUrlTls names. Gardener hibernates a shoot by scaling
-// its Etcd to 0 and back. Pure.
+// its Etcd to 0 and back. A rollout follows the StatefulSet's RollingUpdate order: etcd-druid's
+// DEP-07 quorum-aware order (docs/proposals/07-quorum-aware-pod-updates.md) sits behind an
+// operator-wide feature gate, off by default, that nothing on the Etcd shows. Pure.
 import { printableExcerpt as clipped } from '../../shared/redact.js';
 import { discoveredTargetName, type Target } from '../targets.js';
 import { at, management, provide, quantityBytes, targetDefaults, text, type DiscoveryDefaults } from './discovery-common.js';
