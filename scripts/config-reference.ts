@@ -96,6 +96,10 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     "Users whose member-bearing DELETEs are the controllers' own (default: Cluster API's KubeadmControlPlane manager as clusterctl installs it). They are judged like anyone's and audited as `member-delete-controller`.",
   'memberDeletes.exemptControllers':
     '`true`: a `controllerUsers` DELETE that would be denied is allowed, with a warning and the audit annotation `member-delete-exempt` saying what was judged. The default judges KCP too: its pre-terminate hook removes the member only after the delete was admitted.',
+  runtimeExtension:
+    'The Cluster API Runtime Extension served on the webhook port: `BeforeClusterUpgrade` and `BeforeControlPlaneUpgrade` are judged as the KubeadmControlPlane version change they precede; see [docs/runtime-extension.md](runtime-extension.md).',
+  'runtimeExtension.retryAfterSeconds':
+    '`retryAfterSeconds` of an answer while the target does not pass: Cluster API calls the hook again after it and the upgrade waits.',
   auth: 'Access control for `/evaluations`.',
   discovery:
     'Targets found in the management cluster itself, beside `targets`: no endpoint, TLS file or per-target RBAC name. Names: `<source>-<namespace>-<name>` (capi: the Cluster, druid: the Etcd) when the namespace has no `-`, the name is a DNS label without `.` or `--` and the whole fits 48 characters; else a readable prefix, `--` and 16 hex digits of SHA-256 over the JSON array of source, namespace and name (readable names never hold `--`, so the two forms never collide).',

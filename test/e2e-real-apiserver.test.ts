@@ -30,6 +30,7 @@ const CRD_SOURCES: Array<[string, string, string[]]> = [
       'core/config/crd/bases/cluster.x-k8s.io_clusters.yaml',
       'core/config/crd/bases/cluster.x-k8s.io_machines.yaml',
       'controlplane/kubeadm/config/crd/bases/controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml',
+      'core/config/crd/bases/runtime.cluster.x-k8s.io_extensionconfigs.yaml',
     ],
   ],
   ['DRUID_API_VERSION', 'github.com/gardener/etcd-druid/api', ['core/v1alpha1/crds/druid.gardener.cloud_etcds.yaml']],

@@ -331,6 +331,11 @@ export const guardConfigSchema = z
       })
       .strict()
       .default({}),
+    /** The Cluster API Runtime Extension's upgrade hooks (docs/runtime-extension.md). */
+    runtimeExtension: z
+      .object({ retryAfterSeconds: z.number().int().min(1).max(3600).default(30) })
+      .strict()
+      .default({}),
     auth: z
       .object({ tokenFile: z.string().min(1).optional() })
       .strict()

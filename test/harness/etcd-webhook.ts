@@ -27,6 +27,8 @@ export interface EtcdWebhookOptions {
   /** Further targets of the config (raw config entries); the scheduled run never evaluates them. */
   otherTargets?: Record<string, unknown>[];
   webhook?: Omit<TestWebhookOptions, 'config' | 'certs' | 'store'>;
+  /** Further top-level config keys (raw), e.g. runtimeExtension. */
+  config?: Record<string, unknown>;
   /** The etcd binaries the members start on (etcdBinaries()'s otherwise). */
   etcdBinaries?: StartEtcdClusterOptions['binaries'];
 }
@@ -74,6 +76,7 @@ export async function startEtcdWebhook(options: EtcdWebhookOptions): Promise<Etc
         maxAgeSeconds: 60,
         inlineRefresh: false,
         targets: [guarded, ...(options.otherTargets ?? [])],
+        ...options.config,
       },
       `${options.name} config`,
     );

@@ -48,6 +48,7 @@ import { buildAdmissionReviewResponse, parseAdmissionReview } from '../domain/re
 import { flatLineLogger, type Logger } from '../../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
 import { sendJson } from './send-json.js';
+import { addRuntimeExtensionRoutes } from './runtime-extension.js';
 import { APISERVER_QUERY, VALIDATE_PATH, withFastValidate, type FastValidateParts } from './fast-validate.js';
 
 /** kube-apiserver's default webhook timeout, used when a request carries no ?timeout=. */
@@ -726,6 +727,13 @@ export function createWebhookRoutes(deps: WebhookAppDeps): WebhookRoutes {
   const jsonBody = express.json({ limit: BODY_LIMIT_BYTES, type: () => true, strict: true });
 
   app.post(VALIDATE_PATH, jsonBody, validateHandler(ctx));
+  addRuntimeExtensionRoutes(app, jsonBody, {
+    decide: async (request, startedAt, budgetMs) => (await decideRequest(ctx, request, startedAt, budgetMs)).enforced,
+    ...(ctx.parentLabels === undefined ? {} : { parentLabels: ctx.parentLabels }),
+    retryAfterSeconds: ctx.config.runtimeExtension.retryAfterSeconds,
+    metrics: ctx.metrics,
+    logger: ctx.logger,
+  });
   app.use('/evaluations', requireBearerToken(ctx.onDemand));
   app.get('/evaluations', evaluationsOverviewHandler(ctx.targets, ctx.cache));
   app.all('/evaluations/:target', evaluationHandler(ctx.onDemand));

@@ -3,6 +3,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EnforcementMode } from '../../functions/entrypoints/config.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
+import { HOOK_OUTCOMES, UPGRADE_HOOKS, type HookOutcome, type UpgradeHook } from '../domain/runtime-hooks.js';
 import { TargetMetrics, type EvaluatedAtSource, type TargetHealthSource } from './target-health-metrics.js';
 
 /** What the age gauge needs from the cache: read at scrape time, so the age keeps growing while the feed is silent. */
@@ -39,6 +40,8 @@ export interface WebhookMetrics {
   /** The age of the evaluation a guarded decision rested on (live or cached evidence), at the decision. */
   recordEvidenceAge(evidence: 'live' | 'cached', ageSeconds: number): void;
   recordCacheFeedError(target: string): void;
+  /** One answer of a Runtime SDK upgrade hook (webhook/server/runtime-extension.ts). */
+  recordHookAnswer(hook: UpgradeHook, outcome: HookOutcome): void;
   /** One Event write attempt (or an Event dropped by the rate limit or the full queue). */
   recordEventWrite(result: 'created' | 'patched' | 'failed' | 'dropped'): void;
   /** Connects the evaluation-age gauge to its source; until then it reports nothing. */
@@ -117,6 +120,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  const hookAnswers = hookAnswerCounter(registry);
 
   const renderChunks = chunkedRender(registry, targetMetrics, now, () => targetCounters.zeroNewTargets());
   return {
@@ -134,6 +138,9 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     },
     recordCacheFeedError(target) {
       feedErrors.inc({ target });
+    },
+    recordHookAnswer(hook, outcome) {
+      hookAnswers.inc({ hook, outcome });
     },
     recordEventWrite(result) {
       eventWrites.inc({ result });
@@ -207,6 +214,20 @@ function targetCountersAtZero(
       }
     },
   };
+}
+
+/** etcd_guard_runtime_hook_answers_total, every hook and outcome present at 0 from the start. */
+function hookAnswerCounter(registry: Registry): Counter<'hook' | 'outcome'> {
+  const counter = new Counter({
+    name: 'etcd_guard_runtime_hook_answers_total',
+    help:
+      'Answers to Cluster API upgrade hooks: proceed (retryAfterSeconds 0), retry (the target does not pass yet) ' +
+      'or failure (a request the extension could not judge).',
+    labelNames: ['hook', 'outcome'] as const,
+    registers: [registry],
+  });
+  for (const hook of UPGRADE_HOOKS) for (const outcome of HOOK_OUTCOMES) counter.inc({ hook, outcome }, 0);
+  return counter;
 }
 
 /**

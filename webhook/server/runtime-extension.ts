@@ -1,0 +1,122 @@
+// The Cluster API Runtime Extension routes (webhook/domain/runtime-hooks.ts): the discovery
+// answer and one handler per upgrade hook, on the webhook's own HTTPS port. Every answer is a hook
+// response, never a crash: what cannot be judged is a Failure naming why.
+import express from 'express';
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { AdmissionRequest, ParentLabels, ParentObjectRef } from '../domain/contract.js';
+import type { EnforcedDecision } from '../domain/enforcement.js';
+import {
+  controlPlaneRefOf,
+  DISCOVERY_PATH,
+  discoveryResponse,
+  hookAnswer,
+  hookFailure,
+  hookPath,
+  impliedControlPlaneUpdate,
+  parseHookRequest,
+  UPGRADE_HOOKS,
+  withoutOverrideHint,
+  type HookAnswer,
+  type UpgradeHook,
+  type UpgradeHookRequest,
+} from '../domain/runtime-hooks.js';
+import type { Logger } from '../../functions/shared/logger.js';
+import type { WebhookMetrics } from './metrics.js';
+
+export interface RuntimeExtensionDeps {
+  /** The admission decision path, for a request the server made up (budget in ms). */
+  decide(request: AdmissionRequest, startedAt: number, budgetMs: number): Promise<EnforcedDecision>;
+  /** Reads the control plane's labels; absent: the Cluster's cluster-name label stands for them. */
+  parentLabels?: (ref: ParentObjectRef) => Promise<ParentLabels>;
+  retryAfterSeconds: number;
+  metrics: WebhookMetrics;
+  logger: Logger;
+}
+
+/** Inside Cluster API's call timeout (HANDLER_TIMEOUT_SECONDS), with a margin for the answer. */
+const DECISION_BUDGET_MS = 8_000;
+
+function message(enforced: EnforcedDecision): string {
+  const { response } = enforced;
+  const said = response.allowed ? (response.warnings ?? []).join('; ') : (response.status?.message ?? enforced.reason);
+  const target = enforced.target === '' ? 'no target' : `target ${enforced.target}`;
+  return response.allowed
+    ? `etcd-guard: ${target}: ${enforced.reason}${said === '' ? '' : `; ${said}`}`
+    : withoutOverrideHint(said);
+}
+
+async function labelsFor(
+  deps: RuntimeExtensionDeps,
+  request: UpgradeHookRequest,
+): Promise<{ labels?: Readonly<Record<string, string>> } | { failed: string }> {
+  if (deps.parentLabels === undefined) return {};
+  const ref = controlPlaneRefOf(request);
+  const read = await deps.parentLabels(ref);
+  if (read.ok) return { labels: read.labels };
+  // Not there yet: the Cluster's own label names it, as it will on the object the controller writes.
+  if (read.notFound === true) return {};
+  return { failed: `cannot read ${ref.kind} ${ref.namespace}/${ref.name}: ${read.message}` };
+}
+
+async function answer(deps: RuntimeExtensionDeps, hook: UpgradeHook, body: unknown): Promise<HookAnswer> {
+  const startedAt = performance.now();
+  const parsed = parseHookRequest(hook, body);
+  if (!parsed.ok) return hookFailure(hook, parsed.message);
+  const labels = await labelsFor(deps, parsed.request);
+  if ('failed' in labels)
+    return hookAnswer(hook, { allowed: false, message: `etcd-guard: ${labels.failed}` }, deps.retryAfterSeconds);
+  const uid = `runtime-extension-${randomUUID()}`;
+  const enforced = await deps.decide(
+    impliedControlPlaneUpdate(hook, parsed.request, uid, labels.labels),
+    startedAt,
+    DECISION_BUDGET_MS,
+  );
+  return hookAnswer(
+    hook,
+    enforced.response.allowed ? { allowed: true, message: message(enforced) } : { allowed: false, message: message(enforced) },
+    deps.retryAfterSeconds,
+  );
+}
+
+function hookHandler(deps: RuntimeExtensionDeps, hook: UpgradeHook): express.RequestHandler {
+  return (req, res) => {
+    answer(deps, hook, req.body)
+      .catch((error: unknown) =>
+        hookFailure(hook, `etcd-guard could not judge it: ${error instanceof Error ? error.message : String(error)}`),
+      )
+      .then((answered) => {
+        deps.metrics.recordHookAnswer(hook, answered.outcome);
+        if (answered.outcome !== 'proceed')
+          deps.logger.info({ hook, outcome: answered.outcome, message: answered.body.message }, 'runtime hook');
+        res.status(200).json(answered.body);
+      })
+      .catch(() => res.destroy());
+  };
+}
+
+/** Body parse errors (not JSON) still get a hook Failure, not express's HTML page. */
+function badBody(deps: RuntimeExtensionDeps, hook: UpgradeHook): express.ErrorRequestHandler {
+  return (error: unknown, _req, res, next) => {
+    if (res.headersSent) {
+      next(error);
+      return;
+    }
+    const answered = hookFailure(hook, `body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+    deps.metrics.recordHookAnswer(hook, answered.outcome);
+    res.status(200).json(answered.body);
+  };
+}
+
+export function addRuntimeExtensionRoutes(
+  app: express.Express,
+  jsonBody: express.RequestHandler,
+  deps: RuntimeExtensionDeps,
+): void {
+  app.post(DISCOVERY_PATH, (_req, res) => {
+    res.status(200).json(discoveryResponse());
+  });
+  for (const hook of UPGRADE_HOOKS) {
+    app.post(hookPath(hook), jsonBody, hookHandler(deps, hook), badBody(deps, hook));
+  }
+}
