@@ -195,3 +195,29 @@ describe.skipIf(!hasKubectl).each(FLEETS)('the $overlay overlay', ({ overlay, pr
     },
   );
 });
+
+// Cluster API calls the upgrade hooks (docs/runtime-extension.md) through this ExtensionConfig.
+describe.skipIf(!hasKubectl)('the capi overlay’s ExtensionConfig', () => {
+  it('points at the webhook Service’s HTTPS port, with its CA from the Secret the webhook serves, for opted-in namespaces', () => {
+    const [extension, ...others] = docsOf('capi', 'ExtensionConfig');
+    expect(others).toEqual([]);
+    expect(at(extension, 'apiVersion')).toBe('runtime.cluster.x-k8s.io/v1beta2');
+    const service = at(extension, 'spec', 'clientConfig', 'service') as Obj;
+    const target = single('capi', 'Service', String(service.name));
+    expect(at(target, 'metadata', 'namespace')).toBe(service.namespace);
+    const port = objs(at(target, 'spec', 'ports')).find((candidate) => candidate.port === service.port);
+    expect(port?.targetPort).toBe('https');
+    // The same Secret the webhook's serving certificate comes from (cert-manager's carries ca.crt).
+    const deployment = single('capi', 'Deployment', 'etcd-guard-webhook');
+    const servingSecrets = objs(at(deployment, 'spec', 'template', 'spec', 'volumes')).map((volume) =>
+      at(volume, 'secret', 'secretName'),
+    );
+    const injectFrom = String(at(extension, 'metadata', 'annotations', 'runtime.cluster.x-k8s.io/inject-ca-from-secret'));
+    expect(injectFrom.split('/')[0]).toBe(service.namespace);
+    expect(servingSecrets).toContain(injectFrom.split('/')[1]);
+    expect(at(extension, 'spec', 'namespaceSelector', 'matchLabels')).toEqual({ 'etcd-guard.io/runtime-extension': 'enabled' });
+    // The other overlays do not register it: only a Cluster API management cluster has the CRD.
+    expect(docsOf('druid', 'ExtensionConfig')).toEqual([]);
+    expect(docsOf('cert-manager', 'ExtensionConfig')).toEqual([]);
+  });
+});
