@@ -227,24 +227,21 @@ function judge(original: DecisionInput): Judgement {
     };
   }
   const upgradeBlocked = judgeEtcdUpgrade(input, evaluation);
-  if (upgradeBlocked !== null) {
-    const { classification } = input;
-    const message =
-      `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
-      `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${upgradeBlocked}`;
-    return { allowed: false, reason: 'etcd-upgrade', message };
-  }
+  if (upgradeBlocked !== null) return heldBack(input, evaluation, ageMs, 'etcd-upgrade', upgradeBlocked);
   const backupBlocked = judgeBackupRule(input, evaluation);
-  if (backupBlocked !== null) {
-    const { classification } = input;
-    const message =
-      `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
-      `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${backupBlocked}`;
-    return { allowed: false, reason: 'backup', message };
-  }
+  if (backupBlocked !== null) return heldBack(input, evaluation, ageMs, 'backup', backupBlocked);
   const warnings = projection.warnings;
   if (evaluation.verdict === 'Degraded') warnings.push(...degradedWarnings(evaluation, target));
   return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings };
+}
+
+/** A change the projection allows but a rule of the target holds back, with that rule's words. */
+function heldBack(input: DecisionInput, evaluation: Evaluation, ageMs: number, reason: string, why: string): Judgement {
+  const { classification } = input;
+  const message =
+    `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+    `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${why}`;
+  return { allowed: false, reason, message };
 }
 
 /**
