@@ -107,15 +107,15 @@ function oldObjectOf(fixture: string, edit: (object: Json) => void = () => undef
 const meta = (object: Json) => object.metadata as Json;
 const podSpec = (object: Json) => object.spec as { containers: Json[] };
 
-/** The webhook named so, and every one of its matchConditions evaluated as the apiserver would for a DELETE. */
-function matches(webhookName: string, oldObject: unknown): boolean {
+/** The webhook named so, and every one of its matchConditions evaluated as the apiserver would (a DELETE: no object). */
+function matches(webhookName: string, oldObject: unknown, object: unknown = null): boolean {
   const webhook = webhooks.find((candidate) => candidate.name === webhookName);
   if (webhook === undefined) throw new Error(`no webhook ${webhookName}`);
   const conditions = objs(webhook.matchConditions);
   expect(conditions.length).toBeGreaterThan(0);
   return conditions.every((condition) => {
-    const value = evaluateCel(String(condition.expression), { object: null, oldObject, request: {} });
-    // An error would make the apiserver apply failurePolicy Fail: the DELETE refused outright.
+    const value = evaluateCel(String(condition.expression), { object, oldObject, request: {} });
+    // An error would make the apiserver apply failurePolicy Fail: the request refused outright.
     if (value instanceof CelError) throw new Error(`${String(condition.name)} errs: ${value.message}`);
     if (typeof value !== 'boolean') throw new Error(`${String(condition.name)} is not a bool`);
     return value;
@@ -238,6 +238,111 @@ describe('issue 28: the member-bearing DELETE webhooks and their matchConditions
     { name: 'no oldObject', sent: false, object: null },
   ])(`${PODS}: $name → sent $sent`, ({ sent, object }) => {
     expect(matches(PODS, object)).toBe(sent);
+  });
+});
+
+describe('issue 28: the ClusterClass Cluster webhook and its matchConditions', () => {
+  const CLUSTERS = 'clusters.etcd-guard.etcd-guard.io';
+
+  it(`${CLUSTERS} gets exactly UPDATE of clusters (a Cluster's DELETE is teardown), and is the only one sent clusters`, () => {
+    const webhook = webhooks.find((candidate) => candidate.name === CLUSTERS);
+    expect(objs(webhook?.rules)).toEqual([
+      {
+        apiGroups: ['cluster.x-k8s.io'],
+        apiVersions: ['v1beta1', 'v1beta2'],
+        operations: ['UPDATE'],
+        resources: ['clusters'],
+        scope: 'Namespaced',
+      },
+    ]);
+    const sentClusters = webhooks.filter((candidate) =>
+      objs(candidate.rules).some((rule) => strings(rule.resources).some((resource) => resource.startsWith('clusters'))),
+    );
+    expect(sentClusters.map((candidate) => candidate.name)).toEqual([CLUSTERS]);
+  });
+
+  type Edit = (old: Json, now: Json) => void;
+  const topologyOf = (object: Json) => (object.spec as Json).topology as Json;
+  const controlPlaneOf = (object: Json) => topologyOf(object).controlPlane as Json;
+  /** The fixture's old and new Cluster, edited by `edit`. */
+  const update = (file: string, edit: Edit = () => undefined) => {
+    const { request } = admissionFixture(file);
+    const old = request.oldObject as unknown as Json;
+    const now = request.object as unknown as Json;
+    edit(old, now);
+    return { old, now };
+  };
+  const V1BETA2 = 'cluster-v1beta2-topology-version.json';
+  const V1BETA1 = 'cluster-v1beta1-topology-replicas-3-to-5.json';
+  const sameVersion: Edit = (old, now) => (topologyOf(now).version = topologyOf(old).version);
+  it.each<{ name: string; file: string; edit?: Edit; sent: boolean }>([
+    { name: 'v1beta2: the topology version changes', file: V1BETA2, sent: true },
+    { name: 'v1beta1: the control plane replicas 3 → 5', file: V1BETA1, sent: true },
+    {
+      name: 'the replicas set where they were unset',
+      file: V1BETA1,
+      edit: (old) => delete controlPlaneOf(old).replicas,
+      sent: true,
+    },
+    {
+      name: 'the old Cluster had no controlPlane entry',
+      file: V1BETA1,
+      edit: (old) => delete topologyOf(old).controlPlane,
+      sent: true,
+    },
+    { name: 'a Cluster that gains its topology', file: V1BETA2, edit: (old) => delete (old.spec as Json).topology, sent: true },
+    {
+      name: 'a topology edit of the workers only',
+      file: V1BETA2,
+      edit: (old, now) => {
+        sameVersion(old, now);
+        topologyOf(now).workers = { machineDeployments: [] };
+      },
+      sent: false,
+    },
+    {
+      name: 'the replicas unset (the control plane keeps its own)',
+      file: V1BETA1,
+      edit: (_old, now) => delete controlPlaneOf(now).replicas,
+      sent: false,
+    },
+    {
+      name: 'no controlPlane entry in either',
+      file: V1BETA2,
+      edit: (old, now) => {
+        sameVersion(old, now);
+        delete topologyOf(old).controlPlane;
+        delete topologyOf(now).controlPlane;
+      },
+      sent: false,
+    },
+    {
+      name: 'a label edit of a topology Cluster',
+      file: V1BETA2,
+      edit: (old, now) => {
+        sameVersion(old, now);
+        (now.metadata as Json).labels = { env: 'staging' };
+      },
+      sent: false,
+    },
+    {
+      name: 'a Cluster without topology',
+      file: V1BETA2,
+      edit: (old, now) => {
+        delete (old.spec as Json).topology;
+        delete (now.spec as Json).topology;
+      },
+      sent: false,
+    },
+    {
+      name: 'a Cluster whose topology is removed',
+      file: V1BETA2,
+      edit: (_old, now) => delete (now.spec as Json).topology,
+      sent: false,
+    },
+  ])(`${CLUSTERS}: $name → sent $sent`, ({ file, edit, sent }) => {
+    const { old, now } = update(file, edit);
+    expect(matches(CLUSTERS, old, now)).toBe(sent);
   });
 });
 

@@ -13,6 +13,8 @@
 // - Replicas only → scale-up / scale-down. Any other guarded field → rollout. Replicas AND another
 //   guarded field in one request → a rollout carrying previousReplicas, which the projection
 //   judges by BOTH the rollout and the scale rules (the stricter reading).
+// - A Cluster UPDATE that changes its topology's version or control plane replicas is judged as
+//   the KubeadmControlPlane change it causes (cluster-topology.ts); any other Cluster edit → allow.
 import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
 import { staticTarget, targetGuarding, type FleetView, type Target } from '../../functions/domain/targets.js';
 import type {
@@ -26,6 +28,7 @@ import type {
 import { detectGuardedChange, valueAtPointer } from './detect-change.js';
 import { discoveryOwnership, identityChanged } from './discovery-scope.js';
 import { matchTarget, targetsNaming, type TargetMatchResult } from './match-target.js';
+import { classifyClusterUpdate, isClusterUpdate } from './cluster-topology.js';
 import { classifyDelete } from './member-exits.js';
 import {
   findGuardRule,
@@ -188,6 +191,7 @@ export function classifyRequest(
   fleet?: FleetView,
 ): Classification {
   if (request.operation === 'DELETE') return classifyDelete(request, config, parent, targets, fleet);
+  if (isClusterUpdate(request)) return classifyClusterUpdate(request, config, parent, targets, fleet);
   if (request.operation !== 'UPDATE') {
     return { kind: 'allow', reason: request.operation.toLowerCase() };
   }

@@ -112,7 +112,20 @@ export type Classification =
       change: GuardedChange;
       object: GuardedObjectRef;
       touches?: readonly TargetConfig[];
+      /** When another object's controller carries the change out (a ClusterClass Cluster's KCP). */
+      controller?: ControllerView;
     };
+
+/**
+ * The object whose controller carries out a change made by editing another (cluster-topology.ts:
+ * a Cluster's topology, carried out on its KubeadmControlPlane), as before and after the change:
+ * its kind's rules project it. The edited object stays the classification's `object` (the
+ * message, the Event and the override annotation are the edited object's).
+ */
+export interface ControllerView {
+  object: GuardedObjectRef;
+  request: { object: unknown; oldObject: unknown };
+}
 
 export interface GuardedObjectRef {
   group: string;

@@ -9,7 +9,8 @@
 // Audit annotation keys are unprefixed ("override-user", "override-reason"): the API server
 // prefixes each key with the webhook's name and rejects keys that already contain a "/".
 import { epochMs, evaluatedAtMs, type Evaluation, type LastMembership } from '../../functions/domain/evaluation-document.js';
-import { annotationsOf, describeObject } from './classify.js';
+import { annotationsOf } from './classify.js';
+import { carriedOut, describeSubject } from './cluster-topology.js';
 import type { Decision, DecisionInput, GuardedChange, MemberExit } from './contract.js';
 import { changesEtcd, judgeEtcdUpgrade } from './etcd-upgrade.js';
 import { judgeFreshness } from './freshness.js';
@@ -164,7 +165,7 @@ function freshEvaluation(
 function deniedMessage(input: DecisionInput, evaluation: Evaluation, ageMs: number, reasons: readonly string[]): string {
   const { classification } = input;
   return (
-    `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+    `etcd-guard denied ${describeChange(classification.change)} of ${describeSubject(classification)}: ` +
     `target ${classification.target.name} verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago: ${topReasons(reasons, classification.target.name)}`
   );
 }
@@ -186,7 +187,9 @@ function judgeExit(input: DecisionInput, change: MemberExit, evaluation: Evaluat
 }
 
 function judge(original: DecisionInput): Judgement {
-  const change = effectiveChange(original.classification, original.request);
+  // A Cluster's topology change is projected as its KCP carries it out (cluster-topology.ts).
+  const carried = carriedOut(original.classification, original.request);
+  const change = effectiveChange(carried.classification, carried.request);
   // e.g. only KCP's rollout strategy changed: no member moves, nothing to judge.
   if (change === null) return { allowed: true, reason: 'no-membership-change', warnings: [] };
   // Copied only when the kind changed what moves (the usual change is judged as it came).
@@ -205,7 +208,11 @@ function judge(original: DecisionInput): Judgement {
       return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings: degradedWarnings(evaluation, target) };
     return { allowed: false, reason: 'unhealthy', message: deniedMessage(input, evaluation, ageMs, evaluation.reasons) };
   }
-  const facts: ProjectionFacts = { classification: input.classification, request: input.request, evaluation };
+  const facts: ProjectionFacts = {
+    classification: { ...carried.classification, change },
+    request: carried.request,
+    evaluation,
+  };
   if (input.machines !== undefined) facts.machines = input.machines;
   if (input.parent !== undefined) facts.parent = input.parent;
   const options = projectionOptionsFor(facts);
@@ -226,9 +233,11 @@ function judge(original: DecisionInput): Judgement {
       message: deniedMessage(input, evaluation, ageMs, failing) + (projection.hint === undefined ? '' : `; ${projection.hint}`),
     };
   }
-  const upgradeBlocked = judgeEtcdUpgrade(input, evaluation);
+  // The rules below judge the change as carried out (a Cluster's topology as its KCP's).
+  const asCarried: DecisionInput = { ...input, classification: facts.classification, request: carried.request };
+  const upgradeBlocked = judgeEtcdUpgrade(asCarried, evaluation);
   if (upgradeBlocked !== null) return heldBack(input, evaluation, ageMs, 'etcd-upgrade', upgradeBlocked);
-  const backupBlocked = judgeBackupRule(input, evaluation);
+  const backupBlocked = judgeBackupRule(asCarried, evaluation);
   if (backupBlocked !== null) return heldBack(input, evaluation, ageMs, 'backup', backupBlocked);
   const warnings = projection.warnings;
   if (evaluation.verdict === 'Degraded') warnings.push(...degradedWarnings(evaluation, target));
@@ -239,7 +248,7 @@ function judge(original: DecisionInput): Judgement {
 function heldBack(input: DecisionInput, evaluation: Evaluation, ageMs: number, reason: string, why: string): Judgement {
   const { classification } = input;
   const message =
-    `etcd-guard denied ${describeChange(classification.change)} of ${describeObject(classification.object)}: ` +
+    `etcd-guard denied ${describeChange(classification.change)} of ${describeSubject(classification)}: ` +
     `target ${classification.target.name} (verdict ${evaluation.verdict}, evaluated ${formatAge(ageMs)} ago): ${why}`;
   return { allowed: false, reason, message };
 }

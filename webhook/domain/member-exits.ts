@@ -92,7 +92,7 @@ function hasOwners(object: unknown): boolean {
 }
 
 /** The version to read an owner at: the owner reference's when the kind serves it, else `fallback`. */
-function readVersion(version: string | undefined, served: readonly string[], fallback: string): string {
+export function readVersion(version: string | undefined, served: readonly string[], fallback: string): string {
   return version !== undefined && served.includes(version) ? version : fallback;
 }
 
@@ -132,11 +132,25 @@ export function classifyDelete(
   return allow('delete');
 }
 
-/** What reading the owner says: go on with its labels and object, or the classification it settles. */
-function ownerRead(
+/** What a request does to the object whose owner (or control plane) is read, for the messages. */
+export interface OwnerReading {
+  /** `deleting`, or `changing` (a Cluster's topology, cluster-topology.ts). */
+  doing: string;
+  /** How the read object relates to it: `the owner of`, `the control plane of`. */
+  relation: string;
+}
+
+const DELETING: OwnerReading = { doing: 'deleting', relation: 'the owner of' };
+
+/**
+ * What reading the owner says: go on with its labels and object, or the classification it
+ * settles. Gone or being deleted: a teardown, nothing left to judge.
+ */
+export function ownerRead(
   deleted: GuardedObjectRef,
   owner: ParentObjectRef & { kind: string },
   parent: ParentLabels | undefined,
+  how: OwnerReading = DELETING,
 ): { labels: Readonly<Record<string, string>>; object: unknown } | Classification {
   const what = `${owner.kind} ${owner.namespace}/${owner.name}`;
   if (parent === undefined) {
@@ -151,7 +165,7 @@ function ownerRead(
         name: owner.name,
       },
       object: deleted,
-      message: `etcd-guard cannot judge deleting ${describeObject(deleted)}: it reads its ${what} first (is it being torn down, which target guards it) and has no way to`,
+      message: `etcd-guard cannot judge ${how.doing} ${describeObject(deleted)}: it reads its ${what} first (is it being torn down, which target guards it) and has no way to`,
     };
   }
   // Gone: its dependents are the garbage collector's to delete, the end of a teardown.
@@ -161,7 +175,7 @@ function ownerRead(
       kind: 'deny',
       reason: 'parent-unreadable',
       object: deleted,
-      message: `etcd-guard cannot judge deleting ${describeObject(deleted)}: reading its ${what} failed: ${parent.message}`,
+      message: `etcd-guard cannot judge ${how.doing} ${describeObject(deleted)}: reading its ${what} failed: ${parent.message}`,
     };
   }
   if (text(record(record(parent.object).metadata).deletionTimestamp) !== undefined) return allow('teardown');
@@ -173,13 +187,14 @@ function ownerRead(
  * discovered target by identity; else, unless discovery owns it unresolved, the static targets
  * (only those naming it where discovery leaves it to them) matched by its labels.
  */
-function ownerTarget(
+export function ownerTarget(
   config: GuardConfig,
   deleted: GuardedObjectRef,
   owner: GuardedObjectRef,
   labels: Readonly<Record<string, string>>,
   targets: readonly Target[],
   fleet: FleetView | undefined,
+  how: OwnerReading = DELETING,
 ): TargetConfig | Classification {
   const own = targetGuarding(targets, owner);
   if (own !== undefined) return own;
@@ -190,7 +205,7 @@ function ownerTarget(
       kind: 'deny',
       reason: 'unresolved',
       object: deleted,
-      message: `etcd-guard cannot judge deleting ${describeObject(deleted)}: ${message}`,
+      message: `etcd-guard cannot judge ${how.doing} ${describeObject(deleted)}: ${message}`,
     };
   }
   const statics = targets.filter((target) => target.guards === null);
@@ -201,7 +216,7 @@ function ownerTarget(
     kind: 'deny',
     reason: 'no-target',
     object: deleted,
-    message: `no etcd-guard target matches ${describeObject(owner)}, the owner of ${describeObject(deleted)}; add a target whose match selects it`,
+    message: `no etcd-guard target matches ${describeObject(owner)}, ${how.relation} ${describeObject(deleted)}; add a target whose match selects it`,
   };
 }
 

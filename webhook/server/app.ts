@@ -19,6 +19,7 @@ import { parseGoDurationMs } from '../../functions/shared/duration.js';
 import { staticTarget, targetOverview, type FleetView, type Target } from '../../functions/domain/targets.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest, LABELS_UNKNOWN, parentObjectOf } from '../domain/classify.js';
+import { carriedOut } from '../domain/cluster-topology.js';
 import type {
   AdmissionRequest,
   AdmissionResponse,
@@ -315,14 +316,17 @@ function readMachinesFor(
   budgetMs: number,
 ): Sync<MachinesRead | undefined> {
   const { readMachines } = ctx;
-  if (readMachines === undefined || !needsMachines(classification)) return undefined;
+  // A Cluster's topology change: the Machines of the KCP that carries it out.
+  const carried = carriedOut(classification, request);
+  const guarded = carried.classification;
+  if (readMachines === undefined || !needsMachines(guarded)) return undefined;
   const timeoutMs = readTimeoutMs(startedAt, budgetMs);
   if (timeoutMs <= 0) return { ok: false, error: 'no time left in the apiserver budget to read them' };
   const query = {
-    namespace: classification.object.namespace,
-    controlPlaneName: classification.object.name,
-    clusterName: clusterNameOf(classification, request.object) ?? clusterNameOf(classification, request.oldObject),
-    ...machineOwnerOf(classification),
+    namespace: guarded.object.namespace,
+    controlPlaneName: guarded.object.name,
+    clusterName: clusterNameOf(guarded, carried.request.object) ?? clusterNameOf(guarded, carried.request.oldObject),
+    ...machineOwnerOf(guarded),
   };
   return settled(() => readMachines(query, Deadline.after(Math.round(timeoutMs)))).then(
     (listing): MachinesRead => ({ ok: true, ...listing }),

@@ -11,6 +11,7 @@ import { kindOfResource } from '../../functions/domain/kinds/registry.js';
 import { pointerTokens, valueAtPointer } from '../../functions/shared/json-pointer.js';
 import { labelsOf } from '../domain/classify.js';
 import type { ParentLabels, ParentObjectRef } from '../domain/contract.js';
+import { CONTROL_PLANE_POINTERS } from '../domain/cluster-topology.js';
 import { OWNER_POINTERS } from '../domain/member-exits.js';
 
 /** Well inside the apiserver's 10 s webhook timeout, leaving room for an inline refresh. */
@@ -99,8 +100,14 @@ export function createParentReader(options: ParentLabelReaderOptions): ParentRea
   async function read(ref: ParentObjectRef, key: string, budgetMs: number): Promise<CachedParent | Failed> {
     try {
       const object = await options.get(ref, budgetMs);
-      // What a member-bearing DELETE asks of its owner too (member-exits.ts): is it being deleted.
-      const pointers = [RESOURCE_VERSION, ...OWNER_POINTERS, ...(kindOfResource(ref)?.removal.parentPointers ?? [])];
+      // What a member-bearing DELETE asks of its owner too (member-exits.ts): is it being deleted;
+      // and what a Cluster's topology change is read against (cluster-topology.ts).
+      const pointers = [
+        RESOURCE_VERSION,
+        ...OWNER_POINTERS,
+        ...CONTROL_PLANE_POINTERS,
+        ...(kindOfResource(ref)?.removal.parentPointers ?? []),
+      ];
       const entry: CachedParent = { labels: labelsOf(object), kept: keepPointers(object, pointers), readAtMs: monotonicNowMs() };
       cached.delete(key);
       cached.set(key, entry);
