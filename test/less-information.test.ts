@@ -6,7 +6,9 @@
 // etcd or StatefulSet ordinals removed, a maxSurge made unreadable — must never turn decide()'s
 // deny into an allow. Issue 28 adds the DELETE doors: a control-plane Machine's and an etcd pod's
 // DELETE, degraded by the deleted Machine's nodeRef blanked, its owner's read failing and member
-// names blanked. Seeded, so a failure names an input that reproduces.
+// names blanked; and the ClusterClass door, a Cluster's topology change, degraded by its KCP's
+// read failing or losing what the projection reads, and by what degrades a KCP shrink. Seeded, so
+// a failure names an input that reproduces.
 import { describe, expect, it } from 'vitest';
 import { guardConfigSchema } from '../functions/entrypoints/config.js';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
@@ -44,6 +46,7 @@ const FIXTURES = {
   stsSpec: loadRequest('statefulset-edit-ordinals.json'),
   machineDelete: loadRequest('machine-delete-control-plane.json'),
   podDelete: loadRequest('pod-delete-etcd-druid.json'),
+  clusterTopology: loadRequest('cluster-v1beta2-topology-version.json'),
 };
 
 /** A small deterministic generator (LCG), so every failing input can be replayed from its index. */
@@ -63,13 +66,14 @@ type Rng = ReturnType<typeof rng>;
 
 /** The raw inputs, kept as JSON so degradations edit what the apiserver and the store would hold. */
 interface World {
-  kind: 'kcp-scale' | 'kcp-spec' | 'kcp-rollout' | 'sts-scale' | 'sts-spec' | 'machine-delete' | 'pod-delete';
+  kind:
+    'kcp-scale' | 'kcp-spec' | 'kcp-rollout' | 'sts-scale' | 'sts-spec' | 'machine-delete' | 'pod-delete' | 'cluster-topology';
   members: MemberReport[];
   machines: Json[] | null;
   request: Json;
   /** The Cluster's control-plane failure domains as read with the Machines; null: not read. */
   failureDomains?: string[] | null;
-  /** What the owner read of a DELETE door gave (the KCP, the StatefulSet). */
+  /** What the owner read of a DELETE door gave (the KCP, the StatefulSet); a Cluster's KCP read. */
   parent?: ParentLabels;
 }
 
@@ -212,6 +216,46 @@ function genPodDelete(random: Rng, members: MemberReport[]): World {
 function genDoorWorld(random: Rng): World {
   const members = genMembers(random, random.int(1, 5));
   return random.chance(0.5) ? genMachineDelete(random, members) : genPodDelete(random, members);
+}
+
+/**
+ * A ClusterClass Cluster's topology edit (issue 28): its version, its control plane replicas or
+ * both change, judged against the KCP as read (its replicas, maxSurge, maybe external etcd) and
+ * the KCP's Machines on a shrink.
+ */
+function genClusterWorld(random: Rng): World {
+  const members = genMembers(random, random.int(1, 5));
+  const voting = members.filter((member) => !member.learner).length;
+  const request = structuredClone(FIXTURES.clusterTopology);
+  const from = Math.max(1, voting + random.int(-1, 1));
+  const topology = (which: 'object' | 'oldObject') => spec(request, which).topology as { version: string; controlPlane: Json };
+  topology('oldObject').controlPlane.replicas = from;
+  topology('object').controlPlane.replicas = random.chance(0.4) ? from : random.int(0, from + 1);
+  if (random.chance(0.4)) topology('object').version = topology('oldObject').version;
+  const rollout = { strategy: { rollingUpdate: { maxSurge: random.pick([0, 1]) } } };
+  const etcd = random.chance(0.15) ? { external: { endpoints: ['https://e:2379'] } } : { local: {} };
+  const kcp = {
+    metadata: { labels: { 'cluster.x-k8s.io/cluster-name': 'prod' } },
+    spec: {
+      replicas: from,
+      version: topology('oldObject').version,
+      rollout,
+      kubeadmConfigSpec: { clusterConfiguration: { etcd } },
+    },
+  };
+  return {
+    kind: 'cluster-topology',
+    members,
+    machines: genMachines(random, members),
+    request,
+    parent: { ok: true, labels: kcp.metadata.labels, object: kcp },
+  };
+}
+
+/** The KCP a Cluster's topology is read against, as the parent read gave it (a cluster-topology world's). */
+function readKcp(world: World): { spec: Json } | null {
+  if (world.kind !== 'cluster-topology' || world.parent?.ok !== true) return null;
+  return world.parent.object as { spec: Json };
 }
 
 function genWorld(random: Rng): World {
@@ -397,6 +441,38 @@ const DOOR_DEGRADATIONS: Degradation[] = [
   ...DEGRADATIONS.filter((degradation) => degradation.name === 'a member name blanked in the evaluation'),
 ];
 
+/** What the Cluster door reads besides what a KCP edit reads: the KCP itself. */
+const CLUSTER_DEGRADATIONS: Degradation[] = [
+  // Those of a KCP edit that apply (the Machines on a shrink, member names) and the KCP read's own.
+  ...DEGRADATIONS,
+  {
+    name: 'the KubeadmControlPlane read fails',
+    apply: (world) => {
+      if (readKcp(world) === null) return false;
+      world.parent = { ok: false, message: 'timed out' };
+      return true;
+    },
+  },
+  {
+    name: 'the KubeadmControlPlane’s maxSurge made unreadable',
+    apply: (world) => {
+      const kcp = readKcp(world);
+      if (kcp === null) return false;
+      kcp.spec.rollout = { strategy: { rollingUpdate: { maxSurge: '50%' } } };
+      return true;
+    },
+  },
+  {
+    name: 'external etcd removed from the KubeadmControlPlane read',
+    apply: (world) => {
+      const kcp = readKcp(world);
+      if (kcp === null) return false;
+      kcp.spec.kubeadmConfigSpec = { clusterConfiguration: { etcd: { local: {} } } };
+      return true;
+    },
+  },
+];
+
 interface PropertyRun {
   counts: { inputs: number; guarded: number; fullDenied: number; degradations: number; degradedStricter: number };
   byDegradation: Map<string, number>;
@@ -440,6 +516,17 @@ describe('less information never allows more', () => {
     );
     expect(violations).toEqual([]);
     expect(counts.guarded).toBe(DOOR_INPUTS);
+    expect(counts.fullDenied).toBeGreaterThan(DOOR_INPUTS / 10);
+    expect(counts.degradedStricter).toBeGreaterThan(DOOR_INPUTS / 20);
+  });
+
+  it(`issue 28: over ${DOOR_INPUTS} generated Cluster topology changes, no degradation turns a deny into an allow`, () => {
+    const { counts, byDegradation, violations } = runProperty(2828, DOOR_INPUTS, genClusterWorld, CLUSTER_DEGRADATIONS);
+    console.log(
+      `less-information property, Cluster topology door: ${JSON.stringify(counts)}; per degradation: ${JSON.stringify(Object.fromEntries(byDegradation))}`,
+    );
+    expect(violations).toEqual([]);
+    expect(counts.guarded).toBeGreaterThan(DOOR_INPUTS / 3);
     expect(counts.fullDenied).toBeGreaterThan(DOOR_INPUTS / 10);
     expect(counts.degradedStricter).toBeGreaterThan(DOOR_INPUTS / 20);
   });
