@@ -770,6 +770,77 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       );
       console.log(`matchConditions: ${all.length} DELETEs, ${decided().length} webhook calls: ${JSON.stringify(calls)}`);
     });
+
+    it('sends only topology Cluster UPDATEs that change its version or control plane replicas, as cel.ts says', async () => {
+      const cluster = (name: string, topology: boolean) => ({
+        apiVersion: 'cluster.x-k8s.io/v1beta2',
+        kind: 'Cluster',
+        metadata: { name, namespace: MC_NS },
+        spec: {
+          controlPlaneRef: { apiGroup: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', name: 'mc-cp' },
+          ...(topology
+            ? { topology: { classRef: { name: 'quick-start' }, version: 'v1.33.2', controlPlane: { replicas: 3 } } }
+            : {}),
+        },
+      });
+      ok(
+        await applyYaml([
+          { apiVersion: 'v1', kind: 'Namespace', metadata: { name: MC_NS } },
+          cluster('mc-plain', false),
+          cluster('mc-topology', true),
+        ]),
+        'the Clusters',
+      );
+      // [what, Cluster, merge patch, reaches the webhook]; those that must not reach go first.
+      const patches: Array<[string, string, unknown, boolean]> = [
+        ['a label on a Cluster without topology', 'mc-plain', { metadata: { labels: { env: 'a' } } }, false],
+        ['a label on a topology Cluster', 'mc-topology', { metadata: { labels: { env: 'a' } } }, false],
+        [
+          'control plane metadata in the topology',
+          'mc-topology',
+          { spec: { topology: { controlPlane: { metadata: { labels: { tier: 'cp' } } } } } },
+          false,
+        ],
+        ['the topology version', 'mc-topology', { spec: { topology: { version: 'v1.34.1' } } }, true],
+        ['the control plane replicas', 'mc-topology', { spec: { topology: { controlPlane: { replicas: 5 } } } }, true],
+      ];
+      const shipped = objs(at(webhookConfiguration, 'webhooks')).find(
+        (candidate) => candidate.name === 'clusters.etcd-guard.etcd-guard.io',
+      );
+      const standIn = (oldObject: unknown, object: unknown) =>
+        objs(shipped?.matchConditions).every((condition) => {
+          const value = evaluateCel(String(condition.expression), { object, oldObject, request: {} });
+          if (value instanceof CelError) throw new Error(`${String(condition.name)} errs: ${value.message}`);
+          return value === true;
+        });
+      const agreed: Array<[string, boolean]> = [];
+      for (const [what, name, patch, _reaches] of patches) {
+        const get = async () =>
+          JSON.parse(
+            ok(await kube.kubectl(['get', 'clusters.cluster.x-k8s.io', name, '-n', MC_NS, '-o', 'json']), what),
+          ) as unknown;
+        const args = ['patch', 'clusters.cluster.x-k8s.io', name, '-n', MC_NS, '--type=merge', '-p', JSON.stringify(patch)];
+        const before = await get();
+        const after = JSON.parse(ok(await kube.kubectl([...args, '--dry-run=client', '-o', 'json']), what)) as unknown;
+        agreed.push([what, standIn(before, after)]);
+        const run = await kube.kubectl(args);
+        // Judged as the webhook decides (no target matches mc-cp: a denial); a matchCondition error would be neither.
+        expect(`${run.stdout}${run.stderr}`, what).toMatch(/patched|denied the request/);
+      }
+      const decided = () =>
+        (webhook?.output() ?? '')
+          .split('\n')
+          .filter((line) => line.includes('"msg":"admission decision"'))
+          .map((line) => JSON.parse(line) as { object: string; kind: string; operation: string })
+          .filter((line) => line.kind === 'cluster.x-k8s.io/Cluster' && line.object.startsWith(`${MC_NS}/`));
+      const reaching = patches.filter(([, , , reaches]) => reaches).length;
+      await waitFor('the reaching Cluster UPDATEs to be decided', 15_000, () => decided().length >= reaching);
+      expect(decided().map((line) => [line.object, line.operation])).toEqual(
+        Array.from({ length: reaching }, () => [`${MC_NS}/mc-topology`, 'UPDATE']),
+      );
+      // The real server is the reference: the stand-in evaluator gives each the same answer.
+      expect(agreed).toEqual(patches.map(([what, , , reaches]) => [what, reaches]));
+    });
   });
 });
 
