@@ -316,11 +316,19 @@ const FIXTURE_EXPECTATIONS: Record<string, Record<FixtureState, boolean>> = {
   'pod-delete-unrelated.json': ALWAYS,
   // Namespace shoot--prod is not in the fixture target's match: no guarded StatefulSet owns it.
   'pod-delete-etcd-druid.json': ALWAYS,
+  // A ClusterClass Cluster's topology version or replicas: judged as its KCP change, which needs
+  // the KCP read these servers cannot make (cluster-topology.test.ts judges it with the read).
+  'cluster-v1beta2-topology-version.json': NEVER,
+  'cluster-v1beta1-topology-replicas-3-to-5.json': NEVER,
 };
 /** Fixtures denied because a read the decision needs is impossible here, with what the message must name. */
 const DENIED_BY_READ: Record<string, RegExp> = {
   'machine-delete-control-plane.json':
     /cannot judge deleting Machine default\/prod-control-plane-7xkqp: reading its KubeadmControlPlane default\/prod-control-plane failed/,
+  'cluster-v1beta2-topology-version.json':
+    /cannot judge changing the topology of Cluster default\/prod: reading its KubeadmControlPlane default\/prod-7xk2q failed/,
+  'cluster-v1beta1-topology-replicas-3-to-5.json':
+    /cannot judge changing the topology of Cluster default\/prod: reading its KubeadmControlPlane default\/prod-7xk2q failed/,
 };
 
 function evaluationFor(state: FixtureState): Evaluation | null {
