@@ -250,6 +250,9 @@ describe('issue 28: the decision on a Cluster topology change is the KCP’s', (
       deleting: false,
       deleteRequested,
       upToDate: true,
+      kcpOutdated: false,
+      version: null,
+      componentsHealthy: true,
       failureDomain: null,
       createdAt: `2026-11-0${index + 1}T00:00:00Z`,
     });

@@ -246,7 +246,7 @@ function genClusterWorld(random: Rng): World {
   return {
     kind: 'cluster-topology',
     members,
-    machines: genMachines(random, members),
+    machines: genMachines(random, members, ['fd-a']),
     request,
     parent: { ok: true, labels: kcp.metadata.labels, object: kcp },
   };
