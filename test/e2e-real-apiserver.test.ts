@@ -310,6 +310,33 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
     );
   }, 120_000);
 
+  // A control-plane Machine of KCP prod whose Node (and so its etcd member) is the first member.
+  const CP_MACHINE = 'prod-cp-0';
+  const CP_LABEL = 'cluster.x-k8s.io/control-plane';
+  const controlPlaneMachine = (kcpUid: string) => ({
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'Machine',
+    metadata: {
+      name: CP_MACHINE,
+      namespace: NS,
+      labels: { 'cluster.x-k8s.io/cluster-name': TARGET, [CP_LABEL]: '' },
+      ownerReferences: [
+        {
+          apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+          kind: 'KubeadmControlPlane',
+          name: TARGET,
+          uid: kcpUid,
+          controller: true,
+        },
+      ],
+    },
+    spec: {
+      clusterName: TARGET,
+      bootstrap: { dataSecretName: `${CP_MACHINE}-bootstrap` },
+      infrastructureRef: { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerMachine', name: CP_MACHINE },
+    },
+  });
+
   // [kubectl's resource, what kubectl names it, its Kind as the guard names it, replicas now]
   const kinds: Array<{ resource: string; printed: string; kind: string; replicas: number }> = [
     { resource: 'statefulset', printed: 'statefulset.apps', kind: 'StatefulSet', replicas: 3 },
@@ -396,6 +423,48 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
         ),
       );
       expect(patched.code).toBe(1);
+    });
+
+    it('denies kubectl label … cluster.x-k8s.io/control-plane- of a control-plane Machine whose healthy member quorum needs', async () => {
+      const kcpUid = ok(await kube.kubectl(['get', 'kcp', TARGET, '-n', NS, '-o', 'jsonpath={.metadata.uid}']), 'the KCP uid');
+      ok(await applyYaml([controlPlaneMachine(kcpUid)]), 'the control-plane Machine');
+      const member = etcd.members[0]?.name ?? '';
+      const status = { ...controlPlaneMachine(kcpUid), status: { nodeRef: { name: member } } };
+      ok(
+        await kube.kubectl(['apply', '--server-side', '--subresource=status', '-f', '-'], { stdin: stringify(status) }),
+        'its nodeRef',
+      );
+      // An ordinary label is never sent (the matchConditions), so it passes while etcd is Unhealthy.
+      ok(await kube.kubectl(['label', 'machines.cluster.x-k8s.io', CP_MACHINE, '-n', NS, 'team=infra']), 'an ordinary label');
+      const stripped = await kube.kubectl(['label', 'machines.cluster.x-k8s.io', CP_MACHINE, '-n', NS, `${CP_LABEL}-`]);
+      expect(stripped.stdout).toBe('');
+      expect(stripped.code, stripped.stderr).toBe(1);
+      console.log(`label strip while a member is dead: ${stripped.stderr.trim()}`);
+      // The member named after its Node leaves with the later DELETE; under load the evaluation
+      // may have had no member list, and then which member leaves is undetermined.
+      expect(stripped.stderr).toMatch(
+        new RegExp(
+          `^${escape(
+            'Error from server (Forbidden): admission webhook "machine-updates.etcd-guard.etcd-guard.io" denied the request: ' +
+              `etcd-guard denied change (removes label ${CP_LABEL}: its deletion would go unseen) of Machine ${NS}/${CP_MACHINE}: ` +
+              `target ${TARGET} verdict Unhealthy, evaluated `,
+          )}\\d+s ago: deleting Machine ${CP_MACHINE}: (its etcd member ${escape(member)} is healthy and leaves with it; ` +
+            `removing 1 member would leave 1 healthy of 2 voting, below quorum 2|the evaluation has no member list).*` +
+            `${escape('keep its labels and owner reference; the safe paths: ')}.*${escape('or membership in system:masters)')}\\n$`,
+        ),
+      );
+      const labels = ok(
+        await kube.kubectl(['get', 'machines.cluster.x-k8s.io', CP_MACHINE, '-n', NS, '-o', 'json']),
+        'the Machine after',
+      );
+      expect((JSON.parse(labels) as { metadata: { labels: Record<string, string> } }).metadata.labels).toMatchObject({
+        [CP_LABEL]: '',
+        team: 'infra',
+      });
+      const decided = (webhook?.output() ?? '')
+        .split('\n')
+        .filter((line) => line.includes('"msg":"admission decision"') && line.includes(`"${NS}/${CP_MACHINE}"`));
+      expect(decided.map((line) => (JSON.parse(line) as { operation: string }).operation)).toEqual(['UPDATE']);
     });
 
     const overridePatch = (replicas: number, reason: string) =>
@@ -629,6 +698,25 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       );
     });
 
+    it('allows the same label strip once quorum survives it (a server dry run, warning), and the Machine’s DELETE', async () => {
+      const dry = await kube.kubectl([
+        'label',
+        'machines.cluster.x-k8s.io',
+        CP_MACHINE,
+        '-n',
+        NS,
+        `${CP_LABEL}-`,
+        '--dry-run=server',
+      ]);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(dry.stdout).toBe(`machine.cluster.x-k8s.io/${CP_MACHINE} unlabeled (server dry run)\n`);
+      expect(dry.stderr).toContain(
+        `Warning: etcd-guard: this change removes label ${CP_LABEL}: deleting it afterwards goes unseen\n`,
+      );
+      const deleted = await kube.kubectl(['delete', 'machines.cluster.x-k8s.io', CP_MACHINE, '-n', NS, '--wait=false']);
+      expect(deleted.stdout, deleted.stderr).toBe(`machine.cluster.x-k8s.io "${CP_MACHINE}" deleted from ${NS} namespace\n`);
+    });
+
     it.each(kinds)('kubectl scale $resource is allowed again', async (target) => {
       const up = await scale(target.resource, target.replicas + 1);
       expect(up.stdout, up.stderr).toBe(`${target.printed}/${TARGET} scaled\n`);
@@ -769,6 +857,82 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
         reaching.map((object) => [object, decided().filter((line) => line.object === object).length]),
       );
       console.log(`matchConditions: ${all.length} DELETEs, ${decided().length} webhook calls: ${JSON.stringify(calls)}`);
+    });
+
+    it('sends only the Machine and pod UPDATEs that strip what the DELETE webhooks key on, as cel.ts says', async () => {
+      const kcpUid = ok(
+        await kube.kubectl(['get', 'kcp', 'mc-cp', '-n', MC_NS, '-o', 'jsonpath={.metadata.uid}']),
+        'the KCP uid',
+      );
+      const kcpOwner = {
+        apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+        kind: 'KubeadmControlPlane',
+        name: 'mc-cp',
+        uid: kcpUid,
+      };
+      ok(
+        await applyYaml([
+          machine('st-cp', { 'cluster.x-k8s.io/control-plane': '' }, kcpOwner),
+          pod('st-etcd-0', STS, ETCD),
+          pod('st-wrapped-0', STS, { name: 'member', image: 'quay.io/coreos/etcd:v3.5.17' }),
+        ]),
+        'the Machine and pods',
+      );
+      const MACHINE = 'machines.cluster.x-k8s.io';
+      const removeOwners = ['--type=json', '-p', '[{"op":"remove","path":"/metadata/ownerReferences"}]'];
+      // [what, kubectl verb and object, reaches the webhook]; those that must not reach go first.
+      const edits: Array<[string, string[], boolean]> = [
+        ['an ordinary Machine label', ['label', MACHINE, 'st-cp', 'team=infra'], false],
+        ['a Machine annotation', ['annotate', MACHINE, 'st-cp', 'note=x'], false],
+        ['an etcd pod label', ['label', 'pod', 'st-etcd-0', 'extra=x'], false],
+        [
+          'the etcd container’s image (its name says etcd)',
+          ['set', 'image', 'pod/st-etcd-0', 'etcd=registry.k8s.io/etcd:3.6.6-0'],
+          false,
+        ],
+        ['the control-plane label removed', ['label', MACHINE, 'st-cp', 'cluster.x-k8s.io/control-plane-'], true],
+        ['the Machine’s owner reference removed', ['patch', MACHINE, 'st-cp', ...removeOwners], true],
+        ['an etcd pod orphaned', ['patch', 'pod', 'st-etcd-0', ...removeOwners], true],
+        ['an etcd image changed to another', ['set', 'image', 'pod/st-wrapped-0', 'member=registry.k8s.io/pause:3.10'], true],
+      ];
+      const standIn = (webhookName: string, oldObject: unknown, object: unknown) =>
+        objs(
+          objs(at(webhookConfiguration, 'webhooks')).find((candidate) => candidate.name === webhookName)?.matchConditions,
+        ).every((condition) => {
+          const value = evaluateCel(String(condition.expression), { object, oldObject, request: {} });
+          if (value instanceof CelError) throw new Error(`${String(condition.name)} errs: ${value.message}`);
+          return value === true;
+        });
+      const agreed: Array<[string, boolean]> = [];
+      for (const [what, args, _reaches] of edits) {
+        const isPod = args.includes('pod') || args.some((arg) => arg.startsWith('pod/'));
+        const name = args.find((arg) => arg.startsWith('st-') || arg.startsWith('pod/st-'))?.replace('pod/', '') ?? '';
+        const before = JSON.parse(
+          ok(await kube.kubectl(['get', isPod ? 'pod' : MACHINE, name, '-n', MC_NS, '-o', 'json']), what),
+        ) as unknown;
+        const after = JSON.parse(
+          ok(await kube.kubectl([...args, '-n', MC_NS, '--dry-run=client', '-o', 'json']), what),
+        ) as unknown;
+        agreed.push([
+          what,
+          standIn(isPod ? 'pod-updates.etcd-guard.etcd-guard.io' : 'machine-updates.etcd-guard.etcd-guard.io', before, after),
+        ]);
+        const run = await kube.kubectl([...args, '-n', MC_NS]);
+        // Judged as the webhook decides (mc-cp has no target: a denial; the pods' StatefulSet is
+        // guarded by none: allowed); a matchCondition error would be neither.
+        expect(`${run.stdout}${run.stderr}`, what).toMatch(/labeled|annotated|patched|image updated|denied the request/);
+      }
+      const decided = () =>
+        (webhook?.output() ?? '')
+          .split('\n')
+          .filter((line) => line.includes('"msg":"admission decision"'))
+          .map((line) => JSON.parse(line) as { object: string; operation: string })
+          .filter((line) => line.object.startsWith(`${MC_NS}/st-`));
+      const reaching = [`${MC_NS}/st-cp`, `${MC_NS}/st-cp`, `${MC_NS}/st-etcd-0`, `${MC_NS}/st-wrapped-0`];
+      await waitFor('the stripping UPDATEs to be decided', 15_000, () => decided().length >= reaching.length);
+      expect(decided().map((line) => [line.object, line.operation])).toEqual(reaching.map((object) => [object, 'UPDATE']));
+      // The real server is the reference: the stand-in evaluator gives each the same answer.
+      expect(agreed).toEqual(edits.map(([what, , reaches]) => [what, reaches]));
     });
 
     it('sends only topology Cluster UPDATEs that change its version or control plane replicas, as cel.ts says', async () => {

@@ -241,6 +241,150 @@ describe('issue 28: the member-bearing DELETE webhooks and their matchConditions
   });
 });
 
+describe('issue 28: the UPDATEs that would let a member-bearing DELETE go unseen', () => {
+  const MACHINE_UPDATES = 'machine-updates.etcd-guard.etcd-guard.io';
+  const POD_UPDATES = 'pod-updates.etcd-guard.etcd-guard.io';
+  it.each([
+    { webhook: MACHINE_UPDATES, group: 'cluster.x-k8s.io', resource: 'machines', versions: ['v1beta1', 'v1beta2'] },
+    { webhook: POD_UPDATES, group: '', resource: 'pods', versions: ['v1'] },
+  ])('$webhook gets exactly UPDATE of $resource (never /status), and is the only one sent them', (entry) => {
+    const webhook = webhooks.find((candidate) => candidate.name === entry.webhook);
+    expect(objs(webhook?.rules)).toEqual([
+      {
+        apiGroups: [entry.group],
+        apiVersions: entry.versions,
+        operations: ['UPDATE'],
+        resources: [entry.resource],
+        scope: 'Namespaced',
+      },
+    ]);
+    const updating = webhooks.filter((candidate) =>
+      objs(candidate.rules).some(
+        (rule) =>
+          strings(rule.operations).includes('UPDATE') &&
+          strings(rule.apiGroups).includes(entry.group) &&
+          strings(rule.resources).some((resource) => resource.split('/')[0] === entry.resource),
+      ),
+    );
+    expect(updating.map((candidate) => candidate.name)).toEqual([entry.webhook]);
+  });
+
+  type Edit = (object: Json) => void;
+  /** The stored object of a DELETE fixture as oldObject, and that object edited as the UPDATE's object. */
+  const updateOf = (fixture: string, edit: Edit, editOld: Edit = () => undefined) => {
+    const old = oldObjectOf(fixture, editOld);
+    const now = structuredClone(old);
+    edit(now);
+    return { old, now };
+  };
+  const labelsOf = (object: Json) => meta(object).labels as Record<string, string>;
+  const ownersOf = (object: Json) => meta(object).ownerReferences as Json[];
+  const CP = 'cluster.x-k8s.io/control-plane';
+  const CP_NAME = 'cluster.x-k8s.io/control-plane-name';
+  const CP_FIXTURE = 'machine-delete-control-plane.json';
+  it.each<{ name: string; fixture?: string; edit: Edit; editOld?: Edit; sent: boolean }>([
+    { name: 'the control-plane label removed (kubectl label … control-plane-)', edit: (m) => delete labelsOf(m)[CP], sent: true },
+    { name: 'every label removed', edit: (m) => delete meta(m).labels, sent: true },
+    { name: 'the control-plane-name label removed', edit: (m) => delete labelsOf(m)[CP_NAME], sent: true },
+    { name: 'the control-plane-name label changed', edit: (m) => (labelsOf(m)[CP_NAME] = 'other'), sent: true },
+    {
+      name: 'the control-plane-name label added (the webhook then allows it without a read)',
+      editOld: (m) => delete labelsOf(m)[CP_NAME],
+      edit: (m) => (labelsOf(m)[CP_NAME] = 'prod-control-plane'),
+      sent: true,
+    },
+    { name: 'the KubeadmControlPlane owner reference removed', edit: (m) => delete meta(m).ownerReferences, sent: true },
+    { name: 'the owner reference renamed', edit: (m) => (ownersOf(m)[0]!.name = 'gone'), sent: true },
+    {
+      name: 'the owner reference swapped for another provider’s',
+      edit: (m) => (ownersOf(m)[0]!.kind = 'TalosControlPlane'),
+      sent: true,
+    },
+    {
+      name: 'an owner reference added',
+      edit: (m) => ownersOf(m).push({ apiVersion: 'example.com/v1', kind: 'Keeper', name: 'k', uid: 'u' }),
+      sent: true,
+    },
+    {
+      name: 'KCP adopting an unowned Machine (its owner reference added; the webhook then allows it)',
+      editOld: (m) => delete meta(m).ownerReferences,
+      edit: (m) =>
+        (meta(m).ownerReferences = [
+          {
+            apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+            kind: 'KubeadmControlPlane',
+            name: 'prod-control-plane',
+            uid: 'u',
+          },
+        ]),
+      sent: true,
+    },
+    { name: 'an ordinary label added', edit: (m) => (labelsOf(m).team = 'infra'), sent: false },
+    { name: 'an annotation added', edit: (m) => (meta(m).annotations = { note: 'x' }), sent: false },
+    { name: 'a finalizer removed (the machine controller)', edit: (m) => (meta(m).finalizers = []), sent: false },
+    {
+      name: 'the owner reference’s controller flag changed',
+      edit: (m) => (ownersOf(m)[0]!.blockOwnerDeletion = false),
+      sent: false,
+    },
+    {
+      name: 'the spec changed (KCP’s in-place propagation)',
+      edit: (m) => ((m.spec as Json).nodeDeletionTimeout = '10s'),
+      sent: false,
+    },
+    {
+      name: 'a worker Machine losing its labels',
+      fixture: 'machine-delete-worker.json',
+      edit: (m) => delete meta(m).labels,
+      sent: false,
+    },
+  ])(`${MACHINE_UPDATES}: $name → sent $sent`, ({ fixture, edit, editOld, sent }) => {
+    const { old, now } = updateOf(fixture ?? CP_FIXTURE, edit, editOld);
+    expect(matches(MACHINE_UPDATES, old, now)).toBe(sent);
+  });
+
+  const DRUID_POD = 'pod-delete-etcd-druid.json';
+  const containersOf = (object: Json) => podSpec(object).containers;
+  const imageOnly: Edit = (p) => (podSpec(p).containers = [{ name: 'member', image: 'quay.io/coreos/etcd:v3.5.17' }]);
+  it.each<{ name: string; fixture?: string; edit: Edit; editOld?: Edit; sent: boolean }>([
+    { name: 'an etcd pod orphaned', edit: (p) => delete meta(p).ownerReferences, sent: true },
+    { name: 'its owner reference renamed', edit: (p) => (ownersOf(p)[0]!.name = 'other'), sent: true },
+    {
+      name: 'its owner reference moved to another API group',
+      edit: (p) => (ownersOf(p)[0]!.apiVersion = 'example.com/v1'),
+      sent: true,
+    },
+    {
+      name: 'an etcd image (container not named etcd) changed to another image',
+      editOld: imageOnly,
+      edit: (p) => (containersOf(p)[0]!.image = 'registry.example/busybox:1'),
+      sent: true,
+    },
+    {
+      name: 'an etcd image changed to a newer etcd',
+      editOld: imageOnly,
+      edit: (p) => (containersOf(p)[0]!.image = 'quay.io/coreos/etcd:v3.6.5'),
+      sent: false,
+    },
+    {
+      name: 'the etcd container’s image changed (its name still says etcd)',
+      edit: (p) => (containersOf(p)[0]!.image = 'registry.example/busybox:1'),
+      sent: false,
+    },
+    { name: 'a label added', edit: (p) => (labelsOf(p).extra = 'x'), sent: false },
+    { name: 'an annotation added', edit: (p) => (meta(p).annotations = { note: 'x' }), sent: false },
+    {
+      name: 'an unrelated StatefulSet pod orphaned',
+      fixture: 'pod-delete-unrelated.json',
+      edit: (p) => delete meta(p).ownerReferences,
+      sent: false,
+    },
+  ])(`${POD_UPDATES}: $name → sent $sent`, ({ fixture, edit, editOld, sent }) => {
+    const { old, now } = updateOf(fixture ?? DRUID_POD, edit, editOld);
+    expect(matches(POD_UPDATES, old, now)).toBe(sent);
+  });
+});
+
 describe('issue 28: the ClusterClass Cluster webhook and its matchConditions', () => {
   const CLUSTERS = 'clusters.etcd-guard.etcd-guard.io';
 
@@ -356,6 +500,9 @@ describe('the CEL evaluator the matchConditions tests use keeps CEL’s error ru
     { expression: "a.exists(x, x.k == 'v')", vars: { a: [{}, { k: 'v' }] }, value: true },
     { expression: "a.exists(x, x.k == 'v')", vars: { a: [{}] }, value: 'error' },
     { expression: "'k' in a", vars: { a: { k: '' } }, value: true },
+    { expression: "a['k.io/x'] == 'v'", vars: { a: { 'k.io/x': 'v' } }, value: true },
+    { expression: "a['missing'] == 'v'", vars: { a: {} }, value: 'error' },
+    { expression: "('k' in a) != ('k' in b)", vars: { a: { k: '' }, b: {} }, value: true },
     { expression: "a.matches('(^|/)etcd([:@]|$)')", vars: { a: 'quay.io/coreos/etcd:v3' }, value: true },
   ])('$expression → $value', ({ expression, vars, value }) => {
     const result = evaluateCel(expression, vars);

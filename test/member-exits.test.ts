@@ -298,6 +298,13 @@ describe('issue 28: a control-plane Machine DELETE as "this member leaves"', () 
       /has no nodeRef yet.*cluster-api#11772/,
     ],
     [
+      'the evaluation has no member list (every endpoint failed it): undetermined, denied',
+      machineReview,
+      [],
+      false,
+      /the evaluation has no member list, so which member it holds is undetermined/,
+    ],
+    [
       'a voting member reports no name and none is named after its Node: undetermined',
       machineReview,
       members(['blank', ...OTHERS], { blank: ['blank'], dead: [OTHERS[1] ?? ''] }),
@@ -339,6 +346,7 @@ describe('issue 28: an etcd pod DELETE as "this member is down until it returns"
       /takes its member down until it returns .* 1 of 3 voting members would be healthy, below quorum 2 \(fault tolerance now 0\)/,
     ],
     ['the dead member’s own pod: allowed', 'etcd-main-2', members(pods, { dead: ['etcd-main-2'] }), true, /is unhealthy already/],
+    ['no member list in the evaluation: denied', 'etcd-main-0', [], false, /the evaluation has no member list/],
     [
       'fault tolerance 1 of 5 (one dead): allowed',
       'etcd-main-0',
@@ -347,7 +355,7 @@ describe('issue 28: an etcd pod DELETE as "this member is down until it returns"
       /tolerates no further/,
     ],
   ] as const)('%s', (_name, pod, list, allowed, text) => {
-    const decision = decideOn(podReview(pod), read(statefulSet(list.length)), [...list]);
+    const decision = decideOn(podReview(pod), read(statefulSet(Math.max(list.length, 3))), [...list]);
     expect(decision.response.allowed, decision.response.status?.message).toBe(allowed);
     const said = allowed ? (decision.response.warnings ?? []).join(' | ') : (decision.response.status?.message ?? '');
     expect(said).toMatch(text);

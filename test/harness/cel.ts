@@ -1,6 +1,6 @@
 // A small evaluator of the CEL that manifests/ ships in matchConditions, so the manifests tests can
 // evaluate those exact expressions over real objects. It covers what they use and refuses the rest
-// (a parse error names it): identifiers, field selection, `has()`, `.exists(v, p)`,
+// (a parse error names it): identifiers, field selection, indexing a map by a key, `has()`, `.exists(v, p)`,
 // `.startsWith()`, `.matches()` (RE2's partial match; the patterns used are plain), `in`, `==`,
 // `!=`, `!`, `&&`, `||`, parentheses, single-quoted strings, null, true and false. Semantics as
 // cel-spec's langdef.md says: selecting a missing key is an error; `&&` and `||` are commutative
@@ -14,11 +14,12 @@ type Node =
   | { t: 'lit'; v: Value }
   | { t: 'id'; name: string }
   | { t: 'sel'; of: Node; field: string }
+  | { t: 'index'; of: Node; key: Node }
   | { t: 'call'; fn: string; target: Node | null; args: Node[] }
   | { t: 'not'; of: Node }
   | { t: 'bin'; op: '&&' | '||' | '==' | '!=' | 'in'; l: Node; r: Node };
 
-const TOKEN = /\s*(?:('(?:[^'\\]|\\.)*')|([A-Za-z_][A-Za-z0-9_]*)|(&&|\|\||==|!=|[!().,]))/y;
+const TOKEN = /\s*(?:('(?:[^'\\]|\\.)*')|([A-Za-z_][A-Za-z0-9_]*)|(&&|\|\||==|!=|[!().,[\]]))/y;
 
 function tokenize(source: string): string[] {
   const tokens: string[] = [];
@@ -69,8 +70,12 @@ function parse(source: string): Node {
   };
   const member = (): Node => {
     let node = primary();
-    while (peek() === '.') {
-      take('.');
+    while (peek() === '.' || peek() === '[') {
+      if (take() === '[') {
+        node = { t: 'index', of: node, key: or() };
+        take(']');
+        continue;
+      }
       const field = take();
       node = peek() === '(' ? { t: 'call', fn: field, target: node, args: args() } : { t: 'sel', of: node, field };
     }
@@ -153,6 +158,12 @@ function evaluate(node: Node, env: Env): Value {
       return Object.prototype.hasOwnProperty.call(env, node.name) ? env[node.name] : fail(`undeclared reference ${node.name}`);
     case 'sel':
       return select(evaluate(node.of, env), node.field);
+    case 'index': {
+      // Only a map indexed by a string key is used; a missing key is an error, as for a selection.
+      const key = evaluate(node.key, env);
+      if (key instanceof CelError) return key;
+      return typeof key === 'string' ? select(evaluate(node.of, env), key) : fail('no such overload: index');
+    }
     case 'not': {
       const value = evaluate(node.of, env);
       return typeof value === 'boolean' ? !value : value instanceof CelError ? value : fail('! on a non-bool');

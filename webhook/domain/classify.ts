@@ -15,6 +15,8 @@
 //   judges by BOTH the rollout and the scale rules (the stricter reading).
 // - A Cluster UPDATE that changes its topology's version or control plane replicas is judged as
 //   the KubeadmControlPlane change it causes (cluster-topology.ts); any other Cluster edit → allow.
+// - A Machine or Pod UPDATE that removes or changes what a member-bearing DELETE is keyed on is
+//   judged as that DELETE (member-strips.ts); any other Machine or Pod edit → allow.
 import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
 import { staticTarget, targetGuarding, type FleetView, type Target } from '../../functions/domain/targets.js';
 import type {
@@ -30,6 +32,7 @@ import { discoveryOwnership, identityChanged } from './discovery-scope.js';
 import { matchTarget, targetsNaming, type TargetMatchResult } from './match-target.js';
 import { classifyClusterUpdate, isClusterUpdate } from './cluster-topology.js';
 import { classifyDelete } from './member-exits.js';
+import { classifyMemberStrip, isMemberStripCandidate } from './member-strips.js';
 import {
   findGuardRule,
   guardedPointersFor,
@@ -192,6 +195,7 @@ export function classifyRequest(
 ): Classification {
   if (request.operation === 'DELETE') return classifyDelete(request, config, parent, targets, fleet);
   if (isClusterUpdate(request)) return classifyClusterUpdate(request, config, parent, targets, fleet);
+  if (isMemberStripCandidate(request)) return classifyMemberStrip(request, config, parent, targets, fleet);
   if (request.operation !== 'UPDATE') {
     return { kind: 'allow', reason: request.operation.toLowerCase() };
   }

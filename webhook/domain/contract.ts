@@ -51,18 +51,21 @@ export type { MembershipChange, TargetMove } from '../../functions/domain/kinds/
 
 /**
  * A DELETE of an object that carries an etcd member (member-exits.ts): a control-plane Machine,
- * whose member leaves for good, or an etcd pod, whose member is down until the pod returns.
+ * whose member leaves for good, or an etcd pod, whose member is down until the pod returns. With
+ * `strip`: an UPDATE that removes or changes what the DELETE webhook keys on (member-strips.ts),
+ * after which that DELETE would go unseen; judged as the DELETE, `strip` saying what it changes.
  */
 export type MemberExit =
   | {
       kind: 'machine-delete';
+      strip?: string;
       machine: string;
       /** `status.nodeRef.name` (kubeadm names the member after it); null: no Node yet, the member is undetermined. */
       nodeName: string | null;
       /** The KubeadmControlPlane that owns it, for the safe path the denial names. */
       controlPlane: string;
     }
-  | { kind: 'pod-delete'; pod: string; statefulSet: string };
+  | { kind: 'pod-delete'; pod: string; statefulSet: string; strip?: string };
 
 /** Every change a guarded request may make, as the decision judges it. */
 export type GuardedChange = MembershipChange | TargetMove | MemberExit;

@@ -72,7 +72,7 @@ function text(value: unknown): string | undefined {
 const allow = (reason: string): Classification => ({ kind: 'allow', reason });
 
 /** The owner references of `object` of this kind in this API group (any version), as written. */
-function ownersOf(object: unknown, id: { group: string; kind: string }): { name: string; version: string | undefined }[] {
+export function ownersOf(object: unknown, id: { group: string; kind: string }): { name: string; version: string | undefined }[] {
   const owners = record(record(object).metadata).ownerReferences;
   const found: { name: string; version: string | undefined }[] = [];
   for (const owner of Array.isArray(owners) ? owners : []) {
@@ -86,7 +86,7 @@ function ownersOf(object: unknown, id: { group: string; kind: string }): { name:
   return found;
 }
 
-function hasOwners(object: unknown): boolean {
+export function hasOwners(object: unknown): boolean {
   const owners = record(record(object).metadata).ownerReferences;
   return Array.isArray(owners) && owners.length > 0;
 }
@@ -118,6 +118,7 @@ export function classifyDelete(
   parent: ParentLabels | undefined,
   targets: readonly Target[],
   fleet: FleetView | undefined,
+  how: OwnerReading = DELETING,
 ): Classification {
   const { group, resource } = request.resource;
   if ((request.subResource ?? '') !== '') return allow('delete');
@@ -127,8 +128,8 @@ export function classifyDelete(
   // stops nothing and would leave the object stuck terminating.
   if (text(record(record(request.oldObject).metadata).deletionTimestamp) !== undefined) return allow('already-terminating');
   if (group === MACHINE.group && resource === MACHINE.resource)
-    return classifyMachineDelete(request, config, parent, targets, fleet);
-  if (group === POD.group && resource === POD.resource) return classifyPodDelete(request, parent, targets);
+    return classifyMachineDelete(request, config, parent, targets, fleet, how);
+  if (group === POD.group && resource === POD.resource) return classifyPodDelete(request, parent, targets, how);
   return allow('delete');
 }
 
@@ -221,14 +222,18 @@ export function ownerTarget(
 }
 
 /** The KubeadmControlPlane a control-plane Machine belongs to, or the classification that settles it. */
-function machineOwner(old: unknown, deleted: GuardedObjectRef): { name: string; version: string | undefined } | Classification {
+export function machineOwner(
+  old: unknown,
+  deleted: GuardedObjectRef,
+  how: OwnerReading = DELETING,
+): { name: string; version: string | undefined } | Classification {
   const owners = ownersOf(old, KUBEADM_CONTROL_PLANE);
   if (owners.length > 1) {
     return {
       kind: 'deny',
       reason: 'invalid',
       object: deleted,
-      message: `etcd-guard cannot judge deleting ${describeObject(deleted)}: it has ${owners.length} KubeadmControlPlane owner references; exactly one is expected`,
+      message: `etcd-guard cannot judge ${how.doing} ${describeObject(deleted)}: it has ${owners.length} KubeadmControlPlane owner references; exactly one is expected`,
     };
   }
   if (owners[0] !== undefined) return owners[0];
@@ -250,19 +255,20 @@ function classifyMachineDelete(
   parent: ParentLabels | undefined,
   targets: readonly Target[],
   fleet: FleetView | undefined,
+  how: OwnerReading,
 ): Classification {
   const old = request.oldObject;
   if (!(CONTROL_PLANE_LABEL in labelsOf(old))) return allow('not-control-plane');
   const deleted = deletedRef(request, MACHINE);
-  const owner = machineOwner(old, deleted);
+  const owner = machineOwner(old, deleted, how);
   if ('kind' in owner) return owner;
   const kcp: GuardedObjectRef = { ...KUBEADM_CONTROL_PLANE, namespace: deleted.namespace, name: owner.name, viaScale: false };
   const version = readVersion(owner.version, ['v1beta1', 'v1beta2'], 'v1beta1');
-  const read = ownerRead(deleted, { ...KUBEADM_CONTROL_PLANE, version, namespace: kcp.namespace, name: kcp.name }, parent);
+  const read = ownerRead(deleted, { ...KUBEADM_CONTROL_PLANE, version, namespace: kcp.namespace, name: kcp.name }, parent, how);
   if ('kind' in read) return read;
   // With external etcd the control-plane Machines run no etcd member.
   if (hasExternalEtcd(read.object)) return allow('external-etcd');
-  const target = ownerTarget(config, deleted, kcp, read.labels, targets, fleet);
+  const target = ownerTarget(config, deleted, kcp, read.labels, targets, fleet, how);
   if ('kind' in target) return target;
   const nodeName = text(record(record(record(old).status).nodeRef).name) ?? null;
   return {
@@ -293,6 +299,7 @@ function classifyPodDelete(
   request: AdmissionRequest,
   parent: ParentLabels | undefined,
   targets: readonly Target[],
+  how: OwnerReading,
 ): Classification {
   const old = request.oldObject;
   const deleted = deletedRef(request, POD);
@@ -303,7 +310,7 @@ function classifyPodDelete(
       kind: 'deny',
       reason: 'invalid',
       object: deleted,
-      message: `etcd-guard cannot judge deleting ${describeObject(deleted)}: it has ${owners.length} StatefulSet owner references; exactly one is expected`,
+      message: `etcd-guard cannot judge ${how.doing} ${describeObject(deleted)}: it has ${owners.length} StatefulSet owner references; exactly one is expected`,
     };
   }
   const statefulSet = owners[0]?.name ?? '';
@@ -318,7 +325,7 @@ function classifyPodDelete(
     statefulSet,
   );
   if (byIdentity === undefined && naming.length === 0) return allow('not-guarded');
-  const read = ownerRead(deleted, { ...STATEFUL_SET, version: 'v1', namespace, name: statefulSet }, parent);
+  const read = ownerRead(deleted, { ...STATEFUL_SET, version: 'v1', namespace, name: statefulSet }, parent, how);
   if ('kind' in read) return read;
   if (beyondReplicas(read.object, ordinalOf(deleted.name, statefulSet))) return allow('scale-down');
   let target: TargetConfig | undefined = byIdentity;
@@ -349,8 +356,15 @@ interface MemberFound {
   note: string;
 }
 
+const NO_MEMBER_LIST: MemberFound = {
+  removed: null,
+  note: 'the evaluation has no member list, so which member it holds is undetermined and a healthy one is assumed',
+};
+
 /** The member named `name` (kubeadm: the Node; druid and StatefulSets: the pod), as far as the evaluation tells. */
 function memberNamed(evaluation: Evaluation, name: string): MemberFound {
+  // No member list (every endpoint failed to answer it): "no member is named so" would be a guess.
+  if (evaluation.members.length === 0) return NO_MEMBER_LIST;
   const member = evaluation.members.find((candidate) => candidate.name === name);
   const shown = clipped(name);
   if (member !== undefined) {
@@ -369,6 +383,7 @@ function memberNamed(evaluation: Evaluation, name: string): MemberFound {
 }
 
 function machineMember(evaluation: Evaluation, change: Extract<MemberExit, { kind: 'machine-delete' }>): MemberFound {
+  if (evaluation.members.length === 0) return NO_MEMBER_LIST;
   if (change.nodeName !== null) return memberNamed(evaluation, change.nodeName);
   return {
     removed: null,
@@ -404,6 +419,14 @@ function judgeMachineDelete(
     return { allowed: true, reason: 'member-unhealthy', warnings: [`etcd-guard: deleting ${machine} removes its ${found.note}`] };
   }
   const voting = evaluation.cluster.votingMembers;
+  if (found === NO_MEMBER_LIST || voting === 0) {
+    return {
+      allowed: false,
+      reason: 'undetermined',
+      reasons: [`deleting ${machine}: ${NO_MEMBER_LIST.note}`],
+      hint: machineSafePath(change, namespace),
+    };
+  }
   const projection = projectOntoEvaluation(
     evaluation,
     { kind: 'scale-down', from: voting, to: voting - 1 },
@@ -450,20 +473,30 @@ function judgePodDelete(
   };
 }
 
-/** Judges a member-bearing DELETE on a fresh evaluation. */
+/** Judges a member-bearing DELETE, or the UPDATE that would let it go unseen, on a fresh evaluation. */
 export function judgeMemberExit(
   evaluation: Evaluation,
   change: MemberExit,
   object: GuardedObjectRef,
   target: string,
 ): ExitJudgement {
-  return change.kind === 'machine-delete'
-    ? judgeMachineDelete(evaluation, change, object.namespace)
-    : judgePodDelete(evaluation, change, target);
+  const exit =
+    change.kind === 'machine-delete'
+      ? judgeMachineDelete(evaluation, change, object.namespace)
+      : judgePodDelete(evaluation, change, target);
+  if (change.strip === undefined) return exit;
+  if (exit.allowed) {
+    // Kept short: the API server cuts long warnings, and the strip is what the user needs to read.
+    const unseen = `etcd-guard: this change ${change.strip}: deleting it afterwards goes unseen`;
+    return { ...exit, warnings: [unseen, ...exit.warnings] };
+  }
+  const keep = change.kind === 'machine-delete' ? 'keep its labels and owner reference' : 'keep its owner reference and image';
+  return { ...exit, hint: `${keep}; ${exit.hint}` };
 }
 
-/** How a member-bearing DELETE reads in a denial. */
+/** How a member-bearing DELETE, or the UPDATE that would let it go unseen, reads in a denial. */
 export function describeExit(change: MemberExit): string {
+  if (change.strip !== undefined) return `change (${change.strip}: its deletion would go unseen)`;
   return change.kind === 'machine-delete'
     ? 'deletion (its etcd member leaves)'
     : 'deletion (its etcd member is down until the pod returns)';
