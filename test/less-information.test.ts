@@ -7,17 +7,29 @@
 // deny into an allow. Issue 28 adds the DELETE doors: a control-plane Machine's and an etcd pod's
 // DELETE, degraded by the deleted Machine's nodeRef blanked, its owner's read failing and member
 // names blanked; and the ClusterClass door, a Cluster's topology change, degraded by its KCP's
-// read failing or losing what the projection reads, and by what degrades a KCP shrink. Seeded, so
-// a failure names an input that reproduces.
+// read failing or losing what the projection reads, and by what degrades a KCP shrink. Then the
+// Runtime Extension's upgrade hooks (removing facts never turns a retry into a proceed) and the
+// UPDATEs that strip what a member DELETE is keyed on; and for every door an evaluation that lost
+// its member list. Seeded, so a failure names an input that reproduces.
 import { describe, expect, it } from 'vitest';
 import { guardConfigSchema } from '../functions/entrypoints/config.js';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
 import { machineFromObject, type ControlPlaneMachine } from '../functions/domain/machines.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
-import type { AdmissionRequest, ParentLabels } from '../webhook/domain/contract.js';
+import type { AdmissionRequest, Classification, ParentLabels } from '../webhook/domain/contract.js';
 import { decide } from '../webhook/domain/decide.js';
 import type { MachinesRead } from '../webhook/domain/removal.js';
 import { parseAdmissionReview } from '../webhook/domain/review.js';
+import {
+  hookAnswer,
+  impliedControlPlaneUpdate,
+  labelsFromRead,
+  parseHookRequest,
+  UPGRADE_HOOKS,
+  type UpgradeHook,
+} from '../webhook/domain/runtime-hooks.js';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { admissionFixture } from './harness/reviews.js';
 
@@ -48,6 +60,22 @@ const FIXTURES = {
   podDelete: loadRequest('pod-delete-etcd-druid.json'),
   clusterTopology: loadRequest('cluster-v1beta2-topology-version.json'),
 };
+/** The hook requests as Cluster API sends them (test/fixtures/runtime-hooks). */
+const HOOK_BODIES = Object.fromEntries(
+  UPGRADE_HOOKS.map((hook) => [
+    hook,
+    JSON.parse(
+      readFileSync(
+        path.join(
+          import.meta.dirname,
+          'fixtures/runtime-hooks',
+          `${hook.replace(/[A-Z]/g, (c, i: number) => (i ? '-' : '') + c.toLowerCase())}-request.json`,
+        ),
+        'utf8',
+      ),
+    ) as Json,
+  ]),
+) as Record<UpgradeHook, Json>;
 
 /** A small deterministic generator (LCG), so every failing input can be replayed from its index. */
 function rng(seed: number) {
@@ -67,14 +95,28 @@ type Rng = ReturnType<typeof rng>;
 /** The raw inputs, kept as JSON so degradations edit what the apiserver and the store would hold. */
 interface World {
   kind:
-    'kcp-scale' | 'kcp-spec' | 'kcp-rollout' | 'sts-scale' | 'sts-spec' | 'machine-delete' | 'pod-delete' | 'cluster-topology';
+    | 'kcp-scale'
+    | 'kcp-spec'
+    | 'kcp-rollout'
+    | 'sts-scale'
+    | 'sts-spec'
+    | 'machine-delete'
+    | 'pod-delete'
+    | 'cluster-topology'
+    | 'upgrade-hook'
+    | 'machine-strip'
+    | 'pod-strip';
   members: MemberReport[];
   machines: Json[] | null;
   request: Json;
   /** The Cluster's control-plane failure domains as read with the Machines; null: not read. */
   failureDomains?: string[] | null;
-  /** What the owner read of a DELETE door gave (the KCP, the StatefulSet); a Cluster's KCP read. */
+  /** What the owner read of a DELETE door gave (the KCP, the StatefulSet); a Cluster's KCP read; a hook's control plane read. */
   parent?: ParentLabels;
+  /** An upgrade hook world: which hook, and its request body (the world's `request` is unused). */
+  hook?: { name: UpgradeHook; body: Json };
+  /** The evaluation got no member list (every endpoint failed it): no members, Unhealthy. */
+  memberListLost?: boolean;
 }
 
 function spec(request: Json, which: 'object' | 'oldObject'): Json {
@@ -212,6 +254,62 @@ function genPodDelete(random: Rng, members: MemberReport[]): World {
   return { kind: 'pod-delete', members: named, machines: null, request, parent: { ok: true, labels: {}, object: statefulSet } };
 }
 
+/** An UPDATE of the DELETE fixture's object: `edit` applied to a copy of oldObject. */
+function updateFrom(request: Json, edit: (object: Json) => void): Json {
+  const update = structuredClone(request);
+  update.operation = 'UPDATE';
+  update.object = structuredClone(update.oldObject);
+  edit(update.object as Json);
+  return update;
+}
+const metaOf = (object: Json) => object.metadata as Json;
+
+/** A control-plane Machine's or an etcd pod's UPDATE that strips (or keeps) what its DELETE is keyed on. */
+function genStripWorld(random: Rng): World {
+  const members = genMembers(random, random.int(1, 5));
+  const machine = random.chance(0.5);
+  const door = machine ? genMachineDelete(random, members) : genPodDelete(random, members);
+  const strips: Array<(object: Json) => void> = machine
+    ? [
+        (m) => delete (metaOf(m).labels as Json)['cluster.x-k8s.io/control-plane'],
+        (m) => {
+          delete metaOf(m).ownerReferences;
+          delete (metaOf(m).labels as Json)['cluster.x-k8s.io/control-plane-name'];
+        },
+        (m) => ((metaOf(m).ownerReferences as Json[])[0]!.name = 'gone'),
+        (m) => ((metaOf(m).ownerReferences as Json[])[0]!.kind = 'TalosControlPlane'),
+        (m) => ((metaOf(m).labels as Json).team = 'infra'),
+      ]
+    : [
+        (p) => delete metaOf(p).ownerReferences,
+        (p) => ((metaOf(p).ownerReferences as Json[])[0]!.name = 'other'),
+        (p) => ((metaOf(p).labels as Json).extra = 'x'),
+      ];
+  return { ...door, kind: machine ? 'machine-strip' : 'pod-strip', request: updateFrom(door.request, random.pick(strips)) };
+}
+
+/** An upgrade hook's request (either hook), its versions and control plane replicas generated, and the KCP's Machines. */
+function genHookWorld(random: Rng): World {
+  const members = genMembers(random, random.int(1, 5));
+  const voting = members.filter((member) => !member.learner).length;
+  const name = random.pick(UPGRADE_HOOKS);
+  const body = structuredClone(HOOK_BODIES[name]);
+  body.fromKubernetesVersion = random.pick(['v1.33.4', 'v1.34.1']);
+  body.toKubernetesVersion = random.pick(['v1.34.1', 'v1.34.2', 'v1.35.0']);
+  const topology = ((body.cluster as Json).spec as Json).topology as { controlPlane: Json };
+  if (random.chance(0.2)) delete topology.controlPlane.replicas;
+  else topology.controlPlane.replicas = Math.max(1, voting + random.int(-1, 1));
+  const labels = { 'cluster.x-k8s.io/cluster-name': 'prod' };
+  return {
+    kind: 'upgrade-hook',
+    members,
+    machines: genMachines(random, members, random.pick([['fd-a'], ['fd-a', 'fd-b', 'fd-c']])),
+    request: {},
+    hook: { name, body },
+    parent: { ok: true, labels, object: { metadata: { labels } } },
+  };
+}
+
 /** A DELETE door's world (issue 28), from its own seed so the older worlds stay as they were. */
 function genDoorWorld(random: Rng): World {
   const members = genMembers(random, random.int(1, 5));
@@ -276,7 +374,15 @@ function genWorld(random: Rng): World {
   return { kind, members, machines: genMachines(random, members, domains), request, failureDomains };
 }
 
-function evaluationOf(members: readonly MemberReport[]): Evaluation {
+function evaluationOf(members: readonly MemberReport[], memberListLost = false): Evaluation {
+  if (memberListLost) {
+    return makeEvaluation({
+      members: [],
+      evaluatedAt: new Date(NOW.getTime() - 5_000).toISOString(),
+      verdict: 'Unhealthy',
+      reasons: ['member list unavailable from every endpoint: timed out'],
+    });
+  }
   const unhealthy = members.some((member) => !member.healthy && !member.learner);
   return makeEvaluation({
     members: [...members],
@@ -286,13 +392,37 @@ function evaluationOf(members: readonly MemberReport[]): Evaluation {
   });
 }
 
+/**
+ * An upgrade hook's answer as the Runtime Extension gives it (runtime-extension.ts): a retry when
+ * the control plane's read fails, else the admission decision on the KCP UPDATE the hook stands
+ * for. true: proceed; false: retry (or Failure).
+ */
+function hookProceeds(world: World, hook: NonNullable<World['hook']>): boolean {
+  const parsed = parseHookRequest(hook.name, hook.body);
+  if (!parsed.ok) return false;
+  const labels = labelsFromRead(parsed.request, world.parent);
+  if ('failed' in labels) return false;
+  const request = impliedControlPlaneUpdate(hook.name, parsed.request, 'u', labels.labels);
+  const allowed = decided(world, request, classifyRequest(request, CONFIG)) ?? true;
+  return hookAnswer(hook.name, allowed ? { allowed } : { allowed, message: 'denied' }, 30).outcome === 'proceed';
+}
+
 /** decide() on a world: allowed or not, or null when the request is not a guarded change at all. */
 function allowedIn(world: World): boolean | null {
+  if (world.hook !== undefined) return hookProceeds(world, world.hook);
   const parsed = parseAdmissionReview({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: world.request });
   if (!parsed.ok) throw new Error(parsed.message);
   const request: AdmissionRequest = parsed.review.request;
   const classification = classifyRequest(request, CONFIG, world.parent);
-  if (classification.kind !== 'needs-evaluation') return null;
+  // A strip is answered in full: a degradation that settles it as an allow without an evaluation counts too.
+  if (world.kind === 'machine-strip' || world.kind === 'pod-strip') return decided(world, request, classification) ?? true;
+  return decided(world, request, classification);
+}
+
+/** The decision on a classification: null for an allow without an evaluation, false for a deny. */
+function decided(world: World, request: AdmissionRequest, classification: Classification): boolean | null {
+  if (classification.kind === 'allow') return null;
+  if (classification.kind === 'deny') return world.kind === 'upgrade-hook' || world.kind.endsWith('-strip') ? false : null;
   let machines: MachinesRead | undefined;
   if (world.machines !== null) {
     const parsedMachines = world.machines
@@ -307,7 +437,7 @@ function allowedIn(world: World): boolean | null {
     request,
     config: CONFIG,
     classification,
-    evaluation: evaluationOf(world.members),
+    evaluation: evaluationOf(world.members, world.memberListLost),
     now: NOW,
     ...(machines === undefined ? {} : { machines }),
   }).response.allowed;
@@ -421,13 +551,26 @@ const DEGRADATIONS: Degradation[] = [
   },
 ];
 
-/** What the DELETE doors read: the deleted Machine, its owner, the members' names. */
+/** Every door's evaluation may also have lost its member list (every endpoint failed to answer it). */
+const MEMBER_LIST_LOST: Degradation = {
+  name: 'the evaluation lost its member list',
+  apply: (world) => {
+    world.memberListLost = true;
+    return true;
+  },
+};
+
+/** What the DELETE doors (and the UPDATEs that strip their keys) read: the Machine, its owner, the members. */
 const DOOR_DEGRADATIONS: Degradation[] = [
   {
     name: 'the deleted Machine’s nodeRef blanked',
     apply: (world) => {
-      if (world.kind !== 'machine-delete') return false;
-      return delete ((world.request.oldObject as Json).status as Json).nodeRef;
+      if (world.kind !== 'machine-delete' && world.kind !== 'machine-strip') return false;
+      for (const which of ['oldObject', 'object'] as const) {
+        const object = world.request[which] as Json | null | undefined;
+        if (object) delete (object.status as Json).nodeRef;
+      }
+      return true;
     },
   },
   {
@@ -439,12 +582,45 @@ const DOOR_DEGRADATIONS: Degradation[] = [
     },
   },
   ...DEGRADATIONS.filter((degradation) => degradation.name === 'a member name blanked in the evaluation'),
+  MEMBER_LIST_LOST,
+];
+
+/** What an upgrade hook's answer reads: the control plane read, the topology's replicas, what a KCP rollout reads. */
+const HOOK_DEGRADATIONS: Degradation[] = [
+  ...DEGRADATIONS,
+  MEMBER_LIST_LOST,
+  {
+    name: 'the control plane read fails',
+    apply: (world) => {
+      world.parent = { ok: false, message: 'timed out' };
+      return true;
+    },
+  },
+  {
+    name: 'the control plane not found yet (the Cluster’s cluster-name label stands in)',
+    apply: (world) => {
+      world.parent = { ok: false, message: 'not found', notFound: true };
+      return true;
+    },
+  },
+  {
+    name: 'the topology’s control plane replicas unset',
+    apply: (world) => {
+      const topology = (((world.hook?.body.cluster as Json | undefined)?.spec as Json | undefined)?.topology ?? {}) as {
+        controlPlane?: Json;
+      };
+      if (topology.controlPlane?.replicas === undefined) return false;
+      delete topology.controlPlane.replicas;
+      return true;
+    },
+  },
 ];
 
 /** What the Cluster door reads besides what a KCP edit reads: the KCP itself. */
 const CLUSTER_DEGRADATIONS: Degradation[] = [
   // Those of a KCP edit that apply (the Machines on a shrink, member names) and the KCP read's own.
   ...DEGRADATIONS,
+  MEMBER_LIST_LOST,
   {
     name: 'the KubeadmControlPlane read fails',
     apply: (world) => {
@@ -527,6 +703,28 @@ describe('less information never allows more', () => {
     );
     expect(violations).toEqual([]);
     expect(counts.guarded).toBeGreaterThan(DOOR_INPUTS / 3);
+    expect(counts.fullDenied).toBeGreaterThan(DOOR_INPUTS / 10);
+    expect(counts.degradedStricter).toBeGreaterThan(DOOR_INPUTS / 20);
+  });
+
+  it(`issue 28: over ${DOOR_INPUTS} generated upgrade hook requests, no degradation turns a retry into a proceed`, () => {
+    const { counts, byDegradation, violations } = runProperty(2829, DOOR_INPUTS, genHookWorld, HOOK_DEGRADATIONS);
+    console.log(
+      `less-information property, Runtime Extension hooks: ${JSON.stringify(counts)}; per degradation: ${JSON.stringify(Object.fromEntries(byDegradation))}`,
+    );
+    expect(violations).toEqual([]);
+    expect(counts.guarded).toBe(DOOR_INPUTS);
+    expect(counts.fullDenied).toBeGreaterThan(DOOR_INPUTS / 10);
+    expect(counts.degradedStricter).toBeGreaterThan(DOOR_INPUTS / 20);
+  });
+
+  it(`issue 28: over ${DOOR_INPUTS} generated label and owner strips, no degradation turns a deny into an allow`, () => {
+    const { counts, byDegradation, violations } = runProperty(2830, DOOR_INPUTS, genStripWorld, DOOR_DEGRADATIONS);
+    console.log(
+      `less-information property, label-strip door: ${JSON.stringify(counts)}; per degradation: ${JSON.stringify(Object.fromEntries(byDegradation))}`,
+    );
+    expect(violations).toEqual([]);
+    expect(counts.guarded).toBe(DOOR_INPUTS);
     expect(counts.fullDenied).toBeGreaterThan(DOOR_INPUTS / 10);
     expect(counts.degradedStricter).toBeGreaterThan(DOOR_INPUTS / 20);
   });

@@ -17,7 +17,7 @@
 import { z } from 'zod';
 import { describeValue, formatZodIssues } from '../../functions/shared/zod-issues.js';
 import { CLUSTER_NAME_LABEL, KUBEADM_CONTROL_PLANE } from '../../functions/domain/kinds/kubeadm-control-plane.js';
-import type { AdmissionRequest, ParentObjectRef } from './contract.js';
+import type { AdmissionRequest, ParentLabels, ParentObjectRef } from './contract.js';
 
 export const HOOKS_API_VERSION = 'hooks.runtime.cluster.x-k8s.io/v1alpha1';
 const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;
@@ -147,6 +147,22 @@ export function controlPlaneRefOf(request: UpgradeHookRequest): ParentObjectRef 
     namespace: cluster.metadata.namespace,
     name: ref.name,
   };
+}
+
+/**
+ * What the control plane's read gives the implied UPDATE: its labels; none when it is not there
+ * yet (the Cluster's own label names it, as it will on the object the controller writes) or when
+ * nothing reads it; or why the hook cannot be judged (the answer is then a retry).
+ */
+export function labelsFromRead(
+  request: UpgradeHookRequest,
+  read: ParentLabels | undefined,
+): { labels?: Readonly<Record<string, string>> } | { failed: string } {
+  if (read === undefined) return {};
+  if (read.ok) return { labels: read.labels };
+  if (read.notFound === true) return {};
+  const ref = controlPlaneRefOf(request);
+  return { failed: `cannot read ${ref.kind} ${ref.namespace}/${ref.name}: ${read.message}` };
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   hookFailure,
   hookPath,
   impliedControlPlaneUpdate,
+  labelsFromRead,
   parseHookRequest,
   UPGRADE_HOOKS,
   withoutOverrideHint,
@@ -50,13 +51,8 @@ async function labelsFor(
   deps: RuntimeExtensionDeps,
   request: UpgradeHookRequest,
 ): Promise<{ labels?: Readonly<Record<string, string>> } | { failed: string }> {
-  if (deps.parentLabels === undefined) return {};
-  const ref = controlPlaneRefOf(request);
-  const read = await deps.parentLabels(ref);
-  if (read.ok) return { labels: read.labels };
-  // Not there yet: the Cluster's own label names it, as it will on the object the controller writes.
-  if (read.notFound === true) return {};
-  return { failed: `cannot read ${ref.kind} ${ref.namespace}/${ref.name}: ${read.message}` };
+  const read = deps.parentLabels === undefined ? undefined : await deps.parentLabels(controlPlaneRefOf(request));
+  return labelsFromRead(request, read);
 }
 
 async function answer(deps: RuntimeExtensionDeps, hook: UpgradeHook, body: unknown): Promise<HookAnswer> {
