@@ -74,6 +74,12 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     "`full` (default): a member's serving certificate must chain to `tls.caFile` and name the member (its address, or its node name through a port-forward); one that does not fails the `tls-identity` check naming both. `chain-only`: the chain alone, for etcd serving certificates without the node name. Risk: any certificate that CA issued is taken for the member; see [TLS identity](#tls-identity-and-chain-only).",
   'targets[].learnerGrace':
     'How long a learner (a member joining; kubeadm adds every one as a learner) may stay unpromoted: within it the `learners` check warns (`learner cp-3 joining for 40s`, Degraded), after it fails (`learner cp-3 not promoted for 7m`, Unhealthy). Its age counts from its Node’s (else Machine’s) creation, else from when an evaluation first saw it. `5m` when absent.',
+  'targets[].fragmentation':
+    "When the `fragmentation` check warns that a member's DB file is mostly free pages a defrag would return (`dbSize − dbSizeInUse`, etcd 3.4+): both limits must be exceeded. It only warns (Degraded), naming the member and `etcdctl defrag --endpoints=<that member>`. Absent: 50% and 100 MiB. See [evaluation](evaluation.md#fragmentation).",
+  'targets[].fragmentation.warnRatio':
+    "The free share of a member's DB file above which it warns, between 0 and 1 (exclusive): `0.5` is the etcd mixin's `etcdDatabaseHighFragmentationRatio` share.",
+  'targets[].fragmentation.minFreeBytes':
+    "The free bytes a member's DB must have at least to warn (104857600 is 100 MiB), so a small or fresh DB whose few pages are free does not.",
   'targets[].backup':
     "The `backup` check and rule of a druid target (set through `discovery.druid.backup`): each evaluation reads the Etcd's `status.conditions[type=BackupReady]` and its snapshot Leases `<etcd>-full-snap` and `<etcd>-delta-snap` (`spec.renewTime`). BackupReady=False fails the check (the verdict is Degraded: etcd still serves), BackupReady not True, no condition or no snapshot time is `backup unknown` (a warning, never a pass), a last snapshot older than `maxSnapshotAge` warns. A static target has no backup check (its Etcd is not read). See [evaluation](evaluation.md#backup-druid).",
   'targets[].backup.maxSnapshotAge':
@@ -126,6 +132,9 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     'Gives every druid target the `backup` check and rule (`targets[].backup`); absent: the Etcd and its Leases are not read and no `backup` check is judged. Needs `get` on `etcds` and `leases` (manifests/overlays/druid).',
   'discovery.druid.backup.maxSnapshotAge': 'Sets `targets[].backup.maxSnapshotAge` for every druid target.',
   'discovery.druid.backup.requiredForChanges': 'Sets `targets[].backup.requiredForChanges` for every druid target.',
+  'discovery.fragmentation': 'Sets `targets[].fragmentation` for every discovered target.',
+  'discovery.fragmentation.warnRatio': 'Sets `targets[].fragmentation.warnRatio` for every discovered target.',
+  'discovery.fragmentation.minFreeBytes': 'Sets `targets[].fragmentation.minFreeBytes` for every discovered target.',
   'discovery.refreshSeconds':
     'How often the webhook lists again (each round within 10 s). A target that disappears stops being evaluated; its last evaluation ages out.',
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',

@@ -140,7 +140,8 @@ describe('the pinned cluster ID (issue 30 item 10: clusterIdPin)', () => {
 });
 
 describe('the backup check (issue 32, revision 6) beside a reader and a writer of revision 5', () => {
-  const REVISION_5_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'backup'));
+  // Nor does a revision-5 reader know fragmentation (revision 7).
+  const REVISION_5_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'backup' && name !== 'fragmentation'));
   const withFailingBackup = (evaluatedAt: string): Evaluation =>
     evaluateCluster({
       ...probedThree({}, evaluatedAt),
@@ -156,7 +157,7 @@ describe('the backup check (issue 32, revision 6) beside a reader and a writer o
 
   it('a revision-5 reader keeps the Degraded verdict of a failing backup and names the check', () => {
     const document = withFailingBackup(new Date(NOW).toISOString());
-    expect(document.formatRevision).toBe(6);
+    expect(document.formatRevision).toBeGreaterThanOrEqual(6);
     expect(document.verdict).toBe('Degraded');
     const parsed = read(document as unknown as Record<string, unknown>);
     const older = withUnknownChecksExplained(parsed, REVISION_5_CHECKS);
@@ -168,5 +169,29 @@ describe('the backup check (issue 32, revision 6) beside a reader and a writer o
     ]);
     // Today's reader knows the check: nothing is added.
     expect(parsed.reasons).toEqual(['backup failing: BackupReady=False (BackupFailed: Stale snapshot leases)']);
+  });
+});
+
+describe('the fragmentation check (issue 32, revision 7) beside a reader of revision 6', () => {
+  const REVISION_6_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'fragmentation'));
+  const MIB = 1024 * 1024;
+
+  it('a revision-6 reader keeps the Degraded verdict of a fragmented DB and names the check', () => {
+    const input = { ...probedThree({}, new Date(NOW).toISOString()), quotaBackendBytes: 8192 * MIB };
+    const [first] = input.probes;
+    if (first === undefined || !first.status.ok) throw new Error('probedThree gave no status');
+    first.status.value.dbSizeBytes = 400 * MIB;
+    first.status.value.dbSizeInUseBytes = 100 * MIB;
+    const document = evaluateCluster(input);
+    expect(document.formatRevision).toBe(7);
+    expect(document.verdict).toBe('Degraded');
+    const parsed = read(document as unknown as Record<string, unknown>);
+    const older = withUnknownChecksExplained(parsed, REVISION_6_CHECKS);
+    expect(older.verdict).toBe('Degraded');
+    expect(older.passed).toBe(true);
+    expect(older.reasons).toHaveLength(2);
+    expect(older.reasons[0]).toMatch(/^member etcd-1 \(https:\/\/10\.0\.0\.1:2379\) DB fragmented: /);
+    expect(older.reasons[1]).toBe('check fragmentation (warn) comes from a newer etcd-guard; this reader keeps its verdict');
+    expect(parsed.reasons).toEqual([older.reasons[0]]);
   });
 });

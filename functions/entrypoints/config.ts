@@ -132,6 +132,22 @@ export const backupPolicySchema = z
   .strict();
 export type BackupPolicy = z.infer<typeof backupPolicySchema>;
 
+/**
+ * When the fragmentation check warns: more than warnRatio of a member's DB file free and at least
+ * minFreeBytes of it (the floor keeps a small DB whose few pages are free from warning).
+ */
+export const fragmentationSchema = z
+  .object({
+    warnRatio: z.number().gt(0).lt(1).default(0.5),
+    minFreeBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(100 * 1024 * 1024),
+  })
+  .strict();
+export type FragmentationConfig = z.infer<typeof fragmentationSchema>;
+
 /** Which guarded objects belong to a target. {} matches every object. */
 export const matchSchema = z
   .object({
@@ -198,6 +214,8 @@ export const targetSchema = z
      * is Degraded until then); 5 minutes when absent.
      */
     learnerGrace: durationSchema.optional(),
+    /** When the fragmentation check warns; 50% and 100 MiB free when absent. */
+    fragmentation: fragmentationSchema.optional(),
     /**
      * The backup check and rule (backupPolicySchema). Judged for druid targets, whose Etcd is read;
      * a static target has no backup check, so requiring it holds back its membership changes.
@@ -243,6 +261,8 @@ export const discoverySchema = z
     tlsVerify: tlsVerifySchema.optional(),
     /** targets[].learnerGrace for every discovered target. */
     learnerGrace: durationSchema.optional(),
+    /** targets[].fragmentation for every discovered target. */
+    fragmentation: fragmentationSchema.optional(),
   })
   .strict()
   .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {

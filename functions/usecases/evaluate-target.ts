@@ -26,7 +26,7 @@ export { readTargetCredentials } from './etcd-access.js';
 /** What an evaluation needs of a target once an access says how to reach its etcd. */
 export type EvaluatedTarget = Pick<
   TargetConfig,
-  'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe' | 'tlsVerify' | 'learnerGrace'
+  'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe' | 'tlsVerify' | 'learnerGrace' | 'fragmentation'
 >;
 
 /** Where the watch probe writes: one key per member, deleted after each round trip. */
@@ -403,7 +403,13 @@ export async function evaluateThroughAccess(
       : {}),
     namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };
-  if (target.learnerGrace !== undefined) input.thresholds = { learnerGraceMs: target.learnerGrace };
+  input.thresholds = {
+    ...(target.learnerGrace !== undefined && { learnerGraceMs: target.learnerGrace }),
+    ...(target.fragmentation !== undefined && {
+      fragmentationWarnRatio: target.fragmentation.warnRatio,
+      fragmentationMinFreeBytes: target.fragmentation.minFreeBytes,
+    }),
+  };
   if (backup !== undefined) input.backup = await backup;
   const controlPlaneNodes = await inventoryRun;
   if (controlPlaneNodes !== undefined) input.controlPlaneNodes = controlPlaneNodes;

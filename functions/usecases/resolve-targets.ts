@@ -75,6 +75,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
     ...(discovery.watchProbe === true && { watchProbe: true }),
     ...(discovery.tlsVerify === undefined ? {} : { tlsVerify: discovery.tlsVerify }),
     ...(discovery.learnerGrace !== undefined && { learnerGrace: discovery.learnerGrace }),
+    ...(discovery.fragmentation !== undefined && { fragmentation: discovery.fragmentation }),
     ...(discovery.kubeconfigFile === undefined ? {} : { kubeconfigFile: discovery.kubeconfigFile }),
   };
   // Each configured provider lists what its kind's discovery names, all at once; its mapping decides.

@@ -21,6 +21,13 @@ export interface EvaluationThresholds {
    */
   leaderChangesWarn: number;
   leaderChangesWindowMs: number;
+  /**
+   * A member's DB warns as fragmented when more than this share of its file is free (dbSize −
+   * dbSizeInUse: what a defrag gives back) and that free space is at least
+   * fragmentationMinFreeBytes, so a small or fresh DB whose few pages are free does not warn.
+   */
+  fragmentationWarnRatio: number;
+  fragmentationMinFreeBytes: number;
 }
 
 export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
@@ -32,6 +39,9 @@ export const DEFAULT_THRESHOLDS: EvaluationThresholds = {
   learnerGraceMs: 300_000,
   leaderChangesWarn: 4,
   leaderChangesWindowMs: 900_000,
+  // The etcd mixin's etcdDatabaseHighFragmentationRatio warns below 50% in use too.
+  fragmentationWarnRatio: 0.5,
+  fragmentationMinFreeBytes: 100 * 1024 * 1024,
 };
 
 /**

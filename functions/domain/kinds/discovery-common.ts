@@ -21,6 +21,8 @@ export interface DiscoveryDefaults {
   tlsVerify?: 'full' | 'chain-only';
   /** How long a learner may stay unpromoted, in milliseconds (the core's default when absent). */
   learnerGrace?: number;
+  /** When the fragmentation check warns (targets[].fragmentation). */
+  fragmentation?: { warnRatio: number; minFreeBytes: number };
   /** The druid scope's backup check and rule (targets[].backup). */
   backup?: { maxSnapshotAge: number; requiredForChanges: boolean };
 }
@@ -100,6 +102,7 @@ export function targetDefaults(defaults: DiscoveryDefaults) {
     ...(defaults.decision !== undefined && { decision: defaults.decision }),
     ...(defaults.tlsVerify === undefined ? {} : { tlsVerify: defaults.tlsVerify }),
     ...(defaults.learnerGrace !== undefined && { learnerGrace: defaults.learnerGrace }),
+    ...(defaults.fragmentation !== undefined && { fragmentation: defaults.fragmentation }),
     ...(defaults.backup !== undefined && { backup: defaults.backup }),
   };
 }

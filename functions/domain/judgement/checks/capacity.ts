@@ -23,6 +23,35 @@ export const dbSizeCheck: CheckFunction = ({ members, input, thresholds }) => {
   return result;
 };
 
+/**
+ * Free pages in a member's DB file (dbSize − dbSizeInUse, etcd 3.4+): space a compaction freed
+ * that only a defrag returns, and that still counts against the quota. It never fails: the member
+ * serves, and a defrag blocks the member it runs on for as long as it rewrites the file, so the
+ * hint names one member at a time.
+ */
+export const fragmentationCheck: CheckFunction = ({ members, thresholds }) => {
+  const findings: Finding[] = [];
+  let judged = 0;
+  for (const member of members) {
+    const status = statusOf(member);
+    // A member before 3.4 leaves dbSizeInUse at proto3's 0: not a DB with nothing in use.
+    if (!status || status.dbSizeBytes <= 0 || status.dbSizeInUseBytes <= 0) continue;
+    judged += 1;
+    const free = Math.max(0, status.dbSizeBytes - status.dbSizeInUseBytes);
+    const share = free / status.dbSizeBytes;
+    if (share > thresholds.fragmentationWarnRatio && free >= thresholds.fragmentationMinFreeBytes) {
+      const url = member.clientUrls[0] ?? member.endpoint;
+      findings.push(
+        warn(
+          `member ${label(member)} DB fragmented: ${formatBytes(free)} of ${formatBytes(status.dbSizeBytes)} free (${Math.round(share * 100)}%, ${formatBytes(status.dbSizeInUseBytes)} in use); defragment one member at a time, it blocks the member while it runs: etcdctl defrag --endpoints=${url}`,
+        ),
+      );
+    }
+  }
+  const rule = `more than ${Math.round(thresholds.fragmentationWarnRatio * 100)}% and ${formatBytes(thresholds.fragmentationMinFreeBytes)} free`;
+  return concluded(findings, judged === 0 ? 'no DB size in use known' : `no DB ${rule}`);
+};
+
 // Measured against the leader when known, else against the most advanced member.
 export const raftIndexCheck: CheckFunction = ({ members, leader, thresholds }) => {
   const indexes = members.flatMap((member) => {

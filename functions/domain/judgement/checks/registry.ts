@@ -2,7 +2,7 @@
 import type { CheckName } from '../../evaluation-document.js';
 import type { CheckFunction } from '../check.js';
 import { backupCheck } from './backup.js';
-import { dbSizeCheck, latencyCheck, raftIndexCheck, versionCheck } from './capacity.js';
+import { dbSizeCheck, fragmentationCheck, latencyCheck, raftIndexCheck, versionCheck } from './capacity.js';
 import { downgradeCheck } from './downgrade.js';
 import {
   alarmsCheck,
@@ -38,6 +38,7 @@ export const CHECKS: Record<CheckName, CheckFunction> = {
   alarms: alarmsCheck,
   learners: learnersCheck,
   'db-size': dbSizeCheck,
+  fragmentation: fragmentationCheck,
   'raft-index': raftIndexCheck,
   version: versionCheck,
   downgrade: downgradeCheck,
