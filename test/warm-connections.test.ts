@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdChannelPool, tlsHandshakeCounts } from '../functions/adapters/etcd-member-probe.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
@@ -91,6 +92,43 @@ describe('warm connections, bounded: member channels kept between evaluations', 
       expect(handshakes() - before).toBe(0);
       expect(openSockets()).toBe(baseline + 3);
     } finally {
+      channels.close();
+    }
+  });
+
+  it('a kept channel is set up once: its calls go through as many layers on the 30th evaluation as on the 2nd', async () => {
+    // etcd3's Host, whose per-service client getter the probe session wraps (one channel for all
+    // services). Every call asks it for a service; the stack under that getter shows the wrappers.
+    const probe = new Etcd3({ hosts: '127.0.0.1:1' });
+    const host = Object.getPrototypeOf((probe as unknown as { pool: { hosts: object[] } }).pool.hosts[0]) as {
+      getServiceClient: (this: unknown, name: string) => unknown;
+    };
+    probe.close();
+    const original = host.getServiceClient;
+    let deepest = 0;
+    host.getServiceClient = function (this: unknown, name: string) {
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = Infinity;
+      deepest = Math.max(deepest, (new Error().stack ?? '').split('\n').length);
+      Error.stackTraceLimit = limit;
+      return original.call(this, name);
+    };
+    const channels = pool();
+    const target = targetFor();
+    try {
+      const depthOf = async () => {
+        deepest = 0;
+        const evaluation = await evaluateTarget(target, { channels });
+        expect(evaluation.verdict, evaluation.reasons.join('; ')).toBe('Healthy');
+        return deepest;
+      };
+      await depthOf();
+      const second = await depthOf();
+      for (let run = 3; run < 30; run += 1) await depthOf();
+      expect(await depthOf()).toBe(second);
+      expect(second).toBeGreaterThan(0);
+    } finally {
+      host.getServiceClient = original;
       channels.close();
     }
   });

@@ -831,9 +831,15 @@ export class EtcdProbeSession {
     if (existing) return existing;
     let client: Etcd3;
     try {
-      client = this.borrowed(endpoint) ?? this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
-      shareOneChannel(client);
-      resolveIpDirectly(client);
+      // A kept channel's client was set up once, by the session that owns it: wrapping it again
+      // on every borrow nested one more layer around each of its calls per evaluation.
+      const kept = this.borrowed(endpoint);
+      if (kept !== null) client = kept;
+      else {
+        client = this.reusingTlsCredentials(endpoint) ?? this.newClient(endpoint);
+        shareOneChannel(client);
+        resolveIpDirectly(client);
+      }
     } catch (error) {
       // etcd3 builds TLS credentials in its constructor, which throws on a key that does not
       // match its certificate: that must be this member's failure, never the caller's exception.
