@@ -1,13 +1,14 @@
 // Issue 31: the labelled counters (etcd_guard_admission_decisions_total, …_inline_refresh_total,
 // …_cache_feed_errors_total) were absent until their first event, so the shipped dashboard showed
 // "No data" on a new install, and rate() lost each series' first increment. A fresh webhook,
-// scraped before it has answered anything, has them at 0 for every label value known in advance.
+// scraped before it has answered anything, has them at 0 for every label value known in advance:
+// per target, and for decisions per target in that target's enforcement mode.
 import path from 'node:path';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGuardConfig } from '../functions/entrypoints/config.js';
-import { INLINE_REFRESH_RESULTS } from '../webhook/server/metrics.js';
+import { INLINE_REFRESH_RESULTS, TARGET_DECISIONS_AT_ZERO } from '../webhook/server/metrics.js';
 import { httpRequest } from './harness/https-client.js';
 import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
 
@@ -21,7 +22,7 @@ beforeAll(async () => {
       store: { kind: 'file', dir: path.join(dir, 'store') },
       targets: [
         { name: 'alpha', endpoints: ['https://127.0.0.1:9'], match: { clusterName: 'alpha' } },
-        { name: 'beta', endpoints: ['https://127.0.0.1:9'], match: { clusterName: 'beta' } },
+        { name: 'beta', endpoints: ['https://127.0.0.1:9'], match: { clusterName: 'beta' }, enforcement: 'warn' },
       ],
     },
     'fresh webhook',
@@ -60,10 +61,20 @@ describe('labelled counters on a fresh webhook (issue 31)', () => {
         ['{target="beta"}', 0],
       ]),
     );
-    // A decision's reason is open-ended: the one series known in advance is the fail-closed one,
-    // which the WebhookInternalErrors alert watches.
+    // A decision's reason is open-ended: known in advance are each target's allowed-healthy and
+    // denied-unhealthy series in its own mode, and the fail-closed one the internal-error alert watches.
+    expect(TARGET_DECISIONS_AT_ZERO).toEqual([
+      { decision: 'allowed', reason: 'healthy' },
+      { decision: 'denied', reason: 'unhealthy' },
+    ]);
     expect(samplesOf(answer.text, 'etcd_guard_admission_decisions_total')).toEqual(
-      new Map([['{target="",decision="denied",mode="enforce",reason="internal-error"}', 0]]),
+      new Map([
+        ['{target="",decision="denied",mode="enforce",reason="internal-error"}', 0],
+        ['{target="alpha",decision="allowed",mode="enforce",reason="healthy"}', 0],
+        ['{target="alpha",decision="denied",mode="enforce",reason="unhealthy"}', 0],
+        ['{target="beta",decision="allowed",mode="warn",reason="healthy"}', 0],
+        ['{target="beta",decision="denied",mode="warn",reason="unhealthy"}', 0],
+      ]),
     );
   });
 });

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { GuardConfig } from '../functions/entrypoints/config.js';
 import { CHECK_NAMES, type Evaluation } from '../functions/domain/evaluation-document.js';
-import { createWebhookMetrics, INLINE_REFRESH_RESULTS } from '../webhook/server/metrics.js';
+import { createWebhookMetrics, INLINE_REFRESH_RESULTS, TARGET_DECISIONS_AT_ZERO } from '../webhook/server/metrics.js';
 import type { TestCerts } from './harness/certs.js';
 import type { EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startEtcdWebhook, type EtcdWebhook } from './harness/etcd-webhook.js';
@@ -147,6 +147,7 @@ describe('metrics port of a running webhook fed by a real etcd cluster', () => {
     expect(valueOf(samples, 'etcd_guard_target_evaluated', { target: 'never' })).toBe(0);
     // Beside the counters at 0 that every judged target has (issue 31), nothing but "not evaluated".
     expect(samples.filter((sample) => sample.labels.target === 'never').map((sample) => sample.name)).toEqual([
+      ...TARGET_DECISIONS_AT_ZERO.map(() => 'etcd_guard_admission_decisions_total'),
       ...INLINE_REFRESH_RESULTS.map(() => 'etcd_guard_inline_refresh_total'),
       'etcd_guard_cache_feed_errors_total',
       'etcd_guard_target_evaluated',
@@ -355,20 +356,53 @@ describe('per-target series are bounded and follow the target set', () => {
     const perTarget = health.filter((sample) => sample.labels.target === 'target-0').length;
     expect(perTarget).toBe(SERIES_PER_TARGET);
     expect(health.filter((sample) => sample.labels.target !== undefined)).toHaveLength(perTarget * count);
-    // The one counted, and the fail-closed series at 0.
-    expect(samples.filter((sample) => sample.name === 'etcd_guard_admission_decisions_total')).toHaveLength(2);
+    // Each target's two decisions known in advance (the counted one among them), and the
+    // fail-closed series at 0.
+    const decisions = samples.filter((sample) => sample.name === 'etcd_guard_admission_decisions_total');
+    expect(decisions).toHaveLength(TARGET_DECISIONS_AT_ZERO.length * count + 1);
+    expect(decisions.filter((sample) => sample.value !== 0)).toEqual([
+      expect.objectContaining({ labels: expect.objectContaining({ target: 'target-0', reason: 'unhealthy' }), value: 100 }),
+    ]);
     console.info(
       `metrics: ${count} targets, ${perTarget} series per target, ${samples.length} samples, ` +
         `${text.length} bytes, rendered in ${renderMs.toFixed(1)} ms`,
     );
   });
 
+  it("makes a target's decision series at 0 in its own mode, and again when the mode changes", async () => {
+    const metrics = createWebhookMetrics();
+    let list: { name: string; quotaBackendBytes: number; enforcement?: 'enforce' | 'warn' | 'audit' }[] = [
+      { name: 'own', quotaBackendBytes: 2 ** 31, enforcement: 'audit' },
+      { name: 'default', quotaBackendBytes: 2 ** 31 },
+    ];
+    metrics.observeTargets({ targets: () => list, get: () => null, maxAgeSeconds: 120, enforcement: 'warn' });
+    const modes = async () =>
+      parseExposition(await metrics.render())
+        .samples.filter((sample) => sample.name === 'etcd_guard_admission_decisions_total' && sample.labels.target !== '')
+        .map((sample) => `${sample.labels.target} ${sample.labels.decision} ${sample.labels.mode} ${sample.value}`)
+        .sort();
+    expect(await modes()).toEqual([
+      'default allowed warn 0',
+      'default denied warn 0',
+      'own allowed audit 0',
+      'own denied audit 0',
+    ]);
+    list = [{ name: 'own', quotaBackendBytes: 2 ** 31, enforcement: 'enforce' }, list[1] as (typeof list)[number]];
+    expect(await modes()).toEqual([
+      'default allowed warn 0',
+      'default denied warn 0',
+      'own allowed enforce 0',
+      'own denied enforce 0',
+    ]);
+  });
+
   it('drops every series of a target that is no longer judged', async () => {
     const { metrics, judged } = metricsOver(['stays', 'goes']);
-    expect((await metrics.render()).match(/target="goes"/g)?.length).toBe(SERIES_PER_TARGET);
+    const everySeries = SERIES_PER_TARGET + TARGET_DECISIONS_AT_ZERO.length;
+    expect((await metrics.render()).match(/target="goes"/g)?.length).toBe(everySeries);
     judged.list = judged.list.filter((target) => target.name !== 'goes');
     const text = await metrics.render();
     expect(text).not.toContain('target="goes"');
-    expect(text.match(/target="stays"/g)?.length).toBe(SERIES_PER_TARGET);
+    expect(text.match(/target="stays"/g)?.length).toBe(everySeries);
   });
 });

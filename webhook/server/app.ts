@@ -718,6 +718,7 @@ export function createWebhookRoutes(deps: WebhookAppDeps): WebhookRoutes {
     targets: ctx.targets,
     get: (target) => ctx.cache.get(target),
     maxAgeSeconds: ctx.config.maxAgeSeconds,
+    enforcement: ctx.config.enforcement,
   });
 
   const app = express();

@@ -88,7 +88,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
   const targetMetrics = new TargetMetrics();
   let certificateNotAfter: (() => Date | null) | null = null;
 
-  const countDecision = decisionCounter(registry);
+  const { count: countDecision, counter: decisions } = decisionCounter(registry);
   const duration = new Histogram({ ...ADMISSION_DURATION, buckets: [...ADMISSION_DURATION.buckets], registers: [registry] });
   registerCertificateExpiry(registry, () => certificateNotAfter?.() ?? null);
   const inlineRefreshes = new Counter({
@@ -113,7 +113,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     labelNames: ['target'] as const,
     registers: [registry],
   });
-  const targetCounters = targetCountersAtZero(inlineRefreshes, feedErrors);
+  const targetCounters = targetCountersAtZero(inlineRefreshes, feedErrors, decisions);
   const eventWrites = new Counter({
     name: 'etcd_guard_event_writes_total',
     help: 'Kubernetes Event writes: created, patched (a series count), failed, or dropped by the rate limit.',
@@ -179,38 +179,56 @@ function chunkedRender(
 }
 
 /**
+ * The decisions of a target known before its first request: a guarded change allowed on a Healthy
+ * evaluation and one denied on an Unhealthy one, in the target's mode. A decision's other reasons
+ * are open-ended; these two are what the per-target panel and the denial alert read first.
+ */
+export const TARGET_DECISIONS_AT_ZERO: readonly Pick<DecisionLabels, 'decision' | 'reason'>[] = [
+  { decision: 'allowed', reason: 'healthy' },
+  { decision: 'denied', reason: 'unhealthy' },
+];
+
+/**
  * Labelled counters exist from the first scrape at 0 for every label value known in advance, so a
  * new install's dashboard shows 0 rather than "No data", and rate() sees each series' first
  * increment (a series born at 1 loses it). Targets become known when the webhook reports what it
- * judges (and are dropped when it no longer does); a decision's reason is open-ended, so of the
- * decisions only the fail-closed series the internal-error alert watches is made
+ * judges (and are dropped when it no longer does); of the decisions, those of
+ * TARGET_DECISIONS_AT_ZERO per target and the fail-closed series the internal-error alert watches
  * (INTERNAL_ERROR_DECISION).
  */
 function targetCountersAtZero(
   inlineRefreshes: Counter<'target' | 'result'>,
   feedErrors: Counter<'target'>,
+  decisions: Counter<'target' | 'decision' | 'mode' | 'reason'>,
 ): { observe(source: TargetHealthSource): void; zeroNewTargets(): void } {
-  const zeroed = new Set<string>();
+  /** Target name to the mode its decision series were made in. */
+  const zeroed = new Map<string, EnforcementMode>();
   let judged: TargetHealthSource | null = null;
+  const decisionSeries = (target: string, mode: EnforcementMode) =>
+    TARGET_DECISIONS_AT_ZERO.map(({ decision, reason }) => ({ target, decision, mode, reason }));
+  const drop = (name: string, mode: EnforcementMode) => {
+    zeroed.delete(name);
+    for (const result of INLINE_REFRESH_RESULTS) inlineRefreshes.remove({ target: name, result });
+    feedErrors.remove({ target: name });
+    for (const labels of decisionSeries(name, mode)) decisions.remove(labels);
+  };
   return {
     observe(source) {
       judged = source;
     },
     zeroNewTargets() {
-      const current = new Set((judged?.targets() ?? []).map((target) => target.name));
-      for (const name of current) {
+      const fallback = judged?.enforcement ?? 'enforce';
+      const current = new Map((judged?.targets() ?? []).map((target) => [target.name, target.enforcement ?? fallback]));
+      // A target no longer judged loses these series as it loses its health series, so discovery
+      // churn cannot grow them without bound; were it judged again it would start over at 0. One
+      // whose mode changed starts over in the new mode.
+      for (const [name, mode] of zeroed) if (current.get(name) !== mode) drop(name, mode);
+      for (const [name, mode] of current) {
         if (zeroed.has(name)) continue;
-        zeroed.add(name);
+        zeroed.set(name, mode);
         for (const result of INLINE_REFRESH_RESULTS) inlineRefreshes.inc({ target: name, result }, 0);
         feedErrors.inc({ target: name }, 0);
-      }
-      // A target no longer judged loses these series as it loses its health series, so discovery
-      // churn cannot grow them without bound; were it judged again it would start over at 0.
-      for (const name of zeroed) {
-        if (current.has(name)) continue;
-        zeroed.delete(name);
-        for (const result of INLINE_REFRESH_RESULTS) inlineRefreshes.remove({ target: name, result });
-        feedErrors.remove({ target: name });
+        for (const labels of decisionSeries(name, mode)) decisions.inc(labels, 0);
       }
     },
   };
@@ -235,7 +253,10 @@ function hookAnswerCounter(registry: Registry): Counter<'hook' | 'outcome'> {
  * the four labels on every inc(); a decision only adds to a map here, and the counter takes what
  * was added when it is read (a scrape): the same series, in the same order, with the same values.
  */
-function decisionCounter(registry: Registry): (labels: DecisionLabels) => void {
+function decisionCounter(registry: Registry): {
+  count: (labels: DecisionLabels) => void;
+  counter: Counter<'target' | 'decision' | 'mode' | 'reason'>;
+} {
   const counts = new Map<string, { labels: DecisionLabels; count: number }>();
   const counter = new Counter({
     name: 'etcd_guard_admission_decisions_total',
@@ -252,7 +273,7 @@ function decisionCounter(registry: Registry): (labels: DecisionLabels) => void {
       }
     },
   });
-  // The one decision series known in advance (targetCountersAtZero says why it exists at 0).
+  // The decision series no target owns known in advance (targetCountersAtZero says why it exists at 0).
   counter.inc({ ...INTERNAL_ERROR_DECISION }, 0);
   // Most requests repeat the previous one's labels: four comparisons, no key string to build.
   let last: { labels: DecisionLabels; count: number } | undefined;
@@ -277,7 +298,7 @@ function decisionCounter(registry: Registry): (labels: DecisionLabels) => void {
     entry.count += 1;
     last = entry;
   };
-  return count;
+  return { count, counter };
 }
 
 /** notAfter of the serving certificate, read at scrape time so a reloaded certificate shows at once. */

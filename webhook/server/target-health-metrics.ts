@@ -7,13 +7,15 @@
 // Gauge.set (label validation and hashing per call) cost about 1 ms per target per scrape on the
 // event loop that also answers admission requests; building the lines directly is a small part
 // of that (test/observability.test.ts reports both the size and the time).
+import type { EnforcementMode } from '../../functions/entrypoints/config.js';
 import { evaluationAgeMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
 import { checkSamples, EVALUATION_GAUGES, verdictSamples } from '../domain/target-series.js';
 
-/** A target as the metrics need it: its name and the backend quota its members run with. */
+/** A target as the metrics need it: its name, the backend quota its members run with, its own enforcement. */
 export interface TargetMetricInfo {
   name: string;
   quotaBackendBytes: number;
+  enforcement?: EnforcementMode;
 }
 
 /** What the per-target series read at scrape time: the targets the webhook judges and what it holds for each. */
@@ -22,6 +24,8 @@ export interface TargetHealthSource {
   get(target: string): Evaluation | null;
   /** The config's maxAgeSeconds: older evaluations are stale (the staleness alert compares with it). */
   maxAgeSeconds: number;
+  /** The config's enforcement, for targets that name none; `enforce` when absent. */
+  enforcement?: EnforcementMode;
 }
 
 /** Only the evaluation times: what a bare cache offers before the judged targets are known. */
