@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEtcdWebhook, type EtcdWebhook } from './harness/etcd-webhook.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';
 import { httpRequest } from './harness/https-client.js';
+import { waitFor } from './harness/wait.js';
 
 const TARGET = 'doors-h';
 const NAMESPACE = 'default';
@@ -48,11 +49,11 @@ async function callHook(hook: string, body: unknown): Promise<HookResponse> {
   return answer.json as HookResponse;
 }
 
-async function hookCounts(): Promise<string> {
+async function hookCounts(family = 'etcd_guard_runtime_hook_answers_total'): Promise<string> {
   const answer = await httpRequest(`${String(e2e.webhook.metricsUrl)}/metrics`);
   return answer.text
     .split('\n')
-    .filter((line) => line.startsWith('etcd_guard_runtime_hook_answers_total{'))
+    .filter((line) => line.startsWith(`${family}{`))
     .join('\n');
 }
 
@@ -134,6 +135,29 @@ describe('issue 28: Cluster API upgrade hooks through the HTTPS webhook on real 
       expect(answer.message).toContain('an override annotation does not apply to hooks');
       expect(answer.message).not.toContain('to override, annotate');
     }
+    // As an admission denial records one: an Event, on the Cluster whose upgrade waits; the
+    // second hook's is the same Event's series (one per object and reason, as for admission).
+    const cluster = fixture(HOOKS[0].fixture).cluster as { metadata: { uid: string } };
+    const waits = () => management.events().filter((event) => event.reason === 'UpgradeWaits');
+    await waitFor('the UpgradeWaits Event, counted twice', 15_000, () => waits()[0]?.series?.count === HOOKS.length);
+    expect(waits()).toHaveLength(1);
+    expect(waits()[0]).toMatchObject({
+      type: 'Warning',
+      action: 'Admission',
+      regarding: {
+        apiVersion: 'cluster.x-k8s.io/v1beta2',
+        kind: 'Cluster',
+        namespace: NAMESPACE,
+        name: TARGET,
+        uid: cluster.metadata.uid,
+      },
+    });
+    console.log(`UpgradeWaits note: ${waits()[0]?.note ?? ''}`);
+    expect(waits()[0]?.note).toMatch(
+      new RegExp(
+        `^${HOOKS[0].hook}: the upgrade from v1\\.34\\.1 to v1\\.34\\.2 waits \\(asked again in ${RETRY_SECONDS}s\\): etcd-guard denied rollout`,
+      ),
+    );
 
     await e2e.cluster.restart(victim);
     await e2e.cluster.waitHealthy();
@@ -146,6 +170,19 @@ describe('issue 28: Cluster API upgrade hooks through the HTTPS webhook on real 
     expect(counts).toContain('etcd_guard_runtime_hook_answers_total{hook="BeforeClusterUpgrade",outcome="retry"} 1');
     expect(counts).toContain('etcd_guard_runtime_hook_answers_total{hook="BeforeClusterUpgrade",outcome="proceed"} 2');
     expect(counts).toContain('etcd_guard_runtime_hook_answers_total{hook="BeforeControlPlaneUpgrade",outcome="retry"} 1');
+    // And the decisions they rested on, labelled as admission decisions are.
+    const decisions = await hookCounts('etcd_guard_runtime_hook_decisions_total');
+    console.log(`hook decisions: ${decisions.replace(/\n/g, ' | ')}`);
+    for (const { hook } of HOOKS) {
+      expect(decisions).toMatch(
+        new RegExp(
+          `etcd_guard_runtime_hook_decisions_total\\{hook="${hook}",target="${TARGET}",decision="denied",mode="enforce",reason="[a-z-]+"\\} 1`,
+        ),
+      );
+    }
+    expect(decisions).toContain(
+      `etcd_guard_runtime_hook_decisions_total{hook="BeforeClusterUpgrade",target="${TARGET}",decision="allowed",mode="enforce",reason="healthy"} 2`,
+    );
   });
 
   it('a Cluster whose control plane no target matches waits, as admission denies its KCP change (enforce)', async () => {

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   hookAnswer,
+  hookEvent,
   hookPath,
   impliedControlPlaneUpdate,
   parseHookRequest,
@@ -101,5 +102,74 @@ describe('Runtime Extension contract', () => {
     expect(text).toBe(
       'denied: etcd Unhealthy; the upgrade waits until this passes (an override annotation does not apply to hooks)',
     );
+  });
+
+  const denialEvent = {
+    regarding: {
+      apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
+      kind: 'KubeadmControlPlane',
+      namespace: 'default',
+      name: 'x',
+    },
+    type: 'Warning' as const,
+    reason: 'Denied',
+    action: 'Admission',
+    note: 'denied',
+  };
+  it.each([
+    [
+      'a retry under enforce: UpgradeWaits on the Cluster',
+      denialEvent,
+      'enforce',
+      false,
+      'UpgradeWaits',
+      /waits \(asked again in 30s\): no$/,
+    ],
+    [
+      'a would-be retry under warn: WouldDeny',
+      { ...denialEvent, reason: 'WouldDeny' },
+      'warn',
+      true,
+      'WouldDeny',
+      /proceeds \(enforcement warn\), would wait: no$/,
+    ],
+    ['a proceed nothing would deny: no Event', null, 'enforce', true, null, null],
+  ] as const)('%s', (_name, event, mode, allowed, reason, note) => {
+    const request = parsed(fixture('before-cluster-upgrade-request.json'));
+    const answer = hookAnswer('BeforeClusterUpgrade', allowed ? { allowed, message: 'no' } : { allowed, message: 'no' }, 30);
+    const recorded = hookEvent('BeforeClusterUpgrade', request, { event, mode }, answer);
+    if (reason === null) {
+      expect(recorded).toBeNull();
+      return;
+    }
+    expect(recorded).toMatchObject({
+      regarding: {
+        apiVersion: 'cluster.x-k8s.io/v1beta2',
+        kind: 'Cluster',
+        namespace: 'default',
+        name: 'doors-h',
+        uid: '7f3c2a8e-1b2d-4c5e-9f60-2a1b3c4d5e6f',
+      },
+      type: 'Warning',
+      reason,
+      action: 'Admission',
+    });
+    expect(recorded?.note).toMatch(/^BeforeClusterUpgrade: the upgrade from v1\.34\.1 to v1\.34\.2 /);
+    expect(recorded?.note).toMatch(note ?? /.^/);
+  });
+
+  it('an Event names the Cluster only at one of its own apiVersions, and only a real uid', () => {
+    const body = fixture('before-cluster-upgrade-request.json');
+    const cluster = body.cluster as { apiVersion: string; metadata: Record<string, unknown> };
+    cluster.apiVersion = 'v1';
+    cluster.metadata.uid = 'not a uid';
+    const answer = hookAnswer('BeforeClusterUpgrade', { allowed: false, message: 'no' }, 30);
+    const recorded = hookEvent('BeforeClusterUpgrade', parsed(body), { event: denialEvent, mode: 'enforce' }, answer);
+    expect(recorded?.regarding).toEqual({
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'Cluster',
+      namespace: 'default',
+      name: 'doors-h',
+    });
   });
 });

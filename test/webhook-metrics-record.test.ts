@@ -1,6 +1,8 @@
 // recordDecision counts decisions without prom-client's per-call label handling; what /metrics
 // exports must be exactly what prom-client's own inc() and observe() would have made of the same
 // requests.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import {
@@ -78,5 +80,33 @@ describe('recordDecision exports what prom-client would', () => {
       expect(family(ours, ADMISSION_DURATION.name)).toBe(family(theirs, ADMISSION_DURATION.name));
       expect(family(ours, ADMISSION_DURATION.name)).toContain(`${ADMISSION_DURATION.name}_count ${values.length * (round + 1)}`);
     }
+  });
+});
+
+describe('every metric the webhook registers has its row in docs/operations.md', () => {
+  it('names each family, its type and its labels in the metrics table', async () => {
+    const doc = readFileSync(path.join(import.meta.dirname, '..', 'docs', 'operations.md'), 'utf8');
+    const metrics = createWebhookMetrics();
+    metrics.recordHookDecision('BeforeClusterUpgrade', { target: 'a', decision: 'denied', mode: 'enforce', reason: 'unhealthy' });
+    const registered = await metrics.registry.getMetricsAsJSON();
+    expect(registered.length).toBeGreaterThan(5);
+    for (const metric of registered) {
+      const row = doc.split('\n').find((line) => line.startsWith(`| \`${metric.name}\` |`));
+      expect(row, metric.name).toBeDefined();
+      expect(row?.split('|')[2]?.trim(), metric.name).toBe(String(metric.type));
+    }
+  });
+
+  it('counts a hook decision with the hook and the admission decision labels', async () => {
+    const metrics = createWebhookMetrics();
+    metrics.recordHookDecision('BeforeControlPlaneUpgrade', {
+      target: 'prod',
+      decision: 'denied',
+      mode: 'warn',
+      reason: 'unhealthy',
+    });
+    expect(family(await metrics.render(), 'etcd_guard_runtime_hook_decisions_total')).toContain(
+      'etcd_guard_runtime_hook_decisions_total{hook="BeforeControlPlaneUpgrade",target="prod",decision="denied",mode="warn",reason="unhealthy"} 1',
+    );
   });
 });

@@ -17,7 +17,11 @@
 import { z } from 'zod';
 import { describeValue, formatZodIssues } from '../../functions/shared/zod-issues.js';
 import { CLUSTER_NAME_LABEL, KUBEADM_CONTROL_PLANE } from '../../functions/domain/kinds/kubeadm-control-plane.js';
+import { EVENT_ACTION_ADMISSION, MAX_EVENT_NOTE_LENGTH, type EventIntent } from '../../functions/domain/events.js';
+import { objectUid } from '../../functions/shared/object-uid.js';
 import type { AdmissionRequest, ParentLabels, ParentObjectRef } from './contract.js';
+import type { EnforcedDecision } from './enforcement.js';
+import { clip, oneLine } from './respond.js';
 
 export const HOOKS_API_VERSION = 'hooks.runtime.cluster.x-k8s.io/v1alpha1';
 const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;
@@ -65,6 +69,7 @@ const version = z.string().min(1).max(64);
 
 // Only what the judgement reads is required; Cluster API sends the whole Cluster, and the rest passes.
 const clusterSchema = z.object({
+  apiVersion: z.string().optional(),
   metadata: z.object({ name, namespace: name }).passthrough(),
   spec: z
     .object({
@@ -239,5 +244,44 @@ export function hookFailure(hook: UpgradeHook, message: string): HookAnswer {
   return {
     outcome: 'failure',
     body: { apiVersion: HOOKS_API_VERSION, kind: `${hook}Response`, status: 'Failure', message, retryAfterSeconds: 0 },
+  };
+}
+
+/**
+ * The Event a hook's answer records, as an admission decision records one, but on the Cluster
+ * whose upgrade waits (the KCP it stands for has not been written yet, and whoever edited the
+ * Cluster looks there): a retry under enforce is `UpgradeWaits`; a would-be denial let through
+ * under warn or audit is `WouldDeny`. None for a proceed that nothing would have denied.
+ */
+export function hookEvent(
+  hook: UpgradeHook,
+  request: UpgradeHookRequest,
+  enforced: Pick<EnforcedDecision, 'event' | 'mode'>,
+  answer: HookAnswer,
+): EventIntent | null {
+  if (enforced.event === null) return null;
+  const { cluster } = request;
+  const uid = objectUid(cluster.metadata.uid);
+  // Written as Cluster API sent it only when it is one of the Cluster's versions (the Event's field is checked by the apiserver).
+  const sent = cluster.apiVersion ?? '';
+  const apiVersion = /^cluster\.x-k8s\.io\/v1beta[12]$/.test(sent) ? sent : 'cluster.x-k8s.io/v1beta2';
+  const upgrade = `${hook}: the upgrade from ${request.fromKubernetesVersion} to ${request.toKubernetesVersion}`;
+  const said = typeof answer.body.message === 'string' ? answer.body.message : '';
+  const note =
+    answer.outcome === 'retry'
+      ? `${upgrade} waits (asked again in ${String(answer.body.retryAfterSeconds)}s): ${said}`
+      : `${upgrade} proceeds (enforcement ${enforced.mode}), would wait: ${said}`;
+  return {
+    regarding: {
+      apiVersion,
+      kind: 'Cluster',
+      namespace: cluster.metadata.namespace,
+      name: cluster.metadata.name,
+      ...(uid === undefined ? {} : { uid }),
+    },
+    type: 'Warning',
+    reason: answer.outcome === 'retry' ? 'UpgradeWaits' : 'WouldDeny',
+    action: EVENT_ACTION_ADMISSION,
+    note: clip(oneLine(note), MAX_EVENT_NOTE_LENGTH),
   };
 }

@@ -738,6 +738,7 @@ export function createWebhookRoutes(deps: WebhookAppDeps): WebhookRoutes {
     retryAfterSeconds: ctx.config.runtimeExtension.retryAfterSeconds,
     metrics: ctx.metrics,
     logger: ctx.logger,
+    ...(ctx.recordEvent === undefined ? {} : { recordEvent: ctx.recordEvent }),
   });
   app.use('/evaluations', requireBearerToken(ctx.onDemand));
   app.get('/evaluations', evaluationsOverviewHandler(ctx.targets, ctx.cache));

@@ -42,6 +42,8 @@ export interface WebhookMetrics {
   recordCacheFeedError(target: string): void;
   /** One answer of a Runtime SDK upgrade hook (webhook/server/runtime-extension.ts). */
   recordHookAnswer(hook: UpgradeHook, outcome: HookOutcome): void;
+  /** The admission decision an upgrade hook's answer rested on, labelled as admission decisions are. */
+  recordHookDecision(hook: UpgradeHook, labels: DecisionLabels): void;
   /** One Event write attempt (or an Event dropped by the rate limit or the full queue). */
   recordEventWrite(result: 'created' | 'patched' | 'failed' | 'dropped'): void;
   /** Connects the evaluation-age gauge to its source; until then it reports nothing. */
@@ -120,7 +122,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     labelNames: ['result'] as const,
     registers: [registry],
   });
-  const hookAnswers = hookAnswerCounter(registry);
+  const [hookAnswers, hookDecisions] = [hookAnswerCounter(registry), hookDecisionCounter(registry)];
 
   const renderChunks = chunkedRender(registry, targetMetrics, now, () => targetCounters.zeroNewTargets());
   return {
@@ -139,9 +141,8 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     recordCacheFeedError(target) {
       feedErrors.inc({ target });
     },
-    recordHookAnswer(hook, outcome) {
-      hookAnswers.inc({ hook, outcome });
-    },
+    recordHookAnswer: (hook, outcome) => hookAnswers.inc({ hook, outcome }),
+    recordHookDecision: (hook, labels) => hookDecisions.inc({ hook, ...labels }),
     recordEventWrite(result) {
       eventWrites.inc({ result });
     },
@@ -232,6 +233,18 @@ function targetCountersAtZero(
       }
     },
   };
+}
+
+/** etcd_guard_runtime_hook_decisions_total: as etcd_guard_admission_decisions_total, per hook (reasons are open-ended: no series at 0). */
+function hookDecisionCounter(registry: Registry): Counter<'hook' | 'target' | 'decision' | 'mode' | 'reason'> {
+  return new Counter({
+    name: 'etcd_guard_runtime_hook_decisions_total',
+    help:
+      'The decisions upgrade hook answers rested on, per hook and target: decision (allowed, denied), the enforcement mode ' +
+      'it was applied in (denied with mode warn or audit proceeded: a would-be retry) and a short reason.',
+    labelNames: ['hook', 'target', 'decision', 'mode', 'reason'] as const,
+    registers: [registry],
+  });
 }
 
 /** etcd_guard_runtime_hook_answers_total, every hook and outcome present at 0 from the start. */

@@ -11,6 +11,7 @@ import {
   DISCOVERY_PATH,
   discoveryResponse,
   hookAnswer,
+  hookEvent,
   hookFailure,
   hookPath,
   impliedControlPlaneUpdate,
@@ -22,6 +23,7 @@ import {
   type UpgradeHook,
   type UpgradeHookRequest,
 } from '../domain/runtime-hooks.js';
+import type { EventIntent } from '../../functions/domain/events.js';
 import type { Logger } from '../../functions/shared/logger.js';
 import type { WebhookMetrics } from './metrics.js';
 
@@ -33,6 +35,14 @@ export interface RuntimeExtensionDeps {
   retryAfterSeconds: number;
   metrics: WebhookMetrics;
   logger: Logger;
+  /** Queues an Event, as admission decisions do (never throws; absent: Events are off). */
+  recordEvent?: (event: EventIntent) => void;
+}
+
+/** A hook's answer, and what it rested on when it went through the admission decision. */
+interface Answered {
+  answer: HookAnswer;
+  decided?: { enforced: EnforcedDecision; event: EventIntent | null };
 }
 
 /** Inside Cluster API's call timeout (HANDLER_TIMEOUT_SECONDS), with a margin for the answer. */
@@ -55,37 +65,53 @@ async function labelsFor(
   return labelsFromRead(request, read);
 }
 
-async function answer(deps: RuntimeExtensionDeps, hook: UpgradeHook, body: unknown): Promise<HookAnswer> {
+async function answer(deps: RuntimeExtensionDeps, hook: UpgradeHook, body: unknown): Promise<Answered> {
   const startedAt = performance.now();
   const parsed = parseHookRequest(hook, body);
-  if (!parsed.ok) return hookFailure(hook, parsed.message);
+  if (!parsed.ok) return { answer: hookFailure(hook, parsed.message) };
   const labels = await labelsFor(deps, parsed.request);
   if ('failed' in labels)
-    return hookAnswer(hook, { allowed: false, message: `etcd-guard: ${labels.failed}` }, deps.retryAfterSeconds);
+    return { answer: hookAnswer(hook, { allowed: false, message: `etcd-guard: ${labels.failed}` }, deps.retryAfterSeconds) };
   const uid = `runtime-extension-${randomUUID()}`;
   const enforced = await deps.decide(
     impliedControlPlaneUpdate(hook, parsed.request, uid, labels.labels),
     startedAt,
     DECISION_BUDGET_MS,
   );
-  return hookAnswer(
+  const answered = hookAnswer(
     hook,
     enforced.response.allowed ? { allowed: true, message: message(enforced) } : { allowed: false, message: message(enforced) },
     deps.retryAfterSeconds,
   );
+  return { answer: answered, decided: { enforced, event: hookEvent(hook, parsed.request, enforced, answered) } };
+}
+
+/** After the answer, as for an admission decision: the counters, the log line, the Event (queued only). */
+function recordAnswer(deps: RuntimeExtensionDeps, hook: UpgradeHook, { answer: answered, decided }: Answered): void {
+  deps.metrics.recordHookAnswer(hook, answered.outcome);
+  if (decided !== undefined) {
+    const { enforced, event } = decided;
+    deps.metrics.recordHookDecision(hook, {
+      target: enforced.target,
+      decision: enforced.decision,
+      mode: enforced.mode,
+      reason: enforced.reason,
+    });
+    if (event !== null) deps.recordEvent?.(event);
+  }
+  if (answered.outcome !== 'proceed')
+    deps.logger.info({ hook, outcome: answered.outcome, message: answered.body.message }, 'runtime hook');
 }
 
 function hookHandler(deps: RuntimeExtensionDeps, hook: UpgradeHook): express.RequestHandler {
   return (req, res) => {
     answer(deps, hook, req.body)
-      .catch((error: unknown) =>
-        hookFailure(hook, `etcd-guard could not judge it: ${error instanceof Error ? error.message : String(error)}`),
-      )
+      .catch((error: unknown): Answered => ({
+        answer: hookFailure(hook, `etcd-guard could not judge it: ${error instanceof Error ? error.message : String(error)}`),
+      }))
       .then((answered) => {
-        deps.metrics.recordHookAnswer(hook, answered.outcome);
-        if (answered.outcome !== 'proceed')
-          deps.logger.info({ hook, outcome: answered.outcome, message: answered.body.message }, 'runtime hook');
-        res.status(200).json(answered.body);
+        res.status(200).json(answered.answer.body);
+        recordAnswer(deps, hook, answered);
       })
       .catch(() => res.destroy());
   };
