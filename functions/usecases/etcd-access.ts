@@ -53,26 +53,76 @@ export class EtcdAccessError extends Error {
   }
 }
 
-async function readTlsFile(targetName: string, field: string, file: string | undefined): Promise<Buffer | undefined> {
+/** How long a long-running process uses the bytes it read from a TLS file before reading it again. */
+export const TLS_FILE_REREAD_MS = 5_000;
+
+/**
+ * TLS files read again only once TLS_FILE_REREAD_MS has passed since the last read, for a process
+ * that evaluates the same targets many times a second (the webhook with kept connections): each
+ * read is several native file calls, each a thread-pool round trip, and was a large share of a
+ * warm live evaluation's CPU. A rotated file still takes effect: a Secret volume sees new bytes
+ * only when the kubelet syncs it, much later than this, and the first read after the window picks
+ * them up (their digest keys a new channel). A failed read is not kept: the next evaluation tries
+ * again.
+ */
+export class TlsFileReuse {
+  private readonly files = new Map<string, { bytes: Promise<Buffer>; readAtMs: number }>();
+
+  constructor(
+    private readonly rereadAfterMs = TLS_FILE_REREAD_MS,
+    private readonly nowMs: () => number = () => performance.now(),
+  ) {}
+
+  read(file: string, load: (file: string) => Promise<Buffer>): Promise<Buffer> {
+    const kept = this.files.get(file);
+    const now = this.nowMs();
+    if (kept !== undefined && now - kept.readAtMs < this.rereadAfterMs) return kept.bytes;
+    const entry = { bytes: load(file), readAtMs: now };
+    this.files.set(file, entry);
+    entry.bytes.catch(() => {
+      if (this.files.get(file) === entry) this.files.delete(file);
+    });
+    return entry.bytes;
+  }
+
+  /** Forgets every file read (on shutdown, with the kept connections). */
+  clear(): void {
+    this.files.clear();
+  }
+}
+
+function readBytes(file: string): Promise<Buffer> {
+  // fs.readFile rather than fs/promises': one native read of the whole file instead of a
+  // promise per chunk, about half the CPU for the three small files every evaluation reads.
+  return new Promise<Buffer>((resolve, reject) =>
+    readFile(file, (error, bytes) => (error === null ? resolve(bytes) : reject(error))),
+  );
+}
+
+async function readTlsFile(
+  targetName: string,
+  field: string,
+  file: string | undefined,
+  reuse: TlsFileReuse | undefined,
+): Promise<Buffer | undefined> {
   if (file === undefined) return undefined;
   try {
-    // fs.readFile rather than fs/promises': one native read of the whole file instead of a
-    // promise per chunk, about half the CPU for the three small files every evaluation reads.
-    return await new Promise<Buffer>((resolve, reject) =>
-      readFile(file, (error, bytes) => (error === null ? resolve(bytes) : reject(error))),
-    );
+    return await (reuse === undefined ? readBytes(file) : reuse.read(file, readBytes));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     throw new ConfigError(`target ${targetName}`, [`${field}: cannot read ${JSON.stringify(file)} (${code})`]);
   }
 }
 
-/** Reads the target's TLS files; a missing or unreadable one is a ConfigError naming the field. */
-export async function readTargetCredentials(target: Pick<TargetConfig, 'name' | 'tls'>): Promise<ProbeCredentials> {
+/** Reads the target's TLS files (through `reuse` when given); a missing or unreadable one is a ConfigError naming the field. */
+export async function readTargetCredentials(
+  target: Pick<TargetConfig, 'name' | 'tls'>,
+  reuse?: TlsFileReuse,
+): Promise<ProbeCredentials> {
   const [ca, cert, key] = await Promise.all([
-    readTlsFile(target.name, 'tls.caFile', target.tls?.caFile),
-    readTlsFile(target.name, 'tls.certFile', target.tls?.certFile),
-    readTlsFile(target.name, 'tls.keyFile', target.tls?.keyFile),
+    readTlsFile(target.name, 'tls.caFile', target.tls?.caFile, reuse),
+    readTlsFile(target.name, 'tls.certFile', target.tls?.certFile, reuse),
+    readTlsFile(target.name, 'tls.keyFile', target.tls?.keyFile, reuse),
   ]);
   const credentials: ProbeCredentials = {};
   if (ca) credentials.ca = ca;
@@ -98,6 +148,9 @@ export function directEtcdAccess(endpoints: readonly string[], credentials: Prob
 }
 
 /** A static target's access: its configured endpoints and TLS files (ConfigError when unreadable). */
-export async function openStaticEtcdAccess(target: Pick<TargetConfig, 'name' | 'endpoints' | 'tls'>): Promise<EtcdAccess> {
-  return directEtcdAccess(target.endpoints, await readTargetCredentials(target));
+export async function openStaticEtcdAccess(
+  target: Pick<TargetConfig, 'name' | 'endpoints' | 'tls'>,
+  reuse?: TlsFileReuse,
+): Promise<EtcdAccess> {
+  return directEtcdAccess(target.endpoints, await readTargetCredentials(target, reuse));
 }

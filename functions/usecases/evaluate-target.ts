@@ -3,7 +3,13 @@
 // evaluation starts reaching etcd, never from process start) and lets the pure core judge.
 import type { InventoryConfig, TargetConfig } from '../entrypoints/config.js';
 import { EtcdProbeSession, type EtcdChannelPool } from '../adapters/etcd-member-probe.js';
-import { EtcdAccessError, openStaticEtcdAccess, type EtcdAccess, type EtcdAccessFactory } from './etcd-access.js';
+import {
+  EtcdAccessError,
+  openStaticEtcdAccess,
+  type EtcdAccess,
+  type EtcdAccessFactory,
+  type TlsFileReuse,
+} from './etcd-access.js';
 import { evaluateCluster, leaderTermOf, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
 import {
   type ControlPlaneInventory,
@@ -51,6 +57,8 @@ export interface EvaluateTargetOptions {
    * scheduled run).
    */
   channels?: EtcdChannelPool;
+  /** A static target's TLS files, read again only after a while (the webhook's, beside `channels`); absent: read every time. */
+  tlsFiles?: TlsFileReuse;
   /** Pin the target's etcd cluster ID in the stored evaluation and refuse another (discovered targets). */
   pinClusterId?: boolean;
   /** A druid target's backup facts (the backup check), read alongside the probes; a failure is an unknown backup. */
@@ -336,7 +344,7 @@ async function probeThroughAccess(
 
 /** Evaluates a static target: its configured endpoints and TLS files (a ConfigError when one is unreadable). */
 export function evaluateTarget(target: TargetConfig, options: EvaluateTargetOptions = {}): Promise<Evaluation> {
-  return evaluateThroughAccess(target, () => openStaticEtcdAccess(target), options);
+  return evaluateThroughAccess(target, () => openStaticEtcdAccess(target, options.tlsFiles), options);
 }
 
 /**

@@ -108,10 +108,10 @@ export async function evaluateResolvedTarget(
 ): Promise<Evaluation> {
   const reach: TargetReach = 'reach' in target ? target.reach : { kind: 'static' };
   const reacher = REACHES[reach.kind] as Reacher<typeof reach.kind>;
-  const channels = options.warm?.channels;
+  const warm = options.warm ?? undefined;
   // A discovered target's etcd is named by tenant-writable objects: its cluster ID is pinned.
   const pinned = reach.kind === 'static' ? options : { ...options, pinClusterId: true };
-  return reacher(target, reach, channels === undefined ? pinned : { ...pinned, channels });
+  return reacher(target, reach, warm === undefined ? pinned : { ...pinned, channels: warm.channels, tlsFiles: warm.tlsFiles });
 }
 
 /**

@@ -7,11 +7,14 @@ import { KeptPool } from '../adapters/channel-pool.js';
 import type { KeptCapiAccess } from '../adapters/capi-etcd-access.js';
 import { EtcdChannelPool } from '../adapters/etcd-member-probe.js';
 import type { GuardConfig } from '../entrypoints/config.js';
+import { TlsFileReuse } from './etcd-access.js';
 
 export interface WarmConnections {
   readonly channels: EtcdChannelPool;
   /** Cluster API accesses; closing one retires the channels that went through its listeners. */
   readonly capiAccesses: KeptPool<KeptCapiAccess>;
+  /** Static targets' TLS files, read again only after a while: the bytes the channels are keyed by. */
+  readonly tlsFiles: TlsFileReuse;
   /** How many are open now, for tests, benchmarks and metrics. */
   counts(): { channels: number; idleChannels: number; capiAccesses: number };
   /** Closes every kept connection; later evaluations open and close their own. */
@@ -25,9 +28,11 @@ export function createWarmConnections(config: Pick<GuardConfig, 'connections'>):
   const limits = { idleTimeoutMs: idleTimeout, maxPerTarget, maxTotal };
   const channels = new EtcdChannelPool(limits);
   const capiAccesses = new KeptPool<KeptCapiAccess>(limits);
+  const tlsFiles = new TlsFileReuse();
   return {
     channels,
     capiAccesses,
+    tlsFiles,
     counts: () => {
       const { open, idle } = channels.counts();
       return { channels: open, idleChannels: idle, capiAccesses: capiAccesses.counts().open };
@@ -35,6 +40,7 @@ export function createWarmConnections(config: Pick<GuardConfig, 'connections'>):
     close: () => {
       capiAccesses.close();
       channels.close();
+      tlsFiles.clear();
     },
   };
 }
