@@ -62,10 +62,17 @@ async function readRegularFile(file: string): Promise<string | null | StoreError
     const info = await handle.stat();
     if (!info.isFile()) return new StoreError('corrupt', `${file} is not a regular file; not using it`);
     if (info.size > MAX_STORED_EVALUATION_BYTES) return tooLarge(file, info.size);
-    // The size can change between fstat and read: read at most one byte past the limit.
-    const buffer = Buffer.alloc(MAX_STORED_EVALUATION_BYTES + 1);
+    // Sized by fstat, not the limit: every write reads the document it replaces, and a zero-filled
+    // 1 MiB buffer for a document of a few KiB was garbage on each. The size can change between fstat and read:
+    // a full buffer grows to one byte past the limit, so at most that much is ever read.
+    let buffer = Buffer.allocUnsafe(info.size + 1);
     let length = 0;
     for (;;) {
+      if (length === buffer.length) {
+        const bigger = Buffer.allocUnsafe(MAX_STORED_EVALUATION_BYTES + 1);
+        buffer.copy(bigger, 0, 0, length);
+        buffer = bigger;
+      }
       const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
       if (bytesRead === 0) break;
       length += bytesRead;
