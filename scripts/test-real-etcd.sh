@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real-etcd suites (faults, TLS and TLS identity, learner, alarms, removed and foreign members,
 # leader moves and leader-changes, fragmentation, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate
-# and druid backup rule,
+# and druid backup rule, issue 27's race of a shrink against a member fault (live evidence),
 # the real kube-apiserver suite with its storage on the same etcd) against
 # one etcd: ETCD_GUARD_ETCD_BIN_DIR names the dir holding its etcd and etcdctl (PATH's otherwise).
 # `.ci/run` runs them again on etcd 3.5 (scripts/ensure-etcd-3.5.sh), 3.6 and 3.7
@@ -25,6 +25,7 @@ files=(
   test/e2e-druid-backup.test.ts
   test/etcd-version-features.test.ts
   test/e2e-real-apiserver.test.ts
+  test/issue-27-live-evidence.test.ts
 )
 etcd="${ETCD_GUARD_ETCD_BIN_DIR:+$ETCD_GUARD_ETCD_BIN_DIR/}etcd"
 echo "real-etcd suites on: $("$etcd" --version | head -1) ($etcd); $("${etcd}ctl" version | head -1)"
