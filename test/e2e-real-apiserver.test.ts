@@ -880,10 +880,17 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
       );
       const MACHINE = 'machines.cluster.x-k8s.io';
       const removeOwners = ['--type=json', '-p', '[{"op":"remove","path":"/metadata/ownerReferences"}]'];
+      const status = (fields: unknown) => ['--subresource=status', '--type=merge', '-p', JSON.stringify({ status: fields })];
       // [what, kubectl verb and object, reaches the webhook]; those that must not reach go first.
       const edits: Array<[string, string[], boolean]> = [
         ['an ordinary Machine label', ['label', MACHINE, 'st-cp', 'team=infra'], false],
         ['a Machine annotation', ['annotate', MACHINE, 'st-cp', 'note=x'], false],
+        ['the Machine’s phase (/status)', ['patch', MACHINE, 'st-cp', ...status({ phase: 'Provisioning' })], false],
+        [
+          'its first nodeRef (the machine controller)',
+          ['patch', MACHINE, 'st-cp', ...status({ nodeRef: { name: 'n-1' } })],
+          false,
+        ],
         ['an etcd pod label', ['label', 'pod', 'st-etcd-0', 'extra=x'], false],
         [
           'the etcd container’s image (its name says etcd)',
@@ -892,6 +899,7 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
         ],
         ['the control-plane label removed', ['label', MACHINE, 'st-cp', 'cluster.x-k8s.io/control-plane-'], true],
         ['the Machine’s owner reference removed', ['patch', MACHINE, 'st-cp', ...removeOwners], true],
+        ['its nodeRef changed (/status)', ['patch', MACHINE, 'st-cp', ...status({ nodeRef: { name: 'n-2' } })], true],
         ['an etcd pod orphaned', ['patch', 'pod', 'st-etcd-0', ...removeOwners], true],
         ['an etcd image changed to another', ['set', 'image', 'pod/st-wrapped-0', 'member=registry.k8s.io/pause:3.10'], true],
       ];
@@ -928,7 +936,7 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
           .filter((line) => line.includes('"msg":"admission decision"'))
           .map((line) => JSON.parse(line) as { object: string; operation: string })
           .filter((line) => line.object.startsWith(`${MC_NS}/st-`));
-      const reaching = [`${MC_NS}/st-cp`, `${MC_NS}/st-cp`, `${MC_NS}/st-etcd-0`, `${MC_NS}/st-wrapped-0`];
+      const reaching = [`${MC_NS}/st-cp`, `${MC_NS}/st-cp`, `${MC_NS}/st-cp`, `${MC_NS}/st-etcd-0`, `${MC_NS}/st-wrapped-0`];
       await waitFor('the stripping UPDATEs to be decided', 15_000, () => decided().length >= reaching.length);
       expect(decided().map((line) => [line.object, line.operation])).toEqual(reaching.map((object) => [object, 'UPDATE']));
       // The real server is the reference: the stand-in evaluator gives each the same answer.

@@ -245,16 +245,22 @@ describe('issue 28: the UPDATEs that would let a member-bearing DELETE go unseen
   const MACHINE_UPDATES = 'machine-updates.etcd-guard.etcd-guard.io';
   const POD_UPDATES = 'pod-updates.etcd-guard.etcd-guard.io';
   it.each([
-    { webhook: MACHINE_UPDATES, group: 'cluster.x-k8s.io', resource: 'machines', versions: ['v1beta1', 'v1beta2'] },
-    { webhook: POD_UPDATES, group: '', resource: 'pods', versions: ['v1'] },
-  ])('$webhook gets exactly UPDATE of $resource (never /status), and is the only one sent them', (entry) => {
+    {
+      webhook: MACHINE_UPDATES,
+      group: 'cluster.x-k8s.io',
+      resource: 'machines',
+      resources: ['machines', 'machines/status'],
+      versions: ['v1beta1', 'v1beta2'],
+    },
+    { webhook: POD_UPDATES, group: '', resource: 'pods', resources: ['pods'], versions: ['v1'] },
+  ])('$webhook gets exactly UPDATE of $resources, and is the only one sent them', (entry) => {
     const webhook = webhooks.find((candidate) => candidate.name === entry.webhook);
     expect(objs(webhook?.rules)).toEqual([
       {
         apiGroups: [entry.group],
         apiVersions: entry.versions,
         operations: ['UPDATE'],
-        resources: [entry.resource],
+        resources: entry.resources,
         scope: 'Namespaced',
       },
     ]);
@@ -319,6 +325,16 @@ describe('issue 28: the UPDATEs that would let a member-bearing DELETE go unseen
         ]),
       sent: true,
     },
+    { name: 'its nodeRef changed (/status)', edit: (m) => ((m.status as Json).nodeRef = { name: 'elsewhere' }), sent: true },
+    { name: 'its nodeRef removed (/status)', edit: (m) => delete (m.status as Json).nodeRef, sent: true },
+    { name: 'its whole status removed', edit: (m) => delete m.status, sent: true },
+    {
+      name: 'the machine controller setting a nodeRef that was unset',
+      editOld: (m) => delete (m.status as Json).nodeRef,
+      edit: (m) => ((m.status as Json).nodeRef = { name: 'prod-control-plane-7xkqp' }),
+      sent: false,
+    },
+    { name: 'its status conditions changed', edit: (m) => ((m.status as Json).conditions = []), sent: false },
     { name: 'an ordinary label added', edit: (m) => (labelsOf(m).team = 'infra'), sent: false },
     { name: 'an annotation added', edit: (m) => (meta(m).annotations = { note: 'x' }), sent: false },
     { name: 'a finalizer removed (the machine controller)', edit: (m) => (meta(m).finalizers = []), sent: false },

@@ -39,6 +39,11 @@ function updateOf(file: string, edit: Edit): TestReview {
 }
 const machineUpdate = (edit: Edit) => updateOf('machine-delete-control-plane.json', edit);
 const podUpdate = (edit: Edit) => updateOf('pod-delete-etcd-druid.json', edit);
+const asStatus = (review: TestReview): TestReview => {
+  review.request.subResource = 'status';
+  review.request.requestSubResource = 'status';
+  return review;
+};
 const labels = (object: ReviewObject) => object.metadata.labels ?? {};
 const owners = (object: ReviewObject) => object.metadata.ownerReferences as Json[];
 const containers = (object: ReviewObject) => (object.spec as { containers: Json[] }).containers;
@@ -170,13 +175,38 @@ describe('issue 28: which Machine and Pod UPDATEs are judged as the DELETE they 
       reason: 'teardown',
     },
     {
-      name: 'a Machine’s /status is not judged',
+      name: 'a Machine’s /status with new conditions keeps its guard',
+      review: () => asStatus(machineUpdate((m) => ((m.status as Json).conditions = []))),
+      kind: 'allow',
+      reason: 'keeps-guard',
+    },
+    {
+      name: 'a Machine’s /status naming another Node is judged as deleting it (by the member it named)',
+      review: () => asStatus(machineUpdate((m) => ((m.status as Json).nodeRef = { name: 'elsewhere' }))),
+      parent: read(kcp()),
+      kind: 'needs-evaluation',
+      strip: /^changes status\.nodeRef$/,
+    },
+    {
+      name: 'a Machine’s /status dropping its nodeRef is judged',
+      review: () => asStatus(machineUpdate((m) => delete (m.status as Json).nodeRef)),
+      parent: read(kcp()),
+      kind: 'needs-evaluation',
+      strip: /^removes status\.nodeRef$/,
+    },
+    {
+      name: 'the machine controller setting the nodeRef of a Machine that had none is allowed without a read',
       review: () => {
-        const review = machineUpdate((m) => delete labels(m)[CP]);
-        review.request.subResource = 'status';
-        review.request.requestSubResource = 'status';
+        const review = asStatus(machineUpdate(() => undefined));
+        delete (review.request.oldObject!.status as Json).nodeRef;
         return review;
       },
+      kind: 'allow',
+      reason: 'keeps-guard',
+    },
+    {
+      name: 'a pod’s /status is not judged',
+      review: () => asStatus(podUpdate((p) => delete p.metadata.ownerReferences)),
       kind: 'allow',
       reason: 'not-guarded',
     },
@@ -306,6 +336,14 @@ describe('issue 28: a stripping UPDATE is decided like the DELETE it enables', (
       [],
       false,
       /deleting Machine prod-control-plane-7xkqp: the evaluation has no member list, so which member it holds is undetermined/,
+    ],
+    [
+      'a Machine’s nodeRef moved away from its healthy member while another is dead: denied naming that member',
+      () => asStatus(machineUpdate((m) => ((m.status as Json).nodeRef = { name: 'elsewhere' }))),
+      read(kcp()),
+      members([NODE, ...OTHERS], [OTHERS[1]!]),
+      false,
+      /^etcd-guard denied change \(changes status\.nodeRef: its deletion would go unseen\) of Machine default\/prod-control-plane-7xkqp: .*its etcd member prod-control-plane-7xkqp is healthy and leaves with it/,
     ],
     [
       'an etcd pod orphaned at fault tolerance 1: allowed',

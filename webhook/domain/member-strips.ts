@@ -3,7 +3,8 @@
 // etcd (its matchConditions), and the webhook judges it by the Machine's KubeadmControlPlane owner
 // reference (or its control-plane-name label) and the pod's StatefulSet owner reference. All of
 // them are tenant-writable: an UPDATE that removes or changes them first lets the DELETE through
-// unseen. Such an UPDATE is judged as that DELETE of the object as it was. Pure.
+// unseen; and so is a Machine's status.nodeRef (through /status), which names the member its DELETE
+// takes out. Such an UPDATE is judged as that DELETE of the object as it was. Pure.
 //
 // An UPDATE after which the DELETE would still be judged the same way (KCP adopting a Machine that
 // its control-plane-name label already named, an owner reference's apiVersion moving to a newer
@@ -104,6 +105,23 @@ function machineKey(object: unknown, ref: GuardedObjectRef): string {
   return owner.kind === 'needs-evaluation' ? owner.kind : `${owner.kind}:${owner.reason}`;
 }
 
+const nodeRefOf = (machine: unknown): string | undefined => {
+  const name = record(record(record(machine).status).nodeRef).name;
+  return typeof name === 'string' && name !== '' ? name : undefined;
+};
+
+/**
+ * How the UPDATE changes a nodeRef that was set (the member its DELETE names), or null. Cluster
+ * API's machine controller only ever sets one that was unset, which names a member no DELETE
+ * judged before and is no strip.
+ */
+function nodeRefChange(oldObject: unknown, object: unknown): string | null {
+  const before = nodeRefOf(oldObject);
+  const after = nodeRefOf(object);
+  if (before === undefined || after === before) return null;
+  return after === undefined ? 'removes status.nodeRef' : 'changes status.nodeRef';
+}
+
 /** Whether a container runs etcd as the VWC's etcd-container matchCondition reads it. */
 function runsEtcd(pod: unknown): boolean {
   const containers = record(record(pod).spec).containers;
@@ -140,19 +158,27 @@ export function classifyMemberStrip(
   targets: readonly Target[],
   fleet: FleetView | undefined,
 ): Classification {
-  if ((request.subResource ?? '') !== '') return { kind: 'allow', reason: 'not-guarded' };
   const machine = request.resource.group === MACHINE.group;
+  const subResource = request.subResource ?? '';
+  // A Machine's /status carries the nodeRef its DELETE names the member by; a pod's, nothing it keys on.
+  if (subResource !== '' && !(machine && subResource === 'status')) return { kind: 'allow', reason: 'not-guarded' };
   const ref = machine ? refOf(request, MACHINE.kind, MACHINE.group) : refOf(request, POD.kind, POD.group);
   const keyOf = (object: unknown) => (machine ? machineKey(object, ref) : podKey(object));
   const before = keyOf(request.oldObject);
   if (before === 'not-control-plane' || before === 'no-etcd' || before === '[]') return { kind: 'allow', reason: 'not-guarded' };
-  if (keyOf(request.object) === before) return { kind: 'allow', reason: 'keeps-guard' };
-  const judged = classifyDelete({ ...request, operation: 'DELETE', object: null }, config, parent, targets, fleet, STRIPPING);
+  const nodeRef = machine ? nodeRefChange(request.oldObject, request.object) : null;
+  if (keyOf(request.object) === before && nodeRef === null) return { kind: 'allow', reason: 'keeps-guard' };
+  const deleting: AdmissionRequest = { ...request, operation: 'DELETE', subResource: '', object: null };
+  const judged = classifyDelete(deleting, config, parent, targets, fleet, STRIPPING);
   if (judged.kind !== 'needs-evaluation') return judged;
   const exit = judged.change;
   if (exit.kind !== 'machine-delete' && exit.kind !== 'pod-delete') return judged;
   const changes = machine
-    ? [...labelChanges(request.oldObject, request.object), ...ownerChanges(request.oldObject, request.object)]
+    ? [
+        ...labelChanges(request.oldObject, request.object),
+        ...ownerChanges(request.oldObject, request.object),
+        ...(nodeRef === null ? [] : [nodeRef]),
+      ]
     : [...ownerChanges(request.oldObject, request.object), ...(runsEtcd(request.object) ? [] : ['runs no etcd image any more'])];
   const strip = changes.length > 0 ? changes.join(', ') : 'changes what etcd-guard keys its deletion on';
   return { ...judged, change: { ...exit, strip } };
