@@ -74,6 +74,8 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
     "`full` (default): a member's serving certificate must chain to `tls.caFile` and name the member (its address, or its node name through a port-forward); one that does not fails the `tls-identity` check naming both. `chain-only`: the chain alone, for etcd serving certificates without the node name. Risk: any certificate that CA issued is taken for the member; see [TLS identity](#tls-identity-and-chain-only).",
   'targets[].learnerGrace':
     'How long a learner (a member joining; kubeadm adds every one as a learner) may stay unpromoted: within it the `learners` check warns (`learner cp-3 joining for 40s`, Degraded), after it fails (`learner cp-3 not promoted for 7m`, Unhealthy). Its age counts from its Node’s (else Machine’s) creation, else from when an evaluation first saw it. `5m` when absent.',
+  'targets[].consistency':
+    "`true`: the `consistency` check, off by default because each member reads its whole keyspace: every voting member's HashKV at one revision (the lowest current revision among them), compared. A member whose hash differs fails it (data corruption: Unhealthy), a member not hashed in time leaves it not judged (a warning). It runs in every evaluation of the target, the webhook's inline ones too, within the target's `timeout`: size that for the DB (see [evaluation](evaluation.md#consistency) for measured costs).",
   'targets[].fragmentation':
     "When the `fragmentation` check warns that a member's DB file is mostly free pages a defrag would return (`dbSize − dbSizeInUse`, etcd 3.4+): both limits must be exceeded. It only warns (Degraded), naming the member and `etcdctl defrag --endpoints=<that member>`. Absent: 50% and 100 MiB. See [evaluation](evaluation.md#fragmentation).",
   'targets[].fragmentation.warnRatio':
@@ -140,6 +142,7 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',
   'discovery.kubeconfigFile': 'Kubeconfig of the management cluster; in-cluster or `KUBECONFIG` when absent.',
   'discovery.watchProbe': 'Turns `targets[].watchProbe` on for every discovered target.',
+  'discovery.consistency': 'Turns `targets[].consistency` on for every discovered target.',
   'discovery.tlsVerify': 'Sets `targets[].tlsVerify` for every discovered target.',
   'discovery.learnerGrace': 'Sets `targets[].learnerGrace` for every discovered target.',
   'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',

@@ -141,7 +141,9 @@ describe('the pinned cluster ID (issue 30 item 10: clusterIdPin)', () => {
 
 describe('the backup check (issue 32, revision 6) beside a reader and a writer of revision 5', () => {
   // Nor does a revision-5 reader know fragmentation (revision 7).
-  const REVISION_5_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'backup' && name !== 'fragmentation'));
+  const REVISION_5_CHECKS = new Set(
+    CHECK_NAMES.filter((name) => name !== 'backup' && name !== 'fragmentation' && name !== 'consistency'),
+  );
   const withFailingBackup = (evaluatedAt: string): Evaluation =>
     evaluateCluster({
       ...probedThree({}, evaluatedAt),
@@ -173,7 +175,7 @@ describe('the backup check (issue 32, revision 6) beside a reader and a writer o
 });
 
 describe('the fragmentation check (issue 32, revision 7) beside a reader of revision 6', () => {
-  const REVISION_6_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'fragmentation'));
+  const REVISION_6_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'fragmentation' && name !== 'consistency'));
   const MIB = 1024 * 1024;
 
   it('a revision-6 reader keeps the Degraded verdict of a fragmented DB and names the check', () => {
@@ -183,7 +185,7 @@ describe('the fragmentation check (issue 32, revision 7) beside a reader of revi
     first.status.value.dbSizeBytes = 400 * MIB;
     first.status.value.dbSizeInUseBytes = 100 * MIB;
     const document = evaluateCluster(input);
-    expect(document.formatRevision).toBe(7);
+    expect(document.formatRevision).toBeGreaterThanOrEqual(7);
     expect(document.verdict).toBe('Degraded');
     const parsed = read(document as unknown as Record<string, unknown>);
     const older = withUnknownChecksExplained(parsed, REVISION_6_CHECKS);
@@ -193,5 +195,25 @@ describe('the fragmentation check (issue 32, revision 7) beside a reader of revi
     expect(older.reasons[0]).toMatch(/^member etcd-1 \(https:\/\/10\.0\.0\.1:2379\) DB fragmented: /);
     expect(older.reasons[1]).toBe('check fragmentation (warn) comes from a newer etcd-guard; this reader keeps its verdict');
     expect(parsed.reasons).toEqual([older.reasons[0]]);
+  });
+});
+
+describe('the consistency check (issue 32, revision 8) beside a reader of revision 7', () => {
+  const REVISION_7_CHECKS = new Set(CHECK_NAMES.filter((name) => name !== 'consistency'));
+
+  it('a revision-7 reader keeps the Unhealthy verdict of diverged data and names the check', () => {
+    const input = probedThree({}, new Date(NOW).toISOString());
+    input.probes.forEach((probe, index) => {
+      probe.hashKV = { ok: true, value: { revision: 30, hash: index === 2 ? '9' : '8', compactRevision: 4 } };
+    });
+    const document = evaluateCluster({ ...input, consistency: { revision: 30 } });
+    expect(document.formatRevision).toBe(8);
+    expect(document.verdict).toBe('Unhealthy');
+    const parsed = read(document as unknown as Record<string, unknown>);
+    const older = withUnknownChecksExplained(parsed, REVISION_7_CHECKS);
+    expect(older.verdict).toBe('Unhealthy');
+    expect(older.passed).toBe(false);
+    expect(older.reasons.at(-1)).toBe('check consistency (fail) comes from a newer etcd-guard; this reader keeps its verdict');
+    expect(older.reasons[0]).toMatch(/^data diverges at revision 30 \(compact revision 4\): member etcd-3 /);
   });
 });

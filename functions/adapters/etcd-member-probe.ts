@@ -15,6 +15,7 @@ import {
   GRPCUnauthenticatedError,
   type IDuplexStream,
   type IOptions,
+  type IHashKVResponse,
   type IStatusResponse,
   type IWatchRequest,
   type IWatchResponse,
@@ -22,7 +23,7 @@ import {
 import { Deadline, withDeadline } from '../domain/deadline.js';
 import { trackCleanup } from '../shared/cleanups.js';
 import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
-import type { EndpointProbe, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../ports/etcd-probe.js';
+import type { EndpointProbe, HashKVAnswer, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../ports/etcd-probe.js';
 import type { MemberListAnswer } from '../domain/member-view.js';
 import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../domain/probe-failure.js';
 import { processTlsSessions, resumptionAttempt, sessionKey, type TlsSessionCache } from './tls-sessions.js';
@@ -387,6 +388,31 @@ function statusWithExtras(client: Etcd3, deadline: Date): Promise<StatusWithExtr
       {},
       { deadline },
       (error, value) => (error ? reject(error) : resolve(value as StatusWithExtras)),
+    );
+  });
+}
+
+/**
+ * maintenance HashKV, through the Maintenance service's own definition: etcd3 1.1.2's
+ * `maintenance.hashKV` asks grpc-js for a method `hashKV`, but grpc-js names it by lodash's
+ * camelCase of `HashKV`, `hashKv`, so etcd3's documented call never reaches the member.
+ */
+function hashKVRaw(client: Etcd3, revision: number, deadline: Date): Promise<IHashKVResponse> {
+  const host = onlyHost(client) as { getServiceClient?: (name: string) => unknown } | null;
+  const service =
+    typeof host?.getServiceClient === 'function' ? (host.getServiceClient('Maintenance') as RawServiceClient) : null;
+  const method = service?.constructor.service?.HashKV;
+  if (service === null || typeof service.makeUnaryRequest !== 'function' || method === undefined) {
+    return Promise.reject(new Error('this etcd3 client offers no HashKV call'));
+  }
+  return new Promise((resolve, reject) => {
+    service.makeUnaryRequest(
+      method.path,
+      method.requestSerialize,
+      method.responseDeserialize,
+      { revision: String(revision) },
+      { deadline },
+      (error, value) => (error ? reject(error) : resolve(value as IHashKVResponse)),
     );
   });
 }
@@ -1028,6 +1054,7 @@ export class EtcdProbeSession {
         isLearner: response.isLearner === true,
         ...(response.extras.dbSizeQuotaBytes === undefined ? {} : { dbSizeQuotaBytes: response.extras.dbSizeQuotaBytes }),
         ...(response.extras.downgrade === undefined ? {} : { downgrade: response.extras.downgrade }),
+        ...(response.header.revision === undefined ? {} : { revision: toNumber(response.header.revision) }),
       };
     });
     if (onStatus !== undefined) void statusCall.then(onStatus);
@@ -1042,6 +1069,26 @@ export class EtcdProbeSession {
     });
     const [status, alarms, linearizableRead] = await Promise.all([statusCall, alarmsCall, readCall]);
     return { endpoint, status, alarms, linearizableRead, latencyMs };
+  }
+
+  /**
+   * maintenance HashKV at `revision`: the member reads every key up to it (its whole keyspace), so
+   * the call takes as long as that read; the deadline bounds it like every other call.
+   */
+  hashKV(endpoint: string, revision: number, deadline: Deadline): Promise<Outcome<HashKVAnswer>> {
+    return this.call(endpoint, deadline, async (client, callDeadline): Promise<HashKVAnswer> => {
+      // Nothing written since the last compaction leaves no revision above it to ask for: the
+      // member's latest (0) then, with the revision it hashed from its header, compared as such.
+      const response = await hashKVRaw(client, revision, callDeadline).catch((error: unknown) => {
+        if (!/required revision has been compacted/.test(String((error as Error)?.message))) throw error;
+        return hashKVRaw(client, 0, callDeadline);
+      });
+      return {
+        revision: toNumber(response.header?.revision ?? revision) || revision,
+        hash: String(response.hash),
+        compactRevision: toNumber(response.compact_revision),
+      };
+    });
   }
 
   /** The cluster's alarms as `endpoint` answers an alarm GET (through raft). */

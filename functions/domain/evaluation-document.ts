@@ -11,7 +11,7 @@ export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
  * (writeDecision in store.ts). Absent in documents from before revisions were stamped: 1.
  * schemaVersion changes only when an old reader would misjudge a new document (docs/evaluation.md).
  */
-export const FORMAT_REVISION = 7;
+export const FORMAT_REVISION = 8;
 
 export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
 export type Verdict = z.infer<typeof verdictSchema>;
@@ -78,6 +78,7 @@ export const CHECK_NAMES = [
   'leader',
   'quorum',
   'alarms',
+  'consistency',
   'learners',
   'db-size',
   'fragmentation',

@@ -217,6 +217,11 @@ export const targetSchema = z
     /** When the fragmentation check warns; 50% and 100 MiB free when absent. */
     fragmentation: fragmentationSchema.optional(),
     /**
+     * Opt-in consistency check (off by default: each member hashes its whole keyspace): HashKV of
+     * every voting member at one revision, in every evaluation of the target, the webhook's too.
+     */
+    consistency: z.boolean().optional(),
+    /**
      * The backup check and rule (backupPolicySchema). Judged for druid targets, whose Etcd is read;
      * a static target has no backup check, so requiring it holds back its membership changes.
      */
@@ -263,6 +268,8 @@ export const discoverySchema = z
     learnerGrace: durationSchema.optional(),
     /** targets[].fragmentation for every discovered target. */
     fragmentation: fragmentationSchema.optional(),
+    /** The opt-in consistency check (targets[].consistency) for every discovered target. */
+    consistency: z.boolean().optional(),
   })
   .strict()
   .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {

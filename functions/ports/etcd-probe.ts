@@ -35,6 +35,17 @@ export interface MemberStatus {
   dbSizeQuotaBytes?: number;
   /** The cluster's downgrade as the member reports it (etcd 3.6+ Status downgradeInfo; absent before 3.6). */
   downgrade?: { enabled: boolean; targetVersion: string };
+  /** The member's current key-value store revision (the Status header's), when known. */
+  revision?: number;
+}
+
+/** maintenance HashKV of one member at `revision`: the hash of its MVCC keys up to it. */
+export interface HashKVAnswer {
+  revision: number;
+  /** uint32, as a decimal string. */
+  hash: string;
+  /** The member's compact revision when the hash began; hashes compare only at the same one. */
+  compactRevision: number;
 }
 
 export interface RaisedAlarm {
@@ -72,6 +83,8 @@ export interface EndpointProbe {
    * made through another member, or why it did not. Absent when the watch probe is off.
    */
   watch?: WatchOutcome;
+  /** The opt-in consistency check: this member's HashKV at the evaluation's common revision. */
+  hashKV?: Outcome<HashKVAnswer>;
 }
 
 export interface ControlPlaneNode {

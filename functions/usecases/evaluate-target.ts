@@ -32,7 +32,15 @@ export { readTargetCredentials } from './etcd-access.js';
 /** What an evaluation needs of a target once an access says how to reach its etcd. */
 export type EvaluatedTarget = Pick<
   TargetConfig,
-  'name' | 'timeout' | 'quotaBackendBytes' | 'inventory' | 'watchProbe' | 'tlsVerify' | 'learnerGrace' | 'fragmentation'
+  | 'name'
+  | 'timeout'
+  | 'quotaBackendBytes'
+  | 'inventory'
+  | 'watchProbe'
+  | 'tlsVerify'
+  | 'learnerGrace'
+  | 'fragmentation'
+  | 'consistency'
 >;
 
 /** Where the watch probe writes: one key per member, deleted after each round trip. */
@@ -172,6 +180,7 @@ function presentProbe(probe: EndpointProbe, access: EtcdAccess, memberIdByEndpoi
     alarms: relabelOutcome(probe.alarms, access, dialled),
     linearizableRead: relabelOutcome(probe.linearizableRead, access, dialled),
   };
+  if (probe.hashKV !== undefined) presented.hashKV = relabelOutcome(probe.hashKV, access, dialled);
   if (probe.watch !== undefined) {
     const watch = relabelOutcome(probe.watch, access, dialled);
     presented.watch = !watch.ok && !probe.watch.ok && probe.watch.writeFailed === true ? { ...watch, writeFailed: true } : watch;
@@ -198,6 +207,33 @@ interface Reached {
   memberLists: EndpointMemberList[];
   linearizableMemberList?: MemberListAnswer & { endpoint: string };
   probes: EndpointProbe[];
+  /** The consistency check's common revision (null: no voting member reported one); absent when it is off. */
+  consistencyRevision?: number | null;
+}
+
+/**
+ * HashKV of every voting member whose Status answered, all at one revision: the lowest current
+ * revision among them, which each has applied (a higher one a lagging member could not hash yet).
+ * Only after the probes: the revision needs every Status. Null when no voting member reported one.
+ */
+async function hashEveryVotingMember(
+  session: EtcdProbeSession,
+  probes: readonly EndpointProbe[],
+  deadline: Deadline,
+): Promise<number | null> {
+  const voting = probes.flatMap((probe) =>
+    probe.status.ok && !probe.status.value.isLearner && probe.status.value.revision !== undefined
+      ? [{ probe, revision: probe.status.value.revision }]
+      : [],
+  );
+  if (voting.length === 0) return null;
+  const revision = Math.min(...voting.map((entry) => entry.revision));
+  const hashes = await Promise.all(voting.map(({ probe }) => session.hashKV(probe.endpoint, revision, deadline)));
+  voting.forEach(({ probe }, index) => {
+    const hash = hashes[index];
+    if (hash !== undefined) probe.hashKV = hash;
+  });
+  return revision;
 }
 
 /** The first of `endpoints` whose probe's Status answers, or null when none does. */
@@ -263,12 +299,16 @@ async function linearizableList(
   return undefined;
 }
 
+interface ProbeOptions {
+  watchTarget?: string;
+  tlsVerify?: 'full' | 'chain-only';
+  pool?: { channels: EtcdChannelPool; target: string };
+  /** HashKV every voting member after the probes (the consistency check). */
+  consistency?: boolean;
+}
+
 /** Probes the seeds while the member list is fetched (saving a round trip), then every listed member not yet probed. */
-async function probeThroughAccess(
-  access: EtcdAccess,
-  deadline: Deadline,
-  options: { watchTarget?: string; tlsVerify?: 'full' | 'chain-only'; pool?: { channels: EtcdChannelPool; target: string } } = {},
-): Promise<Reached> {
+async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, options: ProbeOptions = {}): Promise<Reached> {
   const { watchTarget } = options;
   const session = new EtcdProbeSession(access.credentials, {
     serverNameFor: (endpoint) => access.serverNameFor?.(endpoint),
@@ -329,7 +369,10 @@ async function probeThroughAccess(
       [...lists.entries()].map(async ([endpoint, list]) => ({ endpoint: access.describe(endpoint), answer: await list })),
     );
     const linearizable = await linearizableList(committed, results);
+    const consistencyRevision =
+      options.consistency === true ? await hashEveryVotingMember(session, results, deadline) : undefined;
     return {
+      ...(consistencyRevision === undefined ? {} : { consistencyRevision }),
       memberList,
       memberLists: answers,
       ...(linearizable === undefined
@@ -385,6 +428,7 @@ export async function evaluateThroughAccess(
         ...(target.watchProbe === true ? { watchTarget: target.name } : {}),
         ...(target.tlsVerify === undefined ? {} : { tlsVerify: target.tlsVerify }),
         ...(options.channels === undefined ? {} : { pool: { channels: options.channels, target: target.name } }),
+        ...(target.consistency === true ? { consistency: true } : {}),
       });
     } finally {
       await access.close();
@@ -411,6 +455,8 @@ export async function evaluateThroughAccess(
       : {}),
     namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };
+  // On but never reached (no access): judged as not judged, not left out.
+  if (target.consistency === true) input.consistency = { revision: reached.consistencyRevision ?? null };
   input.thresholds = {
     ...(target.learnerGrace !== undefined && { learnerGraceMs: target.learnerGrace }),
     ...(target.fragmentation !== undefined && {

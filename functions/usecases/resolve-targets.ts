@@ -73,6 +73,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
   const defaults = {
     timeout: discovery.timeout,
     ...(discovery.watchProbe === true && { watchProbe: true }),
+    ...(discovery.consistency === true && { consistency: true }),
     ...(discovery.tlsVerify === undefined ? {} : { tlsVerify: discovery.tlsVerify }),
     ...(discovery.learnerGrace !== undefined && { learnerGrace: discovery.learnerGrace }),
     ...(discovery.fragmentation !== undefined && { fragmentation: discovery.fragmentation }),

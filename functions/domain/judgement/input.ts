@@ -97,6 +97,11 @@ export interface EvaluationInput {
    * the elections since; absent without a stored evaluation that named a leader.
    */
   previousLeaderTerm?: { term: number; evaluatedAt: string };
+  /**
+   * The consistency check is on: the revision every voting member's HashKV was asked at (each
+   * probe's hashKV), null when none could be chosen. Absent: the check is off, not judged.
+   */
+  consistency?: { revision: number | null };
   /** A druid target with `backup` configured: its backup facts (the backup check); absent otherwise. */
   backup?: DruidBackupFacts;
   /** The stored evaluation's lastMembership: carried into this one when it gets no member list. */

@@ -12,6 +12,8 @@ export interface DiscoveryDefaults {
   kubeconfigFile?: string;
   /** Run the opt-in watch round trip on every discovered target. */
   watchProbe?: boolean;
+  /** Run the opt-in consistency check on every discovered target. */
+  consistency?: boolean;
   /** The provider scope's enforcement, copied onto each of its targets. */
   enforcement?: EnforcementMode;
   /** The provider scope's decision settings, copied onto each of its targets. */
@@ -97,6 +99,7 @@ export function targetDefaults(defaults: DiscoveryDefaults) {
     timeout: defaults.timeout,
     match: {},
     ...(defaults.watchProbe === true && { watchProbe: true }),
+    ...(defaults.consistency === true && { consistency: true }),
     ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
     ...(defaults.decisionMaxAgeMs !== undefined && { decisionMaxAgeMs: defaults.decisionMaxAgeMs }),
     ...(defaults.decision !== undefined && { decision: defaults.decision }),

@@ -3,6 +3,7 @@ import type { CheckName } from '../../evaluation-document.js';
 import type { CheckFunction } from '../check.js';
 import { backupCheck } from './backup.js';
 import { dbSizeCheck, fragmentationCheck, latencyCheck, raftIndexCheck, versionCheck } from './capacity.js';
+import { consistencyCheck } from './consistency.js';
 import { downgradeCheck } from './downgrade.js';
 import {
   alarmsCheck,
@@ -36,6 +37,7 @@ export const CHECKS: Record<CheckName, CheckFunction> = {
   leader: leaderCheck,
   quorum: quorumCheck,
   alarms: alarmsCheck,
+  consistency: consistencyCheck,
   learners: learnersCheck,
   'db-size': dbSizeCheck,
   fragmentation: fragmentationCheck,
