@@ -333,7 +333,9 @@ export async function listenForPodPort(
   };
   const connections = new Set<ForwardedConnection>();
   const state: ListenerState = { attempts: 0, opened: 0, detail: undefined, spdy: false };
-  const listener = net.createServer((socket) => {
+  // Without TCP_NODELAY a gRPC request written in pieces waited on the client's delayed ACK
+  // (tens of milliseconds per round trip on Linux loopback) before its last piece left.
+  const listener = net.createServer({ noDelay: true }, (socket) => {
     const connection = new ForwardedConnection(socket, state, context);
     connections.add(connection);
     socket.on('close', () => connections.delete(connection));

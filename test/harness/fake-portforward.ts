@@ -124,7 +124,8 @@ function serveSpdy(
     const requestId = headers.requestid ?? '';
     if (headers.streamtype === 'error') return void errorStreams.set(requestId, streamId);
     if (headers.streamtype !== 'data' || upstream !== undefined) return end();
-    upstream = net.connect(address.port, address.host);
+    // TCP_NODELAY, as the kubelet's Go dialer sets it by default.
+    upstream = net.connect({ port: address.port, host: address.host, noDelay: true });
     const errorStream = errorStreams.get(requestId);
     upstream.on('data', (chunk: Buffer) => {
       if (!hooks.isStalled()) socket.write(dataFrame(streamId, 0, chunk));
@@ -188,7 +189,8 @@ export function attachPortForward(apiServer: FakeKubeApiServer): PortForwardRela
     webSocket.send(portPrefix(0, port));
     webSocket.send(portPrefix(1, port));
     for (let frame = 0; floodFrame !== null && frame < 3; frame += 1) webSocket.send(floodFrame);
-    const upstream = net.connect(address.port, address.host);
+    // TCP_NODELAY, as the kubelet's Go dialer sets it by default.
+    const upstream = net.connect({ port: address.port, host: address.host, noDelay: true });
     upstream.on('data', (chunk) => {
       if (!isStalled(pod)) webSocket.send(Buffer.concat([Buffer.of(0), chunk]));
     });
