@@ -98,15 +98,18 @@ export function describePodForward(nodeName: string): string {
 export async function openCapiEtcdAccess(
   management: CoreV1Api,
   cluster: CapiCluster,
-  controlPlaneNodeNames: readonly string[],
+  controlPlaneNodeNames: readonly string[] | Promise<readonly string[]>,
   deadline: Deadline,
   options: CapiEtcdAccessOptions = {},
 ): Promise<EtcdAccess> {
-  const nodeNames = [...new Set(controlPlaneNodeNames)].sort();
+  // The Secrets do not depend on the nodes: read while the caller still lists its Machines.
+  const reading = readCapiCredentials(management, cluster, deadline, options.minter ?? processMinter);
+  reading.catch(() => undefined);
+  const nodeNames = [...new Set(await controlPlaneNodeNames)].sort();
   if (nodeNames.length === 0) {
     throw new EtcdAccessError(`cluster ${cluster.namespace}/${cluster.clusterName} has no control-plane node to reach etcd on`);
   }
-  const credentials = await readCapiCredentials(management, cluster, deadline, options.minter ?? processMinter);
+  const credentials = await reading;
   const keep = options.keep;
   const key = keep === undefined ? '' : keptAccessKey(cluster, credentials.workload, credentials.etcd, nodeNames);
   const kept = keep?.accesses.lookup(keep.target, key) ?? null;

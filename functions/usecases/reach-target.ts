@@ -20,7 +20,11 @@ export { createWarmConnections, type WarmConnections } from './warm-connections.
 type CapiReach = Extract<TargetReach, { kind: 'capi' }>;
 
 /** Opens the access to a Cluster API cluster's etcd through its control-plane nodes. */
-export type CapiAccessOpener = (reach: CapiReach, nodeNames: readonly string[], deadline: Deadline) => Promise<EtcdAccess>;
+export type CapiAccessOpener = (
+  reach: CapiReach,
+  nodeNames: readonly string[] | Promise<readonly string[]>,
+  deadline: Deadline,
+) => Promise<EtcdAccess>;
 
 export interface EvaluateResolvedOptions extends EvaluateTargetOptions {
   /** Management cluster clients; built from the target's kubeconfig (else in-cluster) by default. */
@@ -38,7 +42,7 @@ export interface EvaluateResolvedOptions extends EvaluateTargetOptions {
 async function openCapiAccessDefault(
   api: CoreV1Api,
   reach: CapiReach,
-  nodeNames: readonly string[],
+  nodeNames: readonly string[] | Promise<readonly string[]>,
   deadline: Deadline,
   kept?: { warm: WarmConnections; target: string },
 ) {
@@ -143,11 +147,15 @@ async function throughCapiMachines(
     async (deadline) => {
       try {
         // The Machines are the management cluster's: failing to list them says nothing about etcd.
-        const nodes = await machines.catch((error: unknown) => {
-          throw new NotEvaluatedError(`cannot list the control-plane Machines: ${(error as Error).message}`);
-        });
-        // A provisioning Machine has no Node, so no etcd pod to forward to.
-        const withNode = nodes.filter((node) => node.provisioning !== true).map((node) => node.name);
+        // A provisioning Machine has no Node, so no etcd pod to forward to. Handed over as a
+        // promise: the access reads the Cluster's Secrets meanwhile.
+        const withNode = machines.then(
+          (nodes) => nodes.filter((node) => node.provisioning !== true).map((node) => node.name),
+          (error: unknown) => {
+            throw new NotEvaluatedError(`cannot list the control-plane Machines: ${(error as Error).message}`);
+          },
+        );
+        withNode.catch(() => undefined);
         const access = await openCapiAccess(reach, withNode, deadline);
         settleNodes(access.listControlPlaneNodes?.(nodeListBudgetMs(deadline)) ?? Promise.resolve(null));
         return access;
