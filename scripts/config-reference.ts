@@ -157,14 +157,22 @@ export interface ConfigReferenceRow {
 }
 
 interface Unwrapped {
-  schema: z.ZodTypeAny;
+  schema: z.ZodType;
   optional: boolean;
   hasDefault: boolean;
   defaultValue: unknown;
 }
 
-/** Peels optional/default/refinement layers off a schema, remembering what they said. */
-function unwrap(schema: z.ZodTypeAny): Unwrapped {
+/**
+ * durationSchema, also after a refinement: zod 4 adds refinements to a copy of the schema, so the
+ * copy shares the transform rather than being the same object.
+ */
+function isDuration(schema: z.ZodType): boolean {
+  return schema === durationSchema || (schema instanceof z.ZodPipe && schema.def.out === durationSchema.def.out);
+}
+
+/** Peels optional/default/transform layers off a schema, remembering what they said. */
+function unwrap(schema: z.ZodType): Unwrapped {
   let current = schema;
   let optional = false;
   let hasDefault = false;
@@ -172,36 +180,48 @@ function unwrap(schema: z.ZodTypeAny): Unwrapped {
   for (;;) {
     if (current instanceof z.ZodOptional || current instanceof z.ZodNullable) {
       optional = true;
-      current = current.unwrap() as z.ZodTypeAny;
-    } else if (current instanceof z.ZodDefault) {
+      current = current.unwrap() as z.ZodType;
+    } else if (current instanceof z.ZodDefault || current instanceof z.ZodPrefault) {
       if (!hasDefault) {
         hasDefault = true;
-        defaultValue = current._def.defaultValue();
+        defaultValue = current.def.defaultValue;
       }
-      current = current._def.innerType as z.ZodTypeAny;
-    } else if (current instanceof z.ZodEffects && current !== durationSchema) {
-      current = current.innerType() as z.ZodTypeAny;
+      current = current.def.innerType as z.ZodType;
+    } else if (current instanceof z.ZodPipe && !isDuration(current)) {
+      current = current.def.in as z.ZodType;
     } else {
       return { schema: current, optional, hasDefault, defaultValue };
     }
   }
 }
 
+/** The zod 4 definition of a check: what it checks, and its bound. */
+interface CheckDef {
+  check: string;
+  value?: unknown;
+  inclusive?: boolean;
+  minimum?: number;
+}
+
+function checksOf(schema: z.ZodType): CheckDef[] {
+  return (schema.def.checks ?? []).map((check) => check._zod.def as CheckDef);
+}
+
 function numberType(schema: z.ZodNumber): string {
   const base = schema.isInt ? 'integer' : 'number';
   const bounds: string[] = [];
-  for (const check of schema._def.checks) {
-    if (check.kind === 'min') bounds.push(`${check.inclusive ? '≥' : '>'} ${check.value}`);
-    if (check.kind === 'max') bounds.push(`${check.inclusive ? '≤' : '<'} ${check.value}`);
+  for (const check of checksOf(schema)) {
+    if (check.check === 'greater_than') bounds.push(`${check.inclusive ? '≥' : '>'} ${String(check.value)}`);
+    if (check.check === 'less_than') bounds.push(`${check.inclusive ? '≤' : '<'} ${String(check.value)}`);
   }
   return bounds.length > 0 ? `${base} ${bounds.join(', ')}` : base;
 }
 
 /** A short type name; objects and lists of objects are described by their own rows. */
-function typeName(schema: z.ZodTypeAny): string {
-  if (schema === durationSchema) return 'duration (`"2s"`, `"500ms"`, `"1m"`, or seconds as a number; at most 10m)';
+function typeName(schema: z.ZodType): string {
+  if (isDuration(schema)) return 'duration (`"2s"`, `"500ms"`, `"1m"`, or seconds as a number; at most 10m)';
   const { schema: inner } = unwrap(schema);
-  if (inner === durationSchema) return typeName(inner);
+  if (isDuration(inner)) return typeName(inner);
   if (inner instanceof z.ZodString) return 'string';
   if (inner instanceof z.ZodNumber) return numberType(inner);
   if (inner instanceof z.ZodBoolean) return 'boolean';
@@ -210,26 +230,30 @@ function typeName(schema: z.ZodTypeAny): string {
   if (inner instanceof z.ZodObject) return 'object';
   if (inner instanceof z.ZodDiscriminatedUnion)
     return `object, one of ${discriminatorName(inner)}: ${discriminatorValues(inner).join(', ')}`;
-  if (inner instanceof z.ZodRecord) return `map of string to ${typeName(inner.valueSchema as z.ZodTypeAny)}`;
-  if (inner instanceof z.ZodUnion) return (inner.options as z.ZodTypeAny[]).map(typeName).join(' or ');
+  if (inner instanceof z.ZodRecord) return `map of string to ${typeName(inner.valueType as z.ZodType)}`;
+  if (inner instanceof z.ZodUnion) return (inner.options as z.ZodType[]).map(typeName).join(' or ');
   if (inner instanceof z.ZodArray) {
-    const element = typeName(inner.element as z.ZodTypeAny);
-    const min = inner._def.minLength?.value;
+    const element = typeName(inner.element as z.ZodType);
+    const min = checksOf(inner).find((check) => check.check === 'min_length')?.minimum;
     const list = element.includes(' ') ? `list of ${element}` : `${element}[]`;
     return min !== undefined && min > 0 ? `${list}, at least ${min}` : list;
   }
-  return inner._def && typeof inner._def === 'object' && 'typeName' in inner._def ? String(inner._def.typeName) : 'unknown';
+  return inner.def.type;
 }
 
-type AnyDiscriminatedUnion = z.ZodDiscriminatedUnion<string, z.ZodDiscriminatedUnionOption<string>[]>;
+type AnyDiscriminatedUnion = z.ZodDiscriminatedUnion;
 
 function discriminatorName(union: AnyDiscriminatedUnion): string {
-  return union.discriminator;
+  return union.def.discriminator;
+}
+
+function unionOptions(union: AnyDiscriminatedUnion): z.ZodObject[] {
+  return union.options.filter((option): option is z.ZodObject => option instanceof z.ZodObject);
 }
 
 function discriminatorValues(union: AnyDiscriminatedUnion): string[] {
-  return union.options.map((option) => {
-    const literal = unwrap(option.shape[union.discriminator] as z.ZodTypeAny).schema;
+  return unionOptions(union).map((option) => {
+    const literal = unwrap(option.shape[union.def.discriminator] as z.ZodType).schema;
     return literal instanceof z.ZodLiteral ? String(literal.value) : '?';
   });
 }
@@ -244,7 +268,7 @@ function describe(pathText: string): string {
   return DESCRIPTIONS[pathText] ?? GENERIC_DESCRIPTION;
 }
 
-function walk(schema: z.ZodTypeAny, pathText: string, rows: ConfigReferenceRow[], note: string): void {
+function walk(schema: z.ZodType, pathText: string, rows: ConfigReferenceRow[], note: string): void {
   const field = unwrap(schema);
   const inner = field.schema;
   if (pathText !== '') {
@@ -257,11 +281,11 @@ function walk(schema: z.ZodTypeAny, pathText: string, rows: ConfigReferenceRow[]
   }
   const prefix = pathText === '' ? '' : `${pathText}.`;
   if (inner instanceof z.ZodObject) {
-    for (const [key, child] of Object.entries(inner.shape as Record<string, z.ZodTypeAny>)) {
+    for (const [key, child] of Object.entries(inner.shape as Record<string, z.ZodType>)) {
       walk(child, `${prefix}${key}`, rows, '');
     }
   } else if (inner instanceof z.ZodArray) {
-    const element = unwrap(inner.element as z.ZodTypeAny).schema;
+    const element = unwrap(inner.element as z.ZodType).schema;
     if (element instanceof z.ZodObject || element instanceof z.ZodDiscriminatedUnion) {
       walkChildren(element, `${pathText}[]`, rows);
     }
@@ -271,16 +295,16 @@ function walk(schema: z.ZodTypeAny, pathText: string, rows: ConfigReferenceRow[]
 }
 
 /** The fields of an object (or of each variant of a discriminated union) under `pathText`. */
-function walkChildren(schema: z.ZodTypeAny, pathText: string, rows: ConfigReferenceRow[]): void {
+function walkChildren(schema: z.ZodType, pathText: string, rows: ConfigReferenceRow[]): void {
   if (schema instanceof z.ZodObject) {
-    for (const [key, child] of Object.entries(schema.shape as Record<string, z.ZodTypeAny>)) {
+    for (const [key, child] of Object.entries(schema.shape as Record<string, z.ZodType>)) {
       walk(child, `${pathText}.${key}`, rows, '');
     }
     return;
   }
   if (!(schema instanceof z.ZodDiscriminatedUnion)) return;
-  const union = schema as AnyDiscriminatedUnion;
-  const key = union.discriminator;
+  const union = schema;
+  const key = union.def.discriminator;
   const values = discriminatorValues(union);
   rows.push({
     path: `${pathText}.${key}`,
@@ -288,8 +312,8 @@ function walkChildren(schema: z.ZodTypeAny, pathText: string, rows: ConfigRefere
     default: 'required',
     description: describe(`${pathText}.${key}`),
   });
-  union.options.forEach((option, index) => {
-    for (const [childKey, child] of Object.entries(option.shape as Record<string, z.ZodTypeAny>)) {
+  unionOptions(union).forEach((option, index) => {
+    for (const [childKey, child] of Object.entries(option.shape as Record<string, z.ZodType>)) {
       if (childKey === key) continue;
       walk(child, `${pathText}.${childKey}`, rows, ` (${key}: ${values[index] ?? '?'})`);
     }

@@ -841,7 +841,11 @@ describe('parseAdmissionReview', () => {
       { ...valid, apiVersion: 'admission.k8s.io/v1beta1' },
       /apiVersion: .*\(got "admission\.k8s\.io\/v1beta1"\)/,
     ],
-    ['a missing request', { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }, /request: Required \(got missing\)/],
+    [
+      'a missing request',
+      { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' },
+      /request: Invalid input: expected object, received undefined \(got missing\)/,
+    ],
     [
       'an empty uid',
       { ...valid, request: { ...(valid.request as object), uid: '' } },

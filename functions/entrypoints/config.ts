@@ -14,7 +14,7 @@ export const durationSchema = z.union([z.string(), z.number()]).transform((value
   const ms = typeof value === 'number' ? Math.round(value * 1000) : parseDurationMs(value);
   if (ms === null || !(ms > 0) || ms > 600_000) {
     ctx.addIssue({
-      code: z.ZodIssueCode.custom,
+      code: 'custom',
       message: `invalid duration ${JSON.stringify(value)} (use e.g. "2s", "500ms"; at most 10m)`,
     });
     return z.NEVER;
@@ -26,12 +26,10 @@ export const durationSchema = z.union([z.string(), z.number()]).transform((value
 export const MIN_ETCD_TIMEOUT_MS = 100;
 
 /** A target's budget for talking to etcd, counted from the first etcd call. */
-const etcdTimeoutSchema = durationSchema.refine(
-  (ms) => ms >= MIN_ETCD_TIMEOUT_MS,
-  (ms) => ({
-    message: `timeout ${ms}ms is too short for a TLS connection and an etcd round trip; use at least ${MIN_ETCD_TIMEOUT_MS}ms (default 2s)`,
-  }),
-);
+const etcdTimeoutSchema = durationSchema.refine((ms) => ms >= MIN_ETCD_TIMEOUT_MS, {
+  error: (issue) =>
+    `timeout ${String(issue.input)}ms is too short for a TLS connection and an etcd round trip; use at least ${MIN_ETCD_TIMEOUT_MS}ms (default 2s)`,
+});
 
 /** The largest maxAgeSeconds accepted (documented in docs/configuration.md). */
 export const MAX_AGE_SECONDS_LIMIT = 3600;
@@ -56,7 +54,7 @@ const endpointSchema = z.string().superRefine((value, context) => {
   if (hasUrlUserinfo(value)) {
     // The message must not echo the value: it holds a password.
     context.addIssue({
-      code: z.ZodIssueCode.custom,
+      code: 'custom',
       message:
         'credentials in an endpoint URL are not allowed (user:password@ removed from this message); ' +
         'reach etcd with client certificates (tls)',
@@ -72,7 +70,7 @@ const endpointSchema = z.string().superRefine((value, context) => {
   }
   if (!valid) {
     context.addIssue({
-      code: z.ZodIssueCode.custom,
+      code: 'custom',
       message: `invalid endpoint ${JSON.stringify(value)} (want http(s)://HOST:PORT)`,
     });
   }
@@ -112,7 +110,7 @@ const snapshotAgeSchema = z.union([z.string(), z.number()]).transform((value, ct
   const ms = typeof value === 'number' ? Math.round(value * 1000) : snapshotAgeMs(value);
   if (ms === null || ms < 60_000 || ms > 7 * DAY_MS) {
     ctx.addIssue({
-      code: z.ZodIssueCode.custom,
+      code: 'custom',
       message: `invalid snapshot age ${JSON.stringify(value)} (use e.g. "30m", "6h"; from 1m to 168h)`,
     });
     return z.NEVER;
@@ -126,7 +124,7 @@ const snapshotAgeSchema = z.union([z.string(), z.number()]).transform((value, ct
  */
 export const backupPolicySchema = z
   .object({
-    maxSnapshotAge: snapshotAgeSchema.default('1h'),
+    maxSnapshotAge: snapshotAgeSchema.prefault('1h'),
     requiredForChanges: z.boolean().default(false),
   })
   .strict();
@@ -154,7 +152,7 @@ export const matchSchema = z
     namespaces: z.array(z.string().min(1)).optional(),
     names: z.array(z.string().min(1)).optional(),
     /** Equality-based selector, e.g. { "cluster.x-k8s.io/cluster-name": "prod" }. */
-    labelSelector: z.record(z.string()).optional(),
+    labelSelector: z.record(z.string(), z.string()).optional(),
     /** Shorthand for the cluster.x-k8s.io/cluster-name label. */
     clusterName: z.string().min(1).optional(),
   })
@@ -180,14 +178,14 @@ export const targetSchema = z
       ),
     endpoints: z.array(endpointSchema).min(1, 'needs at least one endpoint'),
     tls: tlsFilesSchema.optional(),
-    timeout: etcdTimeoutSchema.default('2s'),
+    timeout: etcdTimeoutSchema.prefault('2s'),
     /** Backend quota the members run with (--quota-backend-bytes); etcd's default is 2 GiB. */
     quotaBackendBytes: z
       .number()
       .int()
       .positive()
       .default(2 * 1024 * 1024 * 1024),
-    match: matchSchema.default({}),
+    match: matchSchema.prefault({}),
     inventory: inventorySchema.optional(),
     /**
      * Opt-in watch round trip (off by default: it writes to etcd). Per member, a watch on a key
@@ -238,7 +236,7 @@ const discoveryScopeSchema = z
       .min(1, 'omit namespaces to look in every namespace')
       .optional(),
     /** Equality-based selector, e.g. { "etcd-guard.io/guard": "true" }. */
-    labelSelector: z.record(z.string()).optional(),
+    labelSelector: z.record(z.string(), z.string()).optional(),
     /** Enforcement of every target this provider discovers; the config's `enforcement` when absent. */
     enforcement: enforcementSchema.optional(),
     /** decisionMaxAgeMs of every target this provider discovers; the config's when absent. */
@@ -257,7 +255,7 @@ export const discoverySchema = z
     druid: discoveryScopeSchema.extend({ backup: backupPolicySchema.optional() }).strict().optional(),
     refreshSeconds: z.number().int().min(10).max(3600).default(60),
     /** Deadline of one evaluation of a discovered target (opening its access included). */
-    timeout: durationSchema.default('5s'),
+    timeout: durationSchema.prefault('5s'),
     /** Kubeconfig of the management cluster; in-cluster or KUBECONFIG when absent. */
     kubeconfigFile: z.string().min(1).optional(),
     /** The opt-in watch round trip (targets[].watchProbe) for every discovered target. */
@@ -303,7 +301,7 @@ export const guardConfigSchema = z
      * Overall time budget of one scheduled run: targets not finished by then are reported as such.
      * 45 s fits inside the Lambda's 55 s timeout and the CronJob's 50 s activeDeadlineSeconds.
      */
-    runBudget: durationSchema.default('45s'),
+    runBudget: durationSchema.prefault('45s'),
     /**
      * Connections the webhook keeps open between evaluations (etcd member channels; for Cluster
      * API targets the port-forward listeners and their workload API connections). The CLI and
@@ -312,12 +310,12 @@ export const guardConfigSchema = z
     connections: z
       .object({
         keep: z.boolean().default(true),
-        idleTimeout: durationSchema.default('60s'),
+        idleTimeout: durationSchema.prefault('60s'),
         maxPerTarget: z.number().int().min(1).max(1024).default(16),
         maxTotal: z.number().int().min(1).max(65_536).default(512),
       })
       .strict()
-      .default({}),
+      .prefault({}),
     targets: z
       .array(targetSchema)
       .default([])
@@ -326,7 +324,7 @@ export const guardConfigSchema = z
         targets.forEach((target, index) => {
           if (seen.has(target.name)) {
             ctx.addIssue({
-              code: z.ZodIssueCode.custom,
+              code: 'custom',
               path: [index, 'name'],
               message: `duplicate target name ${JSON.stringify(target.name)}`,
             });
@@ -346,10 +344,10 @@ export const guardConfigSchema = z
          * off (the default), the review is cluster-scoped: only a ClusterRole binding grants it.
          */
         namespaced: z.boolean().default(false),
-        reviewTimeout: durationSchema.default('1s'),
+        reviewTimeout: durationSchema.prefault('1s'),
       })
       .strict()
-      .default({}),
+      .prefault({}),
     /** Member-bearing DELETEs (control-plane Machines, etcd pods) by the controllers themselves. */
     memberDeletes: z
       .object({
@@ -357,16 +355,16 @@ export const guardConfigSchema = z
         exemptControllers: z.boolean().default(false),
       })
       .strict()
-      .default({}),
+      .prefault({}),
     /** The Cluster API Runtime Extension's upgrade hooks (docs/runtime-extension.md). */
     runtimeExtension: z
       .object({ retryAfterSeconds: z.number().int().min(1).max(3600).default(30) })
       .strict()
-      .default({}),
+      .prefault({}),
     auth: z
       .object({ tokenFile: z.string().min(1).optional() })
       .strict()
-      .default({}),
+      .prefault({}),
     discovery: discoverySchema.optional(),
   })
   .strict()

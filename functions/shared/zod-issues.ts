@@ -1,6 +1,6 @@
 // zod issues as the one-line messages every parser of untrusted input reports:
 // "field.path: message (got VALUE)", the field named from the root of what was parsed.
-import type { ZodError, ZodIssue } from 'zod';
+import type { ZodError } from 'zod';
 import { redactUrlUserinfo } from './redact.js';
 
 export interface IssueFormatOptions {
@@ -20,14 +20,16 @@ export interface IssueFormatOptions {
   untrusted?: boolean;
 }
 
+type ZodIssue = ZodError['issues'][number];
+
 const DEFAULT_MAX_VALUE_CHARS = 80;
 
 /** The value at `path` inside `root`, or undefined where the path leaves the object. */
-function valueAt(root: unknown, path: readonly (string | number)[]): unknown {
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
   let current: unknown = root;
   for (const part of path) {
     if (current === null || typeof current !== 'object') return undefined;
-    current = (current as Record<string | number, unknown>)[part];
+    current = (current as Record<PropertyKey, unknown>)[part];
   }
   return current;
 }
@@ -58,8 +60,7 @@ function typeOf(value: unknown): string {
 /** The issue's message, without the received value when the input is untrusted. */
 function issueMessage(issue: ZodIssue, untrusted: boolean): string {
   if (!untrusted) return issue.message;
-  if (issue.code === 'invalid_enum_value')
-    return `not one of ${issue.options.map((option) => JSON.stringify(option)).join(' | ')}`;
+  if (issue.code === 'invalid_value') return `not one of ${issue.values.map((value) => describeValue(value)).join(' | ')}`;
   if (issue.code === 'unrecognized_keys') return `${issue.keys.length} unrecognized key(s)`;
   return issue.message;
 }
@@ -73,7 +74,7 @@ export function formatZodIssues(error: ZodError, options: IssueFormatOptions = {
   const echo = 'input' in options && options.untrusted !== true;
   const shown = options.maxIssues === undefined ? error.issues : error.issues.slice(0, options.maxIssues);
   const lines = shown.map((issue) => {
-    const field = issue.path.length > 0 ? issue.path.join('.') : '(root)';
+    const field = issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)';
     const message = issueMessage(issue, options.untrusted === true);
     if (!echo) return `${field}: ${message}`;
     const got =

@@ -11,7 +11,7 @@ const userInfoSchema = z.object({
   username: z.string().optional(),
   uid: z.string().optional(),
   groups: z.array(z.string()).optional(),
-  extra: z.record(z.array(z.string())).optional(),
+  extra: z.record(z.string(), z.array(z.string())).optional(),
 });
 
 const admissionRequestSchema = z.object({

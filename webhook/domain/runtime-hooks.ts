@@ -94,7 +94,7 @@ function requestSchema(hook: UpgradeHook) {
   return z.object({
     apiVersion: z.literal(HOOKS_API_VERSION),
     kind: z.literal(`${hook}Request`),
-    settings: z.record(z.string()).optional(),
+    settings: z.record(z.string(), z.string()).optional(),
     cluster: clusterSchema,
     fromKubernetesVersion: version,
     toKubernetesVersion: version,
