@@ -252,7 +252,7 @@ describe('warm connections, bounded: member channels kept between evaluations', 
 });
 
 describe('warm connections, bounded: the webhook keeps them, the config bounds them', () => {
-  it('POST /evaluations twice: the second makes no handshake; idle ones close after connections.idleTimeout', async () => {
+  it('POST /evaluations twice: the second makes no handshake; idle ones close after connections.idleTimeout; the gauge follows', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-warm-'));
     const config = parseGuardConfig(
       {
@@ -264,7 +264,18 @@ describe('warm connections, bounded: the webhook keeps them, the config bounds t
     );
     const before = await settledBaseline();
     const webhook = await startTestWebhook({ config, store: createStore(config.store), onDemandMinIntervalMs: 0 });
+    const kept = async () => {
+      const text = await webhook.server.metrics.render();
+      const value = (kind: string) =>
+        Number(new RegExp(`^etcd_guard_kept_connections\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+      return {
+        channels: value('member-channel'),
+        idleChannels: value('idle-member-channel'),
+        capiAccesses: value('capi-access'),
+      };
+    };
     try {
+      expect(await kept()).toEqual({ channels: 0, idleChannels: 0, capiAccesses: 0 });
       const evaluate = async () => {
         const answer = await webhook.request('POST', '/evaluations/warm');
         expect(answer.status, answer.text).toBe(200);
@@ -272,10 +283,12 @@ describe('warm connections, bounded: the webhook keeps them, the config bounds t
       };
       await evaluate();
       expect(webhook.server.connections()).toEqual({ channels: 3, idleChannels: 3, capiAccesses: 0 });
+      expect(await kept()).toEqual({ channels: 3, idleChannels: 3, capiAccesses: 0 });
       const handshakesBefore = handshakes();
       await evaluate();
       expect(handshakes() - handshakesBefore).toBe(0);
       await waitFor('the kept channels closed when idle', 1_000 + SETTLE_MS, () => webhook.server.connections()?.channels === 0);
+      expect(await kept()).toEqual({ channels: 0, idleChannels: 0, capiAccesses: 0 });
     } finally {
       await webhook.close();
       await rm(dir, { recursive: true, force: true });

@@ -449,6 +449,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const cache = createCache(parts);
   followTargets = (names) => cache.setTargets(names);
   const evaluator = etcdEvaluator(config);
+  metrics.observeConnections(evaluator.counts);
   const onDemand = createOnDemand(parts, cache, evaluator.evaluate);
   const parent = createParentLabels(options);
   const events = createEventRecorder(parts);

@@ -57,11 +57,20 @@ export interface WebhookMetrics {
   noteEvaluationHeld(evaluation: Evaluation): void;
   /** Connects the serving certificate's expiry gauge; the function returns its notAfter, or null without TLS. */
   observeCertificate(notAfter: () => Date | null): void;
+  /** Connects the kept-connections gauge; the function returns what is open now, or null when nothing is kept. */
+  observeConnections(counts: () => KeptConnectionCounts | null): void;
   /** Prometheus text exposition. */
   render(): Promise<string>;
   /** The same text in chunks to write one after the other (the per-target part is mostly reused, see target-health-metrics.ts). */
   renderChunks(): Promise<(string | Buffer)[]>;
   readonly contentType: string;
+}
+
+/** What the webhook keeps open between evaluations (warm-connections.ts counts). */
+export interface KeptConnectionCounts {
+  channels: number;
+  idleChannels: number;
+  capiAccesses: number;
 }
 
 /** etcd_guard_admission_duration_seconds: what it is, for the metrics and the test that compares observers. */
@@ -159,6 +168,7 @@ export function createWebhookMetrics(options: MetricsOptions = {}): WebhookMetri
     observeCertificate(notAfter) {
       certificateNotAfter = notAfter;
     },
+    observeConnections: registerKeptConnections(registry),
     render: async () => (await renderChunks()).map((chunk) => chunk.toString()).join(''),
     renderChunks,
   };
@@ -326,4 +336,29 @@ function registerCertificateExpiry(registry: Registry, notAfter: () => Date | nu
       if (at !== null) this.set(at.getTime() / 1000);
     },
   });
+}
+
+/**
+ * The member channels and Cluster API port-forward accesses kept open between evaluations, read at
+ * scrape time. Every series from the start, at 0 when nothing is kept (yet, or `connections.keep`
+ * off), so an alert on sockets that never return to baseline has a series to watch. Returns how
+ * to connect what it reads.
+ */
+function registerKeptConnections(registry: Registry): (counts: () => KeptConnectionCounts | null) => void {
+  let source: () => KeptConnectionCounts | null = () => null;
+  new Gauge({
+    name: 'etcd_guard_kept_connections',
+    help: 'Connections kept open between evaluations: member gRPC channels (all, and idle ones) and Cluster API port-forward accesses.',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    collect() {
+      const now = source() ?? { channels: 0, idleChannels: 0, capiAccesses: 0 };
+      this.set({ kind: 'member-channel' }, now.channels);
+      this.set({ kind: 'idle-member-channel' }, now.idleChannels);
+      this.set({ kind: 'capi-access' }, now.capiAccesses);
+    },
+  });
+  return (counts) => {
+    source = counts;
+  };
 }
