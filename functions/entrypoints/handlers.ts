@@ -6,6 +6,7 @@ import { createLogger } from '../shared/logger.js';
 import { ConfigError, type GuardConfig } from './config.js';
 import { loadGuardConfigFromEnv } from './config-file.js';
 import { OnDemandEvaluations, resolveBearerToken } from '../usecases/on-demand-service.js';
+import { createWarmConnections, type WarmConnections } from '../usecases/warm-connections.js';
 import {
   buildScheduledDeps,
   runScheduledEvaluation,
@@ -71,6 +72,62 @@ function once<T>(env: Env, load: () => T): () => T {
   };
 }
 
+/**
+ * The connections a container keeps between its warm invocations (a Lambda process is reused
+ * while warm), as `connections` says. A container is frozen between invocations: no timer runs
+ * and no keepalive goes out, so the idle timeout is counted from the end of the last invocation
+ * when the next one begins, and one idle longer than that starts on fresh connections.
+ */
+class InvocationConnections {
+  private warm: WarmConnections | null | undefined;
+  private lastEndedMs = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly config: GuardConfig,
+    private readonly nowMs: () => number = () => Date.now(),
+  ) {}
+
+  /** What this invocation's evaluations use (begin() decided: the kept ones, or new ones). */
+  current(): WarmConnections | null {
+    return this.warm ?? null;
+  }
+
+  begin(): void {
+    if (this.warm && this.nowMs() - this.lastEndedMs >= this.config.connections.idleTimeout) {
+      this.warm.close();
+      this.warm = undefined;
+    }
+    this.warm ??= createWarmConnections(this.config);
+  }
+
+  end(): void {
+    this.lastEndedMs = this.nowMs();
+  }
+}
+
+/** The real adapters for `config`, with connections kept between the container's invocations. */
+function keptDeps(config: GuardConfig, env: Env): { deps: ScheduledDeps; connections: InvocationConnections | null } {
+  const connections = new InvocationConnections(config);
+  return { deps: buildScheduledDeps(config, env, { warm: () => connections.current() }), connections };
+}
+
+/** Wires a config: the injected builder as it is, or the real adapters with kept connections. */
+function wire(options: HandlerFactoryOptions, config: GuardConfig) {
+  return options.buildDeps === undefined
+    ? keptDeps(config, options.env)
+    : { deps: options.buildDeps(config, options.env), connections: null };
+}
+
+/** Runs one invocation with the container's kept connections (none for injected deps). */
+async function invocation<T>(connections: InvocationConnections | null, run: () => Promise<T>): Promise<T> {
+  connections?.begin();
+  try {
+    return await run();
+  } finally {
+    connections?.end();
+  }
+}
+
 export function summarize(results: ScheduledResult[]): ScheduledSummary {
   return {
     targets: results.length,
@@ -88,9 +145,11 @@ function logConfigError(env: Env, error: unknown): void {
 }
 
 export function createEvaluateHandler(options: HandlerFactoryOptions): (event?: ScheduleEvent) => Promise<ScheduledSummary> {
-  const build = options.buildDeps ?? buildScheduledDeps;
-  const deps = once(options.env, () => build(options.loadConfig(), options.env));
-  return async () => summarize(await runScheduledEvaluation(deps()));
+  const wired = once(options.env, () => wire(options, options.loadConfig()));
+  return async () => {
+    const { deps, connections } = wired();
+    return summarize(await invocation(connections, () => runScheduledEvaluation(deps)));
+  };
 }
 
 function headerValue(headers: HttpApiEvent['headers'], name: string): string | undefined {
@@ -109,14 +168,15 @@ function jsonResult(status: number, body: unknown, headers: Record<string, strin
 }
 
 export function createEvaluateHttpHandler(options: HandlerFactoryOptions): (event: HttpApiEvent) => Promise<HttpApiResult> {
-  const build = options.buildDeps ?? buildScheduledDeps;
   const onDemand = once(options.env, () => {
     const config = options.loadConfig();
-    const { store, evaluate } = build(config, options.env);
-    return new OnDemandEvaluations({ config, store, evaluate, token: resolveBearerToken(config, options.env) });
+    const { deps, connections } = wire(options, config);
+    const { store, evaluate } = deps;
+    const evaluations = new OnDemandEvaluations({ config, store, evaluate, token: resolveBearerToken(config, options.env) });
+    return { evaluations, connections };
   });
   return async (event) => {
-    const evaluations = onDemand();
+    const { evaluations, connections } = onDemand();
     const method = event?.requestContext?.http?.method;
     const target = event?.pathParameters?.target;
     if (typeof method !== 'string' || method === '') {
@@ -125,11 +185,9 @@ export function createEvaluateHttpHandler(options: HandlerFactoryOptions): (even
     if (typeof target !== 'string' || target === '') {
       return jsonResult(400, { error: 'malformed event: pathParameters.target is missing' });
     }
-    const response = await evaluations.handle({
-      method,
-      target,
-      authorization: headerValue(event.headers, 'authorization'),
-    });
+    const response = await invocation(connections, () =>
+      evaluations.handle({ method, target, authorization: headerValue(event.headers, 'authorization') }),
+    );
     return jsonResult(response.status, response.body, response.headers);
   };
 }

@@ -15,6 +15,7 @@ import { selectShard, type ShardSpec } from '../domain/shard.js';
 import type { EvaluationStore } from '../domain/store.js';
 import { evaluateResolvedTarget } from './reach-target.js';
 import type { EvaluationContext } from './evaluate-target.js';
+import type { WarmConnections } from './warm-connections.js';
 import { DISCOVERY_TIMEOUT_MS, resolveTargets, type ResolvedTargets } from './resolve-targets.js';
 import { staticTarget, type Target } from '../domain/targets.js';
 import { Deadline, DeadlineExceededError, withDeadline, withTimeout } from '../domain/deadline.js';
@@ -305,13 +306,15 @@ export async function runScheduledLoop(options: ScheduledLoopOptions): Promise<n
 export function buildScheduledDeps(
   config: GuardConfig,
   env: Readonly<Record<string, string | undefined>>,
-  options: { logger?: ScheduledLogger } = {},
+  options: { logger?: ScheduledLogger; warm?: () => WarmConnections | null } = {},
 ): ScheduledDeps {
   const logger = options.logger ?? createLogger({ env, name: 'etcd-guard-scheduled' });
+  const { warm } = options;
   return {
     config,
     store: createStore(config.store),
-    evaluate: (target, context) => evaluateResolvedTarget(target, { ...context }),
+    evaluate: (target, context) =>
+      evaluateResolvedTarget(target, { ...context, ...(warm === undefined ? {} : { warm: warm() }) }),
     ...(config.discovery === undefined ? {} : { resolveTargets: (timeoutMs) => resolveTargets(config, { timeoutMs }) }),
     logger,
     ...(config.events ? { events: scheduledEvents(env, logger) } : {}),

@@ -2,7 +2,8 @@
 // between evaluations, as the config's `connections` says: every member's gRPC channel and, for
 // Cluster API targets, the port-forward access (its listeners, the WebSockets their etcd
 // connections hold, a keep-alive connection to the workload API server). Whoever builds it closes
-// it on shutdown; the CLI and the scheduled run never build one.
+// it on shutdown; the serverless handlers keep one per container (handlers.ts). The CLI and the
+// CronJob's scheduled run never build one.
 import { KeptPool } from '../adapters/channel-pool.js';
 import type { KeptCapiAccess } from '../adapters/capi-etcd-access.js';
 import { EtcdChannelPool } from '../adapters/etcd-member-probe.js';
