@@ -2,8 +2,11 @@
 // other request (and every /validate that looks any different) left to the express app. express's
 // router, its per-request prototype swap and body-parser's content-type, charset and decoder steps
 // cost about as much CPU as the whole decision on a cached allow (issue 20's profile); what is left
-// is reading the body, one JSON.parse, and the decision. test/fast-validate.test.ts sends the same
-// requests both ways and compares the bytes on the wire.
+// is reading the body, one JSON.parse, and the decision. It is the one fast path left on the
+// admission path: without it a not guarded request falls below the 0.85× of the bare express
+// server the bench targets (issue 31; the figures, from bench/admission-paths.ts, are in
+// BENCHMARKS.md). test/fast-validate.test.ts sends the same requests both ways and compares the
+// bytes on the wire.
 import type http from 'node:http';
 import { Readable } from 'node:stream';
 
