@@ -85,3 +85,42 @@ describe('backup.requiredForChanges holds back membership changes and etcd upgra
     expect(decision.response.allowed, decision.response.status?.message).toBe(true);
   });
 });
+
+describe('an etcd upgrade of a fragmented target (issue 32)', () => {
+  const FRAGMENTED: Check = {
+    name: 'fragmentation',
+    status: 'warn',
+    message:
+      'member etcd-1 (https://10.0.0.2:2379) DB fragmented: 300.0 MiB of 400.0 MiB free (75%, 100.0 MiB in use); defragment one member at a time, it blocks the member while it runs: etcdctl defrag --endpoints=https://10.0.0.2:2379',
+  };
+
+  it('is allowed, suggesting a defrag of the named member first', () => {
+    const decision = decideOn(imageBump(), FRAGMENTED, false);
+    expect(decision.response.allowed, decision.response.status?.message).toBe(true);
+    const warnings = decision.response.warnings ?? [];
+    expect(warnings).toContain(
+      'etcd-guard: before this etcd upgrade, defragment: etcdctl defrag --endpoints=https://10.0.0.2:2379',
+    );
+  });
+
+  it('takes only URL characters from the stored message', () => {
+    const hostile: Check = { ...FRAGMENTED, message: 'etcdctl defrag --endpoints=https://10.0.0.9:2379;rm -rf /\u001b[31m' };
+    const warnings = decideOn(imageBump(), hostile, false).response.warnings ?? [];
+    expect(warnings).toContain(
+      'etcd-guard: before this etcd upgrade, defragment: etcdctl defrag --endpoints=https://10.0.0.9:2379',
+    );
+    // The evaluation's own reasons are passed on as they were (clipped); the advice adds only the URL.
+    expect(warnings.filter((warning) => warning.includes('before this etcd upgrade'))).toEqual([
+      'etcd-guard: before this etcd upgrade, defragment: etcdctl defrag --endpoints=https://10.0.0.9:2379',
+    ]);
+  });
+
+  it.each([
+    ['a scale up', scaleUp],
+    ['a rollout that changes no etcd image', otherRollout],
+  ] as const)('%s of a fragmented target gets no defrag-first advice', (_name, review) => {
+    const decision = decideOn(review(), FRAGMENTED, false);
+    expect(decision.response.allowed, decision.response.status?.message).toBe(true);
+    expect((decision.response.warnings ?? []).join(' ')).not.toContain('before this etcd upgrade');
+  });
+});

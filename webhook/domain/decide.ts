@@ -241,7 +241,25 @@ function judge(original: DecisionInput): Judgement {
   if (backupBlocked !== null) return heldBack(input, evaluation, ageMs, 'backup', backupBlocked);
   const warnings = projection.warnings;
   if (evaluation.verdict === 'Degraded') warnings.push(...degradedWarnings(evaluation, target));
+  warnings.push(...defragFirst(asCarried, evaluation));
   return { allowed: true, reason: evaluation.verdict.toLowerCase(), warnings };
+}
+
+/**
+ * An etcd upgrade of a target whose fragmentation check warns: allowed (a fragmented DB serves),
+ * with the advice to defragment first, one warning per member its check names (a warning is cut
+ * at MAX_WARNING_LENGTH, so the command leads). A rollout restarts every member in turn; before
+ * it, the members reload smaller files and the quota has its headroom back. The URLs come from a
+ * stored document, untrusted: only URL characters are taken.
+ */
+function defragFirst(input: DecisionInput, evaluation: Evaluation): string[] {
+  if (!changesEtcd(input)) return [];
+  const check = evaluation.checks.find((candidate) => candidate.name === 'fragmentation');
+  if (check?.status !== 'warn') return [];
+  const urls = [...check.message.matchAll(/etcdctl defrag --endpoints=(https?:\/\/[A-Za-z0-9.:[\]_-]{1,200})/g)].map(
+    (match) => match[1] ?? '',
+  );
+  return [...new Set(urls)].map((url) => `etcd-guard: before this etcd upgrade, defragment: etcdctl defrag --endpoints=${url}`);
 }
 
 /** A change the projection allows but a rule of the target holds back, with that rule's words. */
