@@ -6,7 +6,7 @@ import type http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { OnDemandEvaluations } from '../functions/usecases/on-demand-service.js';
 import { createWebhookApp, createWebhookRoutes, type WebhookAppDeps } from '../webhook/server/app.js';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { getHeapStatistics } from 'node:v8';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { openCapiEtcdAccess } from '../functions/adapters/capi-etcd-access.js';
-import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget, evaluateThroughAccess } from '../functions/usecases/evaluate-target.js';
 import { peakRssMiB } from './lib.js';

@@ -11,7 +11,7 @@ import { noop } from 'cockatiel';
 import { Etcd3 } from 'etcd3';
 import { EtcdProbeSession } from '../functions/adapters/etcd-member-probe.js';
 import { Deadline } from '../functions/domain/deadline.js';
-import { targetSchema } from '../functions/entrypoints/config.js';
+import { targetSchema } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { etcdVersion, startEtcdCluster } from '../test/harness/etcd-cluster.js';
 import { median } from './lib.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { noop } from 'cockatiel';
 import { Etcd3, type IOptions } from 'etcd3';
 import { readFileSync } from 'node:fs';
-import { parseGuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type TargetConfig } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import type { EtcdTestCluster } from '../test/harness/etcd-cluster.js';
 import { freePort } from '../test/harness/free-port.js';

@@ -2,7 +2,7 @@
 // under COUNT names) with its concurrency limit, evaluations written to a file store. Reports
 // wall time and its own peak RSS over IPC, so RSS is the fleet run's alone.
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { runScheduledEvaluation } from '../functions/usecases/scheduled-run.js';
 import { peakRssMiB } from './lib.js';

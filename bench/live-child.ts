@@ -5,7 +5,7 @@
 // connections it keeps and its open sockets (from /proc/self/fd).
 import { readFileSync } from 'node:fs';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { openSockets } from '../test/harness/sockets.js';
 import { startWebhookServer } from '../webhook/server/main.js';

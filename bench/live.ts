@@ -22,7 +22,7 @@ import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js';
 import { FileStore } from '../functions/adapters/file-store.js';
 import type { Target } from '../functions/domain/targets.js';
-import { guardConfigSchema, targetSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema, targetSchema } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { createWarmConnections, evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
 import { generateTestCerts } from '../test/harness/certs.js';

@@ -34,7 +34,7 @@ type Core = typeof import('../webhook/domain/review.js') &
   typeof import('../webhook/domain/enforcement.js') &
   typeof import('../functions/domain/evaluation-document.js') &
   typeof import('../functions/domain/targets.js') &
-  typeof import('../functions/entrypoints/config.js') &
+  typeof import('../functions/domain/config.js') &
   typeof import('../webhook/server/metrics.js');
 
 const FIXTURE = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
@@ -64,7 +64,7 @@ async function bundledCore(root: string): Promise<Core> {
     'webhook/domain/enforcement.ts',
     'functions/domain/evaluation-document.ts',
     'functions/domain/targets.ts',
-    'functions/entrypoints/config.ts',
+    'functions/domain/config.ts',
     'webhook/server/metrics.ts',
   ];
   const outfile = path.join(os.tmpdir(), `profile-core-${process.pid}.mjs`);

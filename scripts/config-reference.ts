@@ -1,5 +1,5 @@
 // Prints the configuration reference (a markdown table of every config key) by walking the zod
-// schema in functions/entrypoints/config.ts, so the documentation cannot drift from what the code accepts.
+// schema in functions/domain/config.ts, so the documentation cannot drift from what the code accepts.
 //
 //   npx tsx scripts/config-reference.ts                  print the table
 //   npx tsx scripts/config-reference.ts --check docs/configuration.md exit 1 when its section differs
@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { durationSchema, guardConfigSchema } from '../functions/entrypoints/config.js';
+import { durationSchema, guardConfigSchema } from '../functions/domain/config.js';
 
 export const START_MARKER = '<!-- config-reference:start -->';
 export const END_MARKER = '<!-- config-reference:end -->';
@@ -334,7 +334,7 @@ function cell(text: string): string {
 /** The text that belongs between the markers (without them). */
 export function renderConfigReference(): string {
   const lines = [
-    '_Generated from the zod schema in `functions/entrypoints/config.ts` by `npx tsx scripts/config-reference.ts`; do not edit by hand._',
+    '_Generated from the zod schema in `functions/domain/config.ts` by `npx tsx scripts/config-reference.ts`; do not edit by hand._',
     '',
     '| Key | Type | Default | Description |',
     '| --- | --- | --- | --- |',
@@ -401,7 +401,7 @@ export function main(argv: readonly string[]): number {
     if (mode === '--check') {
       if (sectionIsCurrent(document, file)) return 0;
       process.stderr.write(
-        `config-reference: the configuration reference in ${file} differs from the schema in functions/entrypoints/config.ts; ` +
+        `config-reference: the configuration reference in ${file} differs from the schema in functions/domain/config.ts; ` +
           `run: npx tsx scripts/config-reference.ts --write ${file}\n`,
       );
       return 1;

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify as toYaml } from 'yaml';
 import { createStore } from '../functions/adapters/store-factory.js';
-import type { GuardConfig } from '../functions/entrypoints/config.js';
+import type { GuardConfig } from '../functions/domain/config.js';
 import { loadGuardConfigFile } from '../functions/entrypoints/config-file.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import type { EvaluationStore } from '../functions/domain/store.js';

@@ -2,7 +2,7 @@
 // Etcd needs its evaluation's `backup` check to pass; other rollouts, a hibernation, and any change
 // with the rule off are judged as before (a failing backup then only warns, through Degraded).
 import { describe, expect, it } from 'vitest';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import type { Check } from '../functions/domain/evaluation-document.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import { decide } from '../webhook/domain/decide.js';

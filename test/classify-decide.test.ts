@@ -5,7 +5,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { guardConfigSchema, type GuardConfig } from '../functions/entrypoints/config.js';
+import { guardConfigSchema, type GuardConfig } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { AdmissionRequest, Classification, Decision } from '../webhook/domain/contract.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../functions/entrypoints/cli.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import type { Target } from '../functions/domain/targets.js';
 import { resolveTargets } from '../functions/usecases/resolve-targets.js';
 import { runScheduledEvaluation, type ScheduledLogger } from '../functions/usecases/scheduled-run.js';

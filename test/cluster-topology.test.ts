@@ -4,7 +4,7 @@
 // decision on an evaluation: the same projection as a KCP edit, the message naming the Cluster.
 import { describe, expect, it } from 'vitest';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
-import { guardConfigSchema, type GuardConfig } from '../functions/entrypoints/config.js';
+import { guardConfigSchema, type GuardConfig } from '../functions/domain/config.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { Classification, ParentLabels } from '../webhook/domain/contract.js';
 import { decide } from '../webhook/domain/decide.js';

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type EnforcementMode } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type EnforcementMode } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { EventRecorder, lazyKubeEventSink } from '../functions/usecases/event-recorder.js';
 import { WEBHOOK_EVENT_CONTROLLER } from '../webhook/server/main.js';

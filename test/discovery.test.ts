@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listControlPlaneMachines } from '../functions/adapters/capi-machines.js';
 import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js';
-import { decisionMaxAgeMsOf, decisionModeOf, parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { decisionMaxAgeMsOf, decisionModeOf, parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import { Deadline } from '../functions/domain/deadline.js';
 import { capiTargets, druidTargets, quantityBytes } from '../functions/domain/discovery-mapping.js';
 import { discoveredTargetName, mergeTargets, MAX_TARGET_NAME } from '../functions/domain/targets.js';

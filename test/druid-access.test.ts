@@ -2,12 +2,12 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { openDruidEtcdAccess } from '../functions/adapters/druid-etcd-access.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { Deadline } from '../functions/domain/deadline.js';
 import { druidTargets } from '../functions/domain/discovery-mapping.js';
 import type { Target } from '../functions/domain/targets.js';
 import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
-import { EtcdAccessError } from '../functions/usecases/etcd-access.js';
+import { EtcdAccessError } from '../functions/ports/etcd-access.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './harness/fake-kube-apiserver.js';
 

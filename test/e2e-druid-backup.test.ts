@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';
 import { generateTestCerts } from './harness/certs.js';

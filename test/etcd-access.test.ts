@@ -2,9 +2,10 @@
 // that is not their advertised URL and described by name, an access that cannot be opened, and
 // one whose opening hangs past the target's timeout.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema } from '../functions/entrypoints/config.js';
+import { targetSchema } from '../functions/domain/config.js';
 import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
-import { directEtcdAccess, EtcdAccessError, readTargetCredentials, type EtcdAccess } from '../functions/usecases/etcd-access.js';
+import { readTargetCredentials } from '../functions/usecases/etcd-access.js';
+import { directEtcdAccess, EtcdAccessError, type EtcdAccess } from '../functions/ports/etcd-access.js';
 import { evaluateThroughAccess } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { BOUND_SLACK_MS } from './harness/timing.js';

@@ -6,7 +6,7 @@
 // slower than the latency limit (500 ms) is this machine's load, not churn: such runs are
 // Degraded by the latency check alone and are counted and printed, not failed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema } from '../functions/entrypoints/config.js';
+import { targetSchema } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
-import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { BOUND_SLACK_MS } from './harness/timing.js';

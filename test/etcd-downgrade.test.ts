@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
 import type { EndpointProbe, MemberStatus } from '../functions/ports/etcd-probe.js';

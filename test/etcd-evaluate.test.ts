@@ -5,7 +5,7 @@ import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { ConfigError, targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

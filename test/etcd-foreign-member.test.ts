@@ -1,7 +1,7 @@
 // Cluster-ID agreement on real etcd: a member of ANOTHER cluster, started under the same CA so TLS
 // lets us in and its answer (with its own cluster ID) is seen, is given as one of the endpoints.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema } from '../functions/entrypoints/config.js';
+import { targetSchema } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 

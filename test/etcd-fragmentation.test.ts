@@ -7,7 +7,7 @@ import { noop } from 'cockatiel';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
-import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 import { waitFor } from './harness/wait.js';

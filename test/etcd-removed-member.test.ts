@@ -4,7 +4,7 @@
 // member exit once its peers refuse its traffic, so the member is cut off from its peers (both
 // directions, through the harness's peer relays) BEFORE `member remove`, and stays running.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema } from '../functions/entrypoints/config.js';
+import { targetSchema } from '../functions/domain/config.js';
 import { evaluationSchema } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

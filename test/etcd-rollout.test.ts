@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCoreV1Api } from '../functions/adapters/kube.js';
 import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js';
 import { FileStore } from '../functions/adapters/file-store.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { evaluationSchema, verdictFromChecks, type Evaluation, type Verdict } from '../functions/domain/evaluation-document.js';
 import type { Target } from '../functions/domain/targets.js';
 import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';

@@ -3,7 +3,7 @@
 // image, or onto an image whose tag says no etcd version, is denied while a member runs below the
 // minimum; an image that stays on 3.5, or is not changed at all, is left to the other rules.
 import { describe, expect, it } from 'vitest';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import { decide } from '../webhook/domain/decide.js';
 import { MIN_ETCD_FOR_3_6 } from '../webhook/domain/etcd-upgrade.js';

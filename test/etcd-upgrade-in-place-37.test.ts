@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusExtras } from '../functions/adapters/etcd-status-extras.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import { decide } from '../webhook/domain/decide.js';
 import { MIN_ETCD_FOR_3_7 } from '../webhook/domain/etcd-upgrade.js';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdProbeSession } from '../functions/adapters/etcd-member-probe.js';
 import { statusExtras } from '../functions/adapters/etcd-status-extras.js';
 import { Deadline } from '../functions/domain/deadline.js';
-import { parseGuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type TargetConfig } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { etcdVersion, startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

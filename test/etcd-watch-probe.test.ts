@@ -2,7 +2,7 @@
 // passes on every member and leaves no key behind, and a hung (SIGSTOPped) member is named
 // within timeout + 250 ms because its watch stream is bounded and cancelled.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

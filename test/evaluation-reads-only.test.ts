@@ -3,7 +3,7 @@
 // raft proposal per member per evaluation (issue 20); the alarms now come from Status on the
 // healthy path. The opt-in watch probe writes a key and is off here.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

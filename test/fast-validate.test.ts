@@ -11,7 +11,7 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { OnDemandEvaluations } from '../functions/usecases/on-demand-service.js';
 import { BODY_LIMIT_BYTES, createWebhookRoutes } from '../webhook/server/app.js';

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { capiTargets, druidTargets } from '../functions/domain/discovery-mapping.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { staticTarget, type Target } from '../functions/domain/targets.js';

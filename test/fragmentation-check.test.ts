@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
 import type { EvaluationThresholds } from '../functions/domain/judgement/input.js';
 import { targetDefaults } from '../functions/domain/kinds/discovery-common.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { probedThree } from './harness/probe-input.js';
 
 const MIB = 1024 * 1024;

@@ -4,7 +4,7 @@
 // each evaluation of a hung member left 3-4 sockets behind (a long-running process reached
 // EMFILE). Also: the watch probe's key is deleted even when the watch times out.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { mapWithConcurrency } from '../functions/usecases/scheduled-run.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import type { EvaluationStore } from '../functions/domain/store.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import type { Target } from '../functions/domain/targets.js';
 import { TargetRegistry } from '../functions/usecases/live-target-set.js';
 import { evaluateResolvedTarget } from '../functions/usecases/reach-target.js';

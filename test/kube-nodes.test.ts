@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listControlPlaneNodes, nodeLabelSelector } from '../functions/adapters/kube-nodes.js';
-import { inventorySchema } from '../functions/entrypoints/config.js';
+import { inventorySchema } from '../functions/domain/config.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeNodeSpec } from './harness/fake-kube-apiserver.js';
 import { captureStoreError } from './harness/store-error.js';
 

@@ -12,7 +12,7 @@
 // UPDATEs that strip what a member DELETE is keyed on; and for every door an evaluation that lost
 // its member list. Seeded, so a failure names an input that reproduces.
 import { describe, expect, it } from 'vitest';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
 import { machineFromObject, type ControlPlaneMachine } from '../functions/domain/machines.js';
 import { classifyRequest } from '../webhook/domain/classify.js';

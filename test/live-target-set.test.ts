@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { staticTarget, type Target } from '../functions/domain/targets.js';
 import type { ResolvedTargets } from '../functions/usecases/resolve-targets.js';
 import { TargetRegistry } from '../functions/usecases/live-target-set.js';

@@ -7,7 +7,7 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import type { GuardConfig } from '../functions/entrypoints/config.js';
+import type { GuardConfig } from '../functions/domain/config.js';
 import { parseGuardConfigText } from '../functions/entrypoints/config-file.js';
 import {
   at,

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
 import { KCP_CONTROLLER_USER } from '../functions/domain/machines.js';
-import { guardConfigSchema, type GuardConfig } from '../functions/entrypoints/config.js';
+import { guardConfigSchema, type GuardConfig } from '../functions/domain/config.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { Classification, ParentLabels } from '../webhook/domain/contract.js';
 import { decide } from '../webhook/domain/decide.js';

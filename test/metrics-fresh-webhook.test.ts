@@ -7,7 +7,7 @@ import path from 'node:path';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { INLINE_REFRESH_RESULTS, TARGET_DECISIONS_AT_ZERO } from '../webhook/server/metrics.js';
 import { httpRequest } from './harness/https-client.js';
 import { startTestWebhook, type TestWebhook } from './harness/webhook.js';

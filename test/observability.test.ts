@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import type { GuardConfig } from '../functions/entrypoints/config.js';
+import type { GuardConfig } from '../functions/domain/config.js';
 import { CHECK_NAMES, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { createWebhookMetrics, INLINE_REFRESH_RESULTS, TARGET_DECISIONS_AT_ZERO } from '../webhook/server/metrics.js';
 import type { TestCerts } from './harness/certs.js';

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { ConfigError, parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/domain/config.js';
 import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { StoreError, type EvaluationStore, type StoreErrorKind } from '../functions/domain/store.js';
 import { createStore } from '../functions/adapters/store-factory.js';

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import type { EvaluationStore } from '../functions/domain/store.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';
 import { startFakeKubeApiServer, type FakeAccessGrant, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';

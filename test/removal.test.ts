@@ -1,7 +1,7 @@
 // Which member leaves, through the whole pure decision: real AdmissionReview fixtures (edited the
 // way kubectl would edit them), an evaluation, and the Machines as the apiserver lists them.
 import { describe, expect, it } from 'vitest';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { machineFromObject, type ControlPlaneMachine } from '../functions/domain/machines.js';
 import { classifyRequest } from '../webhook/domain/classify.js';

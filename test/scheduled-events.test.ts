@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import { transitionEvent } from '../functions/domain/events.js';
 import { staticTarget, type Target } from '../functions/domain/targets.js';
 import type { EvaluationStore } from '../functions/domain/store.js';

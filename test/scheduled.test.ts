@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, it, expect } from 'vitest';
-import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/domain/config.js';
 import { parseEvaluationJson, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { StoreError, type EvaluationStore, type WriteOutcome } from '../functions/domain/store.js';
 import {

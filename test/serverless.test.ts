@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { ConfigError, parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { ConfigError, parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import { evaluationSchema, parseEvaluationJson } from '../functions/domain/evaluation-document.js';
 import {
   createEvaluateHandler,

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import type { EvaluationStore } from '../functions/domain/store.js';
-import { guardConfigSchema, parseGuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { guardConfigSchema, parseGuardConfig, type TargetConfig } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { classifyRequest } from '../webhook/domain/classify.js';
 import type { ParentObjectRef } from '../webhook/domain/contract.js';

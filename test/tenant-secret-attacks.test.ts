@@ -28,7 +28,7 @@ import { runProcess, type ProcessRun } from './harness/process.js';
 import { generateTestCerts } from './harness/certs.js';
 import { waitFor } from './harness/wait.js';
 import { startTestWebhook, type TestWebhook } from './harness/webhook.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 
 const BIN = path.resolve(import.meta.dirname, '../bin/etcd-guard.mjs');
 const TENANT = 'team-x';

@@ -6,7 +6,7 @@ import { copyFile, mkdir, mkdtemp, readFile, rm, unlink } from 'node:fs/promises
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError } from '../functions/entrypoints/config.js';
+import { ConfigError } from '../functions/domain/config.js';
 import { readTargetCredentials, TLS_FILE_REREAD_MS, TlsFileReuse } from '../functions/usecases/etcd-access.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClientCertificateMinter } from '../functions/adapters/capi-credentials.js';
 import { openCapiEtcdAccess } from '../functions/adapters/capi-etcd-access.js';
 import { createCoreV1Api, type CoreV1Api } from '../functions/adapters/kube.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { evaluationSchema, type Evaluation } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget, evaluateThroughAccess } from '../functions/usecases/evaluate-target.js';
 import { startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';

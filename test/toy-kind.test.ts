@@ -4,7 +4,7 @@
 // judged by the toy's own removal order) and discovery maps its objects to targets. The
 // registration is undone after the file, and a repeated identity is refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import type { Evaluation, MemberReport } from '../functions/domain/evaluation-document.js';
 import { discoveredTargets } from '../functions/domain/discovery-mapping.js';
 import { at, provide, targetDefaults } from '../functions/domain/kinds/discovery-common.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileStore } from '../functions/adapters/file-store.js';
-import { ConfigError, parseGuardConfig } from '../functions/entrypoints/config.js';
+import { ConfigError, parseGuardConfig } from '../functions/domain/config.js';
 import { loadGuardConfigFile, parseGuardConfigText } from '../functions/entrypoints/config-file.js';
 import { parseEvaluationJson } from '../functions/domain/evaluation-document.js';
 import { redactUrlUserinfo } from '../functions/shared/redact.js';

@@ -11,7 +11,7 @@ import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js'
 import { tlsHandshakeCounts } from '../functions/adapters/etcd-member-probe.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import type { Target } from '../functions/domain/targets.js';
-import { guardConfigSchema } from '../functions/entrypoints/config.js';
+import { guardConfigSchema } from '../functions/domain/config.js';
 import { createWarmConnections, evaluateResolvedTarget, type WarmConnections } from '../functions/usecases/reach-target.js';
 import { startCapiWorkload, type CapiWorkload } from './harness/capi-workload.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from './harness/fake-kube-apiserver.js';

@@ -13,7 +13,7 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdChannelPool, tlsHandshakeCounts } from '../functions/adapters/etcd-member-probe.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
-import { parseGuardConfig, targetSchema, type TargetConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import { CONNECTION_BOUNDS } from '../webhook/server/main.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { httpsRequest } from './harness/https-client.js';

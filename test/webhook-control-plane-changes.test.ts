@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig } from '../functions/domain/config.js';
 import type { MemberReport } from '../functions/domain/evaluation-document.js';
 import { generateTestCerts, type TestCerts } from './harness/certs.js';
 import { makeEvaluation, makeMember } from './harness/evaluation-fixture.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import { EVENT_FINISH_MS, EventRecorder, lazyKubeEventSink } from '../functions/usecases/event-recorder.js';
 import { createLogger } from '../functions/shared/logger.js';
 import { WEBHOOK_EVENT_CONTROLLER } from '../webhook/server/main.js';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import { createStore } from '../functions/adapters/store-factory.js';
 import { EvaluationCache } from '../webhook/server/cache.js';
 import { classifyRequest } from '../webhook/domain/classify.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig, type TargetConfig } from '../functions/domain/config.js';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import type { EvaluationStore } from '../functions/domain/store.js';
 import { OnDemandEvaluations, StarvedEvaluationError } from '../functions/usecases/on-demand-service.js';

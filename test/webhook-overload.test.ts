@@ -11,7 +11,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore } from '../functions/adapters/store-factory.js';
-import { parseGuardConfig, type GuardConfig } from '../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig } from '../functions/domain/config.js';
 import { evaluationSchema } from '../functions/domain/evaluation-document.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { MAX_CONNECTIONS } from '../webhook/server/main.js';

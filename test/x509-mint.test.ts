@@ -24,7 +24,7 @@ import {
   issuerOf,
   readDerElement,
 } from '../functions/adapters/x509-mint.js';
-import { EtcdAccessError } from '../functions/usecases/etcd-access.js';
+import { EtcdAccessError } from '../functions/ports/etcd-access.js';
 import { makeTestCa, type CaKeyType } from './harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
 

@@ -28,8 +28,9 @@ import {
 import { promisify } from 'node:util';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
-import { EtcdAccessError, NotEvaluatedError } from '../usecases/etcd-access.js';
-import type { ProbeCredentials } from './etcd-member-probe.js';
+import { EtcdAccessError } from '../ports/etcd-access.js';
+import { NotEvaluatedError } from '../shared/errors.js';
+import type { ProbeCredentials } from '../ports/etcd-access.js';
 import { callKube, isApiServerOutage } from './kube.js';
 import { boundedSecretValue, parseWorkloadKubeconfig, type WorkloadEndpoint } from './workload-kubeconfig.js';
 import {

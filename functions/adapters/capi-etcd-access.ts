@@ -12,14 +12,14 @@ import { createHash } from 'node:crypto';
 import { Agent } from 'node:https';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
-import { EtcdAccessError, type EtcdAccess } from '../usecases/etcd-access.js';
+import { EtcdAccessError, type EtcdAccess } from '../ports/etcd-access.js';
 import { ClientCertificateMinter, readCapiCredentials, type CapiCluster } from './capi-credentials.js';
 import { listWorkloadControlPlaneNodes } from './workload-nodes.js';
 import { listenForPodPort, type PortForwardListener } from './pod-port-forward.js';
 import type { TlsSessionCache } from './tls-sessions.js';
 import type { KeptPool, Lease } from './channel-pool.js';
 import type { WorkloadEndpoint } from './workload-kubeconfig.js';
-import type { ProbeCredentials } from './etcd-member-probe.js';
+import type { ProbeCredentials } from '../ports/etcd-access.js';
 
 const ETCD_NAMESPACE = 'kube-system';
 const ETCD_CLIENT_PORT = 2379;

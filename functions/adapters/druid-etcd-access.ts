@@ -3,9 +3,11 @@
 // The PEM bytes stay in memory; errors name the Secret and key, never their content.
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
-import { probeCredentialsProblem, type ProbeCredentials } from './etcd-member-probe.js';
+import { probeCredentialsProblem } from './etcd-member-probe.js';
+import { type ProbeCredentials } from '../ports/etcd-access.js';
 import { boundedSecretValue } from './workload-kubeconfig.js';
-import { directEtcdAccess, EtcdAccessError, NotEvaluatedError, type EtcdAccess } from '../usecases/etcd-access.js';
+import { directEtcdAccess, EtcdAccessError, type EtcdAccess } from '../ports/etcd-access.js';
+import { NotEvaluatedError } from '../shared/errors.js';
 import type { DruidTlsSecrets } from '../domain/targets.js';
 import { callKube, isApiServerOutage } from './kube.js';
 

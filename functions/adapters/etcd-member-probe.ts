@@ -24,17 +24,11 @@ import { Deadline, withDeadline } from '../domain/deadline.js';
 import { trackCleanup } from '../shared/cleanups.js';
 import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
 import type { EndpointProbe, HashKVAnswer, MemberStatus, Outcome, RaisedAlarm, WatchOutcome } from '../ports/etcd-probe.js';
+import type { ProbeCredentials } from '../ports/etcd-access.js';
 import type { MemberListAnswer } from '../domain/member-view.js';
 import { failedWith, type ProbeFailure, type ProbeFailureKind } from '../domain/probe-failure.js';
 import { processTlsSessions, resumptionAttempt, sessionKey, type TlsSessionCache } from './tls-sessions.js';
 import { KeptPool, type Lease, type PoolLimits } from './channel-pool.js';
-
-export interface ProbeCredentials {
-  /** PEM bytes; without a CA the system roots verify https endpoints. */
-  ca?: Buffer;
-  cert?: Buffer;
-  key?: Buffer;
-}
 
 export interface ProbeSessionOptions {
   /**

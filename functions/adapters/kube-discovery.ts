@@ -3,7 +3,7 @@
 // Every listing (all pages, every namespace, the version fallback) finishes before the caller's
 // Deadline or fails with a KubeApiError.
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import type { DiscoveryScope } from '../entrypoints/config.js';
+import type { DiscoveryScope } from '../domain/config.js';
 import type { Deadline } from '../domain/deadline.js';
 import type { ListedResource } from '../domain/kinds/kind.js';
 import { CAPI_VERSIONS } from '../domain/kinds/kubeadm-control-plane.js';

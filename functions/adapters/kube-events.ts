@@ -2,7 +2,7 @@
 // JSON patch of `series` for a repeat. Each call has the recorder's deadline (callKube).
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { Deadline } from '../domain/deadline.js';
-import type { EventObject, EventSeries, EventSink } from '../usecases/event-recorder.js';
+import type { EventObject, EventSeries, EventSink } from '../ports/events.js';
 import { callKube, KubeApiError } from './kube.js';
 
 const GROUP = 'events.k8s.io';

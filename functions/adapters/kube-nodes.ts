@@ -3,7 +3,7 @@
 // Each Node carries its creation time: a new Node's grace to run a member counts from it, as
 // KCP counts its two minutes from the Node's creation.
 import type { CoreV1Api } from '@kubernetes/client-node';
-import type { InventoryConfig } from '../entrypoints/config.js';
+import type { InventoryConfig } from '../domain/config.js';
 import { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { StoreError } from '../domain/store.js';

@@ -1,5 +1,5 @@
 // Picks the EvaluationStore a StoreConfig describes. Entrypoints import only this.
-import type { StoreConfig } from '../entrypoints/config.js';
+import type { StoreConfig } from '../domain/config.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import {
   StoreError,

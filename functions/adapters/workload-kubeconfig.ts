@@ -12,7 +12,7 @@ import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import { checkServerIdentity, createSecureContext, type PeerCertificate, type SecureContext } from 'node:tls';
 import { parse as parseYaml } from 'yaml';
-import { EtcdAccessError } from '../usecases/etcd-access.js';
+import { EtcdAccessError } from '../ports/etcd-access.js';
 
 /**
  * The most we decode from one value of a Secret. The largest legitimate one is a kubeconfig with

@@ -1,7 +1,7 @@
 // Kubernetes Events (events.k8s.io/v1) as data: what the webhook's decisions and the scheduled
 // run ask to record, and the verdict transitions worth an Event. Pure; the recorder
 // (functions/usecases/event-recorder.ts) deduplicates and writes them through an adapter.
-import type { StoreConfig } from '../entrypoints/config.js';
+import type { StoreConfig } from './config.js';
 import type { Evaluation, Verdict } from './evaluation-document.js';
 import type { Target } from './targets.js';
 import { apiVersionOf } from './kinds/registry.js';

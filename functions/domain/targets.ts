@@ -14,7 +14,7 @@
 // a tenant names can take another's name; whatever the input, the result is a DNS label every
 // store accepts. A name that still collides (with a static target's) is reported, not guessed.
 import { createHash } from 'node:crypto';
-import type { TargetConfig } from '../entrypoints/config.js';
+import type { TargetConfig } from './config.js';
 import type { DiscoverySource } from './controller-kinds.js';
 import { compareCodeUnits } from '../shared/names.js';
 

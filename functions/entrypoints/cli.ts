@@ -2,7 +2,7 @@
 // / 2 usage or configuration error) and `webhook` (hands its flags to the webhook server).
 import type { Target } from '../domain/targets.js';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, storeConfigSchema, targetSchema, type StoreConfig, type TargetConfig } from './config.js';
+import { ConfigError, storeConfigSchema, targetSchema, type StoreConfig, type TargetConfig } from '../domain/config.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { EvaluationContext } from '../usecases/evaluate-target.js';
 import type { EvaluationStore } from '../domain/store.js';

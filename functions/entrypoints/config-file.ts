@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { UsageError } from '../shared/errors.js';
-import { ConfigError, parseGuardConfig, type GuardConfig } from './config.js';
+import { ConfigError, parseGuardConfig, type GuardConfig } from '../domain/config.js';
 
 /**
  * Where and what kind of YAML error, never the text around it: the file may not be what it

@@ -3,7 +3,7 @@
 // OnDemandEvaluations. Only a configuration error makes an invocation fail; a sick etcd target is
 // a result, not an exception.
 import { createLogger } from '../shared/logger.js';
-import { ConfigError, type GuardConfig } from './config.js';
+import { ConfigError, type GuardConfig } from '../domain/config.js';
 import { loadGuardConfigFromEnv } from './config-file.js';
 import { OnDemandEvaluations, resolveBearerToken } from '../usecases/on-demand-service.js';
 import { createWarmConnections, type WarmConnections } from '../usecases/warm-connections.js';

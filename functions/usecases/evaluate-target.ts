@@ -1,15 +1,10 @@
 // Evaluates one etcd target: opens its access (static: reads its TLS files), discovers the
 // members, probes every member under ONE deadline (target.timeout, counted from the moment the
 // evaluation starts reaching etcd, never from process start) and lets the pure core judge.
-import type { InventoryConfig, TargetConfig } from '../entrypoints/config.js';
+import type { InventoryConfig, TargetConfig } from '../domain/config.js';
 import { EtcdProbeSession, type EtcdChannelPool } from '../adapters/etcd-member-probe.js';
-import {
-  EtcdAccessError,
-  openStaticEtcdAccess,
-  type EtcdAccess,
-  type EtcdAccessFactory,
-  type TlsFileReuse,
-} from './etcd-access.js';
+import { openStaticEtcdAccess, type TlsFileReuse } from './etcd-access.js';
+import { EtcdAccessError, type EtcdAccess, type EtcdAccessFactory } from '../ports/etcd-access.js';
 import { evaluateCluster, leaderTermOf, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
 import {
   type ControlPlaneInventory,

@@ -16,30 +16,7 @@
 //   namespace's flood of denials on distinct objects never silences another's Events.
 import { monotonicNowMs } from '../domain/deadline.js';
 import type { EventIntent } from '../domain/events.js';
-
-/** What the recorder writes through (functions/adapters/kube-events.ts). */
-export interface EventSink {
-  create(event: EventObject, timeoutMs: number): Promise<void>;
-  /** Updates the series of a created Event; rejects with `notFound: true` when it is gone. */
-  patchSeries(namespace: string, name: string, series: EventSeries, timeoutMs: number): Promise<void>;
-}
-
-export interface EventSeries {
-  count: number;
-  lastObservedTime: string;
-}
-
-/** An events.k8s.io/v1 Event as written. */
-export interface EventObject extends Omit<EventIntent, 'regarding'> {
-  apiVersion: 'events.k8s.io/v1';
-  kind: 'Event';
-  metadata: { name: string; namespace: string };
-  eventTime: string;
-  reportingController: string;
-  reportingInstance: string;
-  regarding: EventIntent['regarding'];
-  series?: EventSeries;
-}
+import type { EventObject, EventSeries, EventSink } from '../ports/events.js';
 
 export type EventWriteResult = 'created' | 'patched' | 'failed' | 'dropped';
 

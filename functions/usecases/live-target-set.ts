@@ -5,7 +5,7 @@
 // evaluated and its last evaluation simply ages out. Until a provider has listed once, every object
 // in its scope is unresolved (see fleet()): the webhook denies its guarded changes rather than
 // judging them by a static target.
-import type { GuardConfig } from '../entrypoints/config.js';
+import type { GuardConfig } from '../domain/config.js';
 import type { DiscoveryProblem, FleetView, Target, TargetSource } from '../domain/targets.js';
 import { resolveTargets, staticTargets, type DiscoveryFailure, type ResolvedTargets } from './resolve-targets.js';
 import { scopeOf } from '../domain/kinds/discovery-common.js';

@@ -4,8 +4,8 @@
 // evaluate function and the store are injected, so tests give it real ones of their choosing.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { GuardConfig, TargetConfig } from '../entrypoints/config.js';
-import { ConfigError } from '../entrypoints/config.js';
+import type { GuardConfig, TargetConfig } from '../domain/config.js';
+import { ConfigError } from '../domain/config.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { EvaluationContext } from './evaluate-target.js';
 import type { EvaluationStore } from '../domain/store.js';

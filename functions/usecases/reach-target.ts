@@ -4,14 +4,15 @@
 // reaches a Cluster API cluster. The kinds are pure and only name a strategy; the I/O is here.
 import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
 import type { CoreV1Api } from '../adapters/kube.js';
-import type { TargetConfig } from '../entrypoints/config.js';
+import type { TargetConfig } from '../domain/config.js';
 import { Deadline } from '../domain/deadline.js';
 import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { datedByNodes } from '../domain/machines.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { Target, TargetReach } from '../domain/targets.js';
 import type { ReachStrategy } from '../domain/kinds/kind.js';
-import { NotEvaluatedError, type EtcdAccess } from './etcd-access.js';
+import { NotEvaluatedError } from '../shared/errors.js';
+import type { EtcdAccess } from '../ports/etcd-access.js';
 import { evaluateTarget, evaluateThroughAccess, type EvaluateTargetOptions } from './evaluate-target.js';
 import type { WarmConnections } from './warm-connections.js';
 

@@ -2,7 +2,7 @@
 // provider finds in the management cluster now. One listing per provider, all under one deadline;
 // a provider that cannot list is reported and leaves the others' targets intact.
 import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
-import type { DiscoveryScope, GuardConfig } from '../entrypoints/config.js';
+import type { DiscoveryScope, GuardConfig } from '../domain/config.js';
 import type { DiscoverySource } from '../domain/controller-kinds.js';
 import { Deadline } from '../domain/deadline.js';
 import { discoveredTargets, type DiscoveryDefaults } from '../domain/discovery-mapping.js';

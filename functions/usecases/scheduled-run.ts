@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../shared/logger.js';
 import { createStore } from '../adapters/store-factory.js';
-import type { GuardConfig, TargetConfig } from '../entrypoints/config.js';
+import type { GuardConfig, TargetConfig } from '../domain/config.js';
 import type { Evaluation, Verdict } from '../domain/evaluation-document.js';
 import { selectShard, type ShardSpec } from '../domain/shard.js';
 import type { EvaluationStore } from '../domain/store.js';

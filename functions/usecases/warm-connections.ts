@@ -7,7 +7,7 @@
 import { KeptPool } from '../adapters/channel-pool.js';
 import type { KeptCapiAccess } from '../adapters/capi-etcd-access.js';
 import { EtcdChannelPool } from '../adapters/etcd-member-probe.js';
-import type { GuardConfig } from '../entrypoints/config.js';
+import type { GuardConfig } from '../domain/config.js';
 import { TlsFileReuse } from './etcd-access.js';
 
 export interface WarmConnections {

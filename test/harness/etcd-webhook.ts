@@ -7,7 +7,7 @@ import path from 'node:path';
 import { createStore } from '../../functions/adapters/store-factory.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { EvaluationStore } from '../../functions/domain/store.js';
-import { parseGuardConfig, type GuardConfig } from '../../functions/entrypoints/config.js';
+import { parseGuardConfig, type GuardConfig } from '../../functions/domain/config.js';
 import { createLogger } from '../../functions/shared/logger.js';
 import { evaluateTarget } from '../../functions/usecases/evaluate-target.js';
 import { runScheduledEvaluation } from '../../functions/usecases/scheduled-run.js';

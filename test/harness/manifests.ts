@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { COMMAND_OPTIONS } from '../../functions/entrypoints/cli.js';
-import type { GuardConfig } from '../../functions/entrypoints/config.js';
+import type { GuardConfig } from '../../functions/domain/config.js';
 import { parseGuardConfigText } from '../../functions/entrypoints/config-file.js';
 import { runProcess, type ProcessRun } from './process.js';
 

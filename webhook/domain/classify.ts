@@ -17,7 +17,7 @@
 //   the KubeadmControlPlane change it causes (cluster-topology.ts); any other Cluster edit → allow.
 // - A Machine or Pod UPDATE that removes or changes what a member-bearing DELETE is keyed on is
 //   judged as that DELETE (member-strips.ts); any other Machine or Pod edit → allow.
-import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
+import type { GuardConfig, TargetConfig } from '../../functions/domain/config.js';
 import { staticTarget, targetGuarding, type FleetView, type Target } from '../../functions/domain/targets.js';
 import type {
   AdmissionRequest,

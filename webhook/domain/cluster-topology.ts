@@ -19,7 +19,7 @@
 // KCP's etcd image tag when it has one, else kubeadm's default for the new version), replicas
 // other than the KCP's a scale. Other topology fields (workers, variables, rollout.after) are not
 // membership changes judged here.
-import type { GuardConfig } from '../../functions/entrypoints/config.js';
+import type { GuardConfig } from '../../functions/domain/config.js';
 import { KUBEADM_CONTROL_PLANE } from '../../functions/domain/kinds/kubeadm-control-plane.js';
 import type { FleetView, Target } from '../../functions/domain/targets.js';
 import { jsonEqual, valueAtPointer } from '../../functions/shared/json-pointer.js';

@@ -2,7 +2,7 @@
 // The server parses the HTTP body, asks the core what the request is, fetches an evaluation when
 // the core says one is needed, and asks the core for the decision. No I/O happens in the core.
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
-import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
+import type { GuardConfig, TargetConfig } from '../../functions/domain/config.js';
 import type { MachinesRead, ParentRead } from '../../functions/domain/kinds/kind.js';
 import type { MembershipChange, TargetMove } from '../../functions/domain/kinds/kind.js';
 import type { Evidence } from './freshness.js';

@@ -12,7 +12,7 @@
 // - A discovered object's target follows what its kind's discovery says decides it (a KCP: its
 //   Cluster owner reference and cluster-name label): changing that moves it to another etcd, so
 //   the change is judged against the target it leaves.
-import type { DiscoveryScope, GuardConfig } from '../../functions/entrypoints/config.js';
+import type { DiscoveryScope, GuardConfig } from '../../functions/domain/config.js';
 import type { DiscoveryProblem, FleetView, GuardedObject } from '../../functions/domain/targets.js';
 import { jsonEqual } from './detect-change.js';
 import { scopeOf } from '../../functions/domain/kinds/discovery-common.js';

@@ -9,7 +9,7 @@
 //   webhook's name (`etcd-guard.etcd-guard.io/<key>`) and rejects keys that contain a "/".
 // - The Event to record, if any (a denial, a would-be denial, an override), as data: the server's
 //   recorder writes it off the response path. A dryRun request records none (no side effects).
-import type { EnforcementMode, GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
+import type { EnforcementMode, GuardConfig, TargetConfig } from '../../functions/domain/config.js';
 import type { Verdict } from '../../functions/domain/evaluation-document.js';
 import {
   EVENT_ACTION_ADMISSION,

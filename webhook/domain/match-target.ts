@@ -11,7 +11,7 @@
 //   target would judge the change against the WRONG etcd cluster, so the result is
 //   "labels-unknown" and the request is denied (fail closed); name such objects with
 //   match.namespaces + match.names to make /scale work.
-import type { TargetConfig, TargetMatch } from '../../functions/entrypoints/config.js';
+import type { TargetConfig, TargetMatch } from '../../functions/domain/config.js';
 import { CLUSTER_NAME_LABEL } from '../../functions/domain/controller-kinds.js';
 
 export interface MatchSubject {

@@ -18,7 +18,7 @@
 // does not say: a teardown (the owner being deleted, or gone: KCP and the garbage collector then
 // delete these objects, and deleting the KCP or the Cluster stays allowed) and a StatefulSet's
 // own scale-down (pods at or beyond spec.replicas, a shrink judged when replicas changed).
-import type { GuardConfig, TargetConfig } from '../../functions/entrypoints/config.js';
+import type { GuardConfig, TargetConfig } from '../../functions/domain/config.js';
 import { quorumOf, type Evaluation } from '../../functions/domain/evaluation-document.js';
 import { DRUID_ETCD } from '../../functions/domain/kinds/druid-etcd.js';
 import { KUBEADM_CONTROL_PLANE } from '../../functions/domain/kinds/kubeadm-control-plane.js';

@@ -13,7 +13,7 @@
 // the VWC's matchConditions keep them away from the webhook altogether. An object already
 // terminating was judged by its DELETE; one whose owner is being deleted or gone is a teardown
 // (the garbage collector orphaning pods of a StatefulSet deleted with --cascade=orphan).
-import type { GuardConfig } from '../../functions/entrypoints/config.js';
+import type { GuardConfig } from '../../functions/domain/config.js';
 import { STATEFUL_SET } from '../../functions/domain/kinds/statefulset.js';
 import type { FleetView, Target } from '../../functions/domain/targets.js';
 import { labelsOf } from './classify.js';

@@ -4,7 +4,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type http from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { decisionMaxAgeMsOf, decisionModeOf, type GuardConfig, type TargetConfig } from '../../functions/entrypoints/config.js';
+import { decisionMaxAgeMsOf, decisionModeOf, type GuardConfig, type TargetConfig } from '../../functions/domain/config.js';
 import { evaluationAgeMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
 import { Deadline, withTimeout } from '../../functions/domain/deadline.js';
 import type { MachineReader } from '../../functions/adapters/capi-machines.js';

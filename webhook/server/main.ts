@@ -5,7 +5,7 @@ import http from 'node:http';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { TLSSocket } from 'node:tls';
-import { ConfigError, type GuardConfig } from '../../functions/entrypoints/config.js';
+import { ConfigError, type GuardConfig } from '../../functions/domain/config.js';
 import { loadGuardConfigFile } from '../../functions/entrypoints/config-file.js';
 import { createStore } from '../../functions/adapters/store-factory.js';
 import type { MachineReader } from '../../functions/adapters/capi-machines.js';

@@ -1,7 +1,7 @@
 // Prometheus metrics for the webhook, on a registry of its own so tests (and several servers in
 // one process) never share counters through prom-client's global registry.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { EnforcementMode } from '../../functions/entrypoints/config.js';
+import type { EnforcementMode } from '../../functions/domain/config.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import { HOOK_OUTCOMES, UPGRADE_HOOKS, type HookOutcome, type UpgradeHook } from '../domain/runtime-hooks.js';
 import { TargetMetrics, type EvaluatedAtSource, type TargetHealthSource } from './target-health-metrics.js';

@@ -1,7 +1,7 @@
 // What every kind's discovery mapping shares: reading the apiserver's untrusted JSON defensively,
 // the loop that names an object or reports it, and the discovery-wide defaults each target takes.
 // A problem names the object, never quotes its content. Pure.
-import type { DecisionMode, DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../../entrypoints/config.js';
+import type { DecisionMode, DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../config.js';
 import type { GuardedObject, Target } from '../targets.js';
 import { objectUid } from '../../shared/object-uid.js';
 import type { ControllerKindId, KindDiscovery, ProviderResult } from './kind.js';

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import { parseDurationMs } from '../shared/duration.js';
 import { isDnsLabel } from '../shared/names.js';
-import { MAX_TARGET_NAME } from '../domain/targets.js';
-import { KCP_CONTROLLER_USER } from '../domain/machines.js';
+import { MAX_TARGET_NAME } from './targets.js';
+import { KCP_CONTROLLER_USER } from './machines.js';
 import { hasUrlUserinfo } from '../shared/redact.js';
 import { formatZodIssues } from '../shared/zod-issues.js';
 
