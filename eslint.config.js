@@ -48,6 +48,39 @@ const restrictions = {
     ],
     dynamic: [],
   },
+  // Entry points wire config to use cases; nothing beneath them may reach back up (the config
+  // types and ConfigError live in functions/domain/config.ts for that reason).
+  entrypoints: {
+    imports: [
+      {
+        regex: '(^|/)entrypoints/',
+        message:
+          'only entry points import entry points: take the value as a parameter, or move the type to functions/domain or functions/ports.',
+      },
+    ],
+    dynamic: [
+      {
+        selector: 'ImportExpression[source.value=/(^|\\/)entrypoints\\//]',
+        message: 'only entry points import entry points (no dynamic import of them either).',
+      },
+    ],
+  },
+  // Adapters implement ports; a use case imported by an adapter closes a cycle between the rings.
+  useCases: {
+    imports: [
+      {
+        regex: '(^|/)usecases/',
+        message:
+          'adapters implement ports (functions/ports) and never import use cases: move the shared type or error to a port.',
+      },
+    ],
+    dynamic: [
+      {
+        selector: 'ImportExpression[source.value=/(^|\\/)usecases\\//]',
+        message: 'adapters never import use cases (no dynamic import of them either).',
+      },
+    ],
+  },
   // Pure core and shared helpers: no HTTP server, no file system, no adapters (inputs come in as values).
   pure: {
     imports: [
@@ -131,15 +164,18 @@ export default tseslint.config(
       ],
     },
   },
-  ring(['functions/adapters/**/*.ts'], ['webhook', 'deadlineHome']),
+  ring(['functions/usecases/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome', 'entrypoints']),
+  ring(['functions/adapters/**/*.ts'], ['webhook', 'deadlineHome', 'entrypoints', 'useCases']),
   ring(['webhook/**/*.ts'], ['vendorClients', 'deadlineHome']),
+  // The webhook's server is an adapter; its main.ts is the webhook's entry point.
+  ring(['webhook/server/**/*.ts'], ['vendorClients', 'deadlineHome', 'entrypoints'], ['webhook/server/main.ts']),
   // The controller kinds (functions/domain/kinds) are domain: both deployables import them, so they
   // name I/O (a reach strategy, what to list) and never do it.
   ring(
     ['functions/domain/**/*.ts', 'functions/domain/kinds/**/*.ts', 'functions/ports/**/*.ts', 'functions/shared/**/*.ts'],
-    ['webhook', 'vendorClients', 'deadlineHome', 'pure'],
+    ['webhook', 'vendorClients', 'deadlineHome', 'pure', 'entrypoints'],
   ),
-  ring(['webhook/domain/**/*.ts'], ['vendorClients', 'deadlineHome', 'pure']),
+  ring(['webhook/domain/**/*.ts'], ['vendorClients', 'deadlineHome', 'pure', 'entrypoints']),
   {
     files: ['**/*.mjs', '**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
