@@ -7,7 +7,7 @@
 //   --cli     only the CLI process figures (start-up, evaluate vs etcdctl, hung member), e.g. on
 //             a shared machine; not with --write, which replaces the whole table
 //   --only=a,b  only the named sections (admission, startup, evaluation, fleet, hung, capi-fleet, live,
-//             metrics-scrapers, profile-admission, profile-evaluation, profile-cli, profile-core); not with --write
+//             metrics-scrapers, admission-paths, consistency, profile-admission, profile-evaluation, profile-cli, profile-core); not with --write
 //   --profile also the profiling drivers (bench/profile-*.ts: CPU per request/evaluation and the
 //             CLI process, the core's CPU and allocation per request above its JSON floor, each
 //             against its own baseline in the same run, with the load average),
@@ -29,7 +29,18 @@ const quick = args.has('--quick');
 const write = args.has('--write');
 const cliOnly = args.has('--cli');
 const profile = args.has('--profile');
-const SECTIONS = ['admission', 'startup', 'evaluation', 'fleet', 'hung', 'capi-fleet', 'live', 'metrics-scrapers'] as const;
+const SECTIONS = [
+  'admission',
+  'startup',
+  'evaluation',
+  'fleet',
+  'hung',
+  'capi-fleet',
+  'live',
+  'metrics-scrapers',
+  'admission-paths',
+  'consistency',
+] as const;
 const PROFILES = ['profile-admission', 'profile-evaluation', 'profile-cli', 'profile-core'] as const;
 const onlyArg = process.argv.slice(2).find((arg) => arg.startsWith('--only='));
 const only = onlyArg === undefined ? null : new Set(onlyArg.slice('--only='.length).split(',').filter(Boolean));
@@ -167,7 +178,7 @@ async function clusterSections(rows: ResultRow[], failures: string[]): Promise<v
  * average before and after. --quick shortens it through the environment variables it reads.
  */
 async function profileSection(
-  name: (typeof PROFILES)[number] | 'metrics-scrapers',
+  name: (typeof PROFILES)[number] | 'metrics-scrapers' | 'admission-paths' | 'consistency',
   outputs: string[],
   failures: string[],
   args: string[] = [],
@@ -236,6 +247,16 @@ async function main(): Promise<number> {
   // Admission p99 while 32 scrapers loop over 1,000 targets' metrics (issue 30 item 6): its own
   // webhooks in child processes, its own table of ratios against the run without scrapers.
   if (runs('metrics-scrapers')) await profileSection('metrics-scrapers', profiles, failures, smoke ? ['--smoke'] : []);
+  // The admission path with and without fast-validate.ts, and zod's parse of a review (issue 31).
+  if (runs('admission-paths')) {
+    const paths = smoke ? ['--seconds=1', '--rounds=1'] : quick ? ['--seconds=2', '--rounds=1'] : [];
+    await profileSection('admission-paths', profiles, failures, paths);
+  }
+  // HashKV's cost by DB size on its own 1-member etcd (issue 32); the full run fills 100 MiB and 1 GiB.
+  if (runs('consistency')) {
+    const sizes = smoke ? ['--mib=4', '--runs=1'] : quick ? ['--mib=100', '--runs=2'] : [];
+    await profileSection('consistency', profiles, failures, sizes);
+  }
   for (const name of PROFILES) if (runs(name)) await profileSection(name, profiles, failures);
 
   // A smoke run's figures are shown without their targets: seconds-long runs judge nothing.
