@@ -8,6 +8,7 @@ import type { Deadline } from '../domain/deadline.js';
 import type { ListedResource } from '../domain/kinds/kind.js';
 import { CAPI_VERSIONS } from '../domain/kinds/kubeadm-control-plane.js';
 import { callKube, KubeApiError, loadKubeConfig } from './kube.js';
+import type { KeptKubeAgents } from './kube-agents.js';
 
 // Callers outside the adapters name the client by this re-export, never by importing client-node.
 export type { CustomObjectsApi };
@@ -20,8 +21,8 @@ export type CustomResource = ListedResource;
 
 export const MACHINES: CustomResource = { group: MACHINE_GROUP, versions: CAPI_VERSIONS, plural: 'machines' };
 
-export function createCustomObjectsApi(kubeconfigFile?: string): CustomObjectsApi {
-  return loadKubeConfig(kubeconfigFile).makeApiClient(CustomObjectsApi);
+export function createCustomObjectsApi(kubeconfigFile?: string, agents?: KeptKubeAgents): CustomObjectsApi {
+  return loadKubeConfig(kubeconfigFile, process.env, agents).makeApiClient(CustomObjectsApi);
 }
 
 /** An equality map as a label selector string ("a=b,c=d"). */

@@ -13,9 +13,11 @@ import {
   Observable,
   type ConfigurationOptions,
   type ObservableMiddleware,
+  type RequestContext,
 } from '@kubernetes/client-node';
 import { withDeadline, type Deadline } from '../domain/deadline.js';
 import { StoreError, type StoreErrorKind } from '../domain/store.js';
+import { processKubeAgents, type KeptKubeAgents } from './kube-agents.js';
 
 // Callers outside the adapters name the client by this re-export, never by importing client-node.
 export type { CoreV1Api };
@@ -75,15 +77,34 @@ export class KubeConfigLoadError extends StoreError {
 }
 
 /**
+ * A KubeConfig whose API clients send every request on a kept keep-alive agent (kube-agents.ts)
+ * instead of the new agent client-node builds per request; credentials and headers are still
+ * applied per request by client-node, so rotated tokens and certificates take effect as before.
+ */
+class KeptAgentKubeConfig extends KubeConfig {
+  constructor(private readonly agents: KeptKubeAgents) {
+    super();
+  }
+
+  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
+    await super.applySecurityAuthentication(context);
+    const built = context.getAgent();
+    if (built !== undefined) context.setAgent(this.agents.keptFor(built));
+  }
+}
+
+/**
  * Loads a KubeConfig: the explicit file, else $KUBECONFIG, else the in-cluster service account,
  * else ~/.kube/config. Unlike client-node's loadFromDefault it never falls back to an
  * unauthenticated http://localhost:8080, which would only produce confusing connection errors.
+ * Its API clients keep their connections in `agents` (the process's by default).
  */
 export function loadKubeConfig(
   kubeconfigFile?: string,
   env: Readonly<Record<string, string | undefined>> = process.env,
+  agents: KeptKubeAgents = processKubeAgents,
 ): KubeConfig {
-  const kubeConfig = new KubeConfig();
+  const kubeConfig = new KeptAgentKubeConfig(agents);
   const source =
     kubeconfigFile !== undefined
       ? kubeconfigFile
@@ -126,8 +147,8 @@ export function loadKubeConfig(
   return kubeConfig;
 }
 
-export function createCoreV1Api(kubeconfigFile?: string): CoreV1Api {
-  return loadKubeConfig(kubeconfigFile).makeApiClient(CoreV1Api);
+export function createCoreV1Api(kubeconfigFile?: string, agents?: KeptKubeAgents): CoreV1Api {
+  return loadKubeConfig(kubeconfigFile, process.env, agents).makeApiClient(CoreV1Api);
 }
 
 function errorText(error: unknown): string {

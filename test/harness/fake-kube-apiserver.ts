@@ -77,6 +77,8 @@ export interface FakeKubeApiServer {
   events(): StoredEvent[];
   /** The current global resourceVersion (increments on every write). */
   resourceVersion(): number;
+  /** TCP connections accepted so far, and those still open (upgraded ones included). */
+  connections(): { accepted: number; open: number };
   close(): Promise<void>;
 }
 
@@ -218,6 +220,13 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       ? createServer(listener)
       : createHttpsServer({ cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) }, listener);
   if (tls !== undefined) server.on('tlsClientError', (_error, socket) => socket.destroy());
+  let accepted = 0;
+  const openConnections = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    accepted += 1;
+    openConnections.add(socket);
+    socket.once('close', () => openConnections.delete(socket));
+  });
   server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
     const pathname = new URL(request.url ?? '/', 'http://fake').pathname;
     requests.push({
@@ -270,6 +279,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     onUpgrade: (next) => void (upgradeHandler = next),
     events: () => events.all(),
     resourceVersion: () => revision.current(),
+    connections: () => ({ accepted, open: openConnections.size }),
     async close() {
       // Hung requests would keep close() waiting forever: cut every socket.
       server.closeAllConnections();

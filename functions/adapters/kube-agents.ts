@@ -1,0 +1,112 @@
+// Keep-alive connections to the API servers client-node talks to. client-node 1.x builds a new
+// http(s).Agent for every request (KubeConfig.applySecurityAuthentication), so every call opened
+// a connection of its own: against a TLS management API server a handshake per Secret read and
+// Machine list, three per Cluster API evaluation. Here the agent it built is swapped for a kept
+// keep-alive agent with the very same options (CA, client certificate and key, server name,
+// rejectUnauthorized): TLS verification stays exactly what client-node set up, and only requests
+// with the same trust and identity ever share a socket (Node's agent also keys its pools by them).
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+
+// Requests never queue for a socket (no maxSockets): node-fetch 2, which client-node sends with,
+// fails a chunked answer with "Premature close" when its socket was handed to a request queued on
+// the agent before the answer's close event. How many run at once is the callers' bound (the
+// evaluation's own requests, the run's concurrency); what is kept is bounded below.
+export interface KubeAgentLimits {
+  /** Idle sockets kept per API server; more are closed when their request ends. */
+  maxFreeSockets: number;
+  /** An idle socket is closed after this long (sooner when the server announces a shorter keep-alive). */
+  idleTimeoutMs: number;
+  /** Agents kept (one per trust and identity); the least recently used is let go beyond this. */
+  maxAgents: number;
+}
+
+/**
+ * Below kube-apiserver's own idle timeout (90 s) and common load balancers', so the server never
+ * closes a socket just as it is reused; long enough to span a webhook's bursts of evaluations.
+ */
+export const DEFAULT_KUBE_AGENT_LIMITS: KubeAgentLimits = {
+  maxFreeSockets: 16,
+  idleTimeoutMs: 30_000,
+  maxAgents: 32,
+};
+
+/** The options that decide whom a socket trusts and who it is: what a kept agent is known by. */
+const IDENTITY_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername', 'crl'] as const;
+
+function identityKey(protocol: string, options: Record<string, unknown>): string {
+  const hash = createHash('sha256').update(protocol);
+  const add = (value: unknown): void => {
+    if (Array.isArray(value)) {
+      hash.update(`[${value.length}`);
+      for (const item of value) add(item);
+      hash.update(']');
+    } else if (Buffer.isBuffer(value)) {
+      hash.update(`b${value.length}:`).update(value);
+    } else if (typeof value === 'string') {
+      hash.update(`s${value.length}:`).update(value);
+    } else {
+      hash.update(`v:${String(value)}`);
+    }
+  };
+  for (const name of IDENTITY_OPTIONS) {
+    hash.update(`\0${name}=`);
+    add(options[name]);
+  }
+  return hash.digest('hex');
+}
+
+/** Kept keep-alive agents, one per protocol and TLS identity, bounded by `limits`. */
+export class KeptKubeAgents {
+  private readonly agents = new Map<string, http.Agent>();
+
+  constructor(readonly limits: KubeAgentLimits = DEFAULT_KUBE_AGENT_LIMITS) {}
+
+  /**
+   * The kept agent standing in for `built`, the one client-node made for a request. Agents of any
+   * other class (the proxy agents client-node makes for a cluster's proxy-url) are left as they are.
+   */
+  keptFor<A extends http.Agent | https.Agent>(built: A): http.Agent | https.Agent {
+    const isHttps = built.constructor === https.Agent;
+    if (!isHttps && built.constructor !== http.Agent) return built;
+    const options = (built as https.Agent).options as Record<string, unknown>;
+    const key = identityKey(isHttps ? 'https' : 'http', options);
+    const kept = this.agents.get(key);
+    if (kept !== undefined) {
+      // Most recently used last: the first key is the one to let go.
+      this.agents.delete(key);
+      this.agents.set(key, kept);
+      return kept;
+    }
+    const { maxFreeSockets, idleTimeoutMs } = this.limits;
+    // `timeout` closes a socket idle in the free list (Node's agent destroys only free ones on it).
+    const keepAlive = { keepAlive: true, maxFreeSockets, timeout: idleTimeoutMs, scheduling: 'lifo' as const };
+    const agent = isHttps ? new https.Agent({ ...options, ...keepAlive }) : new http.Agent({ ...options, ...keepAlive });
+    this.agents.set(key, agent);
+    const oldest = this.agents.keys().next().value;
+    // Let go, not destroyed: its requests in flight finish, its idle sockets time out.
+    if (this.agents.size > this.limits.maxAgents && oldest !== undefined) this.agents.delete(oldest);
+    return agent;
+  }
+
+  /** Open sockets of the kept agents (in use and idle), for tests and benchmarks. */
+  sockets(): { active: number; idle: number } {
+    let active = 0;
+    let idle = 0;
+    for (const agent of this.agents.values()) {
+      for (const list of Object.values(agent.sockets)) active += list?.length ?? 0;
+      for (const list of Object.values(agent.freeSockets)) idle += list?.length ?? 0;
+    }
+    return { active, idle };
+  }
+
+  /** Closes every kept socket; later requests open new ones. */
+  close(): void {
+    for (const agent of this.agents.values()) agent.destroy();
+    this.agents.clear();
+  }
+}
+
+/** The process's kept agents: every KubeConfig loadKubeConfig returns uses them unless told otherwise. */
+export const processKubeAgents = new KeptKubeAgents();
