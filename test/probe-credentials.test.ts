@@ -2,7 +2,7 @@
 // build a second one); a remembered triple must never vouch for other bytes.
 import { generateKeyPairSync } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { probeCredentialsProblem } from '../functions/adapters/etcd-member-probe.js';
+import { probeCredentialsProblem } from '../functions/adapters/etcd-tls-identity.js';
 import { type ProbeCredentials } from '../functions/ports/etcd-access.js';
 import { certificatePem, commonNameOnly, signCertificate } from '../functions/adapters/x509-mint.js';
 

@@ -8,7 +8,7 @@ import {
   GRPCUnauthenticatedError,
   GRPCUnavailableError,
 } from 'etcd3';
-import { probeFailure } from '../functions/adapters/etcd-member-probe.js';
+import { probeFailure } from '../functions/adapters/etcd-probe-failures.js';
 import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
 import { type EvaluationInput } from '../functions/domain/judgement/input.js';
 import type { CheckStatus } from '../functions/domain/evaluation-document.js';

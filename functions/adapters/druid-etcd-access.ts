@@ -3,7 +3,7 @@
 // The PEM bytes stay in memory; errors name the Secret and key, never their content.
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
-import { probeCredentialsProblem } from './etcd-member-probe.js';
+import { probeCredentialsProblem } from './etcd-tls-identity.js';
 import { type ProbeCredentials } from '../ports/etcd-access.js';
 import { boundedSecretValue } from './workload-kubeconfig.js';
 import { directEtcdAccess, EtcdAccessError, type EtcdAccess } from '../ports/etcd-access.js';

@@ -5,7 +5,7 @@
 // that only exist in memory.
 import { readFile } from 'node:fs';
 import { ConfigError, type TargetConfig } from '../domain/config.js';
-import { probeCredentialsProblem } from '../adapters/etcd-member-probe.js';
+import { probeCredentialsProblem } from '../adapters/etcd-tls-identity.js';
 import { directEtcdAccess, type EtcdAccess, type ProbeCredentials } from '../ports/etcd-access.js';
 
 /** How long a long-running process uses the bytes it read from a TLS file before reading it again. */

@@ -1,0 +1,78 @@
+// Who the probe trusts and how it says so: the server identity check (names the member's
+// certificate must carry, or 'chain-only'), and whether a CA/certificate/key triple can make a TLS
+// client at all. Installing the check into grpc-js's credentials is grpc-secure-credentials-shim.ts.
+import { createHash } from 'node:crypto';
+import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
+import type { ProbeCredentials } from '../ports/etcd-access.js';
+import { errorMessage } from './etcd-probe-failures.js';
+
+/** Printable and bounded: a certificate's names come from whoever runs the server. */
+function printable(text: string, max = 200): string {
+  const clean = text.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > max ? `${clean.slice(0, max - 3)}...` : clean;
+}
+
+/**
+ * Node's checkServerIdentity, worded as "TLS identity" naming the name we expected and the names
+ * the certificate has; with 'chain-only', any name passes. Node calls it only after the chain
+ * verified, so chain-only never accepts a certificate from another CA.
+ */
+export function identityChecker(mode: 'full' | 'chain-only'): (hostname: string, cert: PeerCertificate) => Error | undefined {
+  return (hostname, cert) => {
+    const mismatch = checkServerIdentity(hostname, cert);
+    if (mismatch === undefined || mode === 'chain-only') return undefined;
+    const names = cert.subjectaltname
+      ? printable(cert.subjectaltname)
+      : `no subject alternative names (CN ${printable(String(cert.subject?.CN ?? 'none'), 64)})`;
+    return new Error(`TLS identity: the server certificate does not name ${printable(hostname, 100)}; it names ${names}`);
+  };
+}
+
+/** What Node's TLS layer says about bad key material, in words that name no content. */
+export function describeCredentialsError(error: unknown): string {
+  const message = errorMessage(error);
+  if (/key values mismatch|KEY_VALUES_MISMATCH/i.test(message)) return 'the client key does not belong to the client certificate';
+  if (/no start line|PEM|ASN1|asn1|bad decrypt|unsupported/i.test(message)) return 'a CA, certificate or key is not valid PEM';
+  return 'the CA, certificate or key cannot be used';
+}
+
+/**
+ * Why `credentials` cannot make a TLS client, or null when they can: the same check grpc-js makes
+ * when a client is built (tls.createSecureContext), which throws synchronously.
+ */
+export function probeCredentialsProblem(credentials: ProbeCredentials): string | null {
+  const digest = credentialsDigest(credentials);
+  if (USABLE_CREDENTIALS.has(digest)) return null;
+  try {
+    createSecureContext({
+      ...(credentials.ca !== undefined && { ca: credentials.ca }),
+      ...(credentials.cert !== undefined && { cert: credentials.cert }),
+      ...(credentials.key !== undefined && { key: credentials.key }),
+    });
+  } catch (error) {
+    return describeCredentialsError(error);
+  }
+  if (USABLE_CREDENTIALS.size >= USABLE_CREDENTIALS_KEPT) USABLE_CREDENTIALS.clear();
+  USABLE_CREDENTIALS.add(digest);
+  return null;
+}
+
+/**
+ * Digests of CA/certificate/key triples that made a TLS context. The check parses all three into
+ * an OpenSSL context, as much CPU as the evaluation's own client context (the CLI and the
+ * scheduled loop re-read the same files every run); the same bytes always give the same answer,
+ * so a repeat is answered from here. Only digests are held, never the PEM bytes. Bounded: a fleet
+ * of more distinct triples than this just checks again.
+ */
+const USABLE_CREDENTIALS = new Set<string>();
+const USABLE_CREDENTIALS_KEPT = 1024;
+
+export function credentialsDigest(credentials: ProbeCredentials): string {
+  const hash = createHash('sha256');
+  for (const part of [credentials.ca, credentials.cert, credentials.key]) {
+    // Length-prefixed, so moving bytes between the parts never gives the same digest.
+    hash.update(part === undefined ? '-1:' : `${part.length}:`);
+    if (part !== undefined) hash.update(part);
+  }
+  return hash.digest('hex');
+}
