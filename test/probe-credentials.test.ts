@@ -1,26 +1,9 @@
 // probeCredentialsProblem remembers triples that made a TLS context (so each evaluation does not
 // build a second one); a remembered triple must never vouch for other bytes.
-import { generateKeyPairSync } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { probeCredentialsProblem } from '../functions/adapters/etcd-tls-identity.js';
 import { type ProbeCredentials } from '../functions/ports/etcd-access.js';
-import { certificatePem, commonNameOnly, signCertificate } from '../functions/adapters/x509-mint.js';
-
-/** A self-signed ECDSA certificate and its key, made in memory (no openssl process: a unit suite). */
-function selfSigned(name: string): { cert: Buffer; key: Buffer } {
-  const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
-  const cert = signCertificate({
-    serial: Buffer.from([1]),
-    issuer: commonNameOnly(name),
-    subject: commonNameOnly(name),
-    notBefore: new Date(Date.now() - 60_000),
-    notAfter: new Date(Date.now() + 86_400_000),
-    publicKey,
-    extensions: [],
-    signingKey: privateKey,
-  });
-  return { cert: Buffer.from(certificatePem(cert)), key: Buffer.from(privateKey.export({ type: 'pkcs8', format: 'pem' })) };
-}
+import { selfSigned } from './harness/in-memory-cert.js';
 
 let good: ProbeCredentials = {};
 let otherKey: Buffer = Buffer.alloc(0);
