@@ -75,7 +75,13 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'targets[].learnerGrace':
     'How long a learner (a member joining; kubeadm adds every one as a learner) may stay unpromoted: within it the `learners` check warns (`learner cp-3 joining for 40s`, Degraded), after it fails (`learner cp-3 not promoted for 7m`, Unhealthy). Its age counts from its Node’s (else Machine’s) creation, else from when an evaluation first saw it. `5m` when absent.',
   'targets[].consistency':
-    "`true`: the `consistency` check, off by default because each member reads its whole keyspace: every voting member's HashKV at one revision (the lowest current revision among them), compared. A member whose hash differs fails it (data corruption: Unhealthy), a member not hashed in time leaves it not judged (a warning). It runs in every evaluation of the target, the webhook's inline ones too, within the target's `timeout`: size that for the DB; on etcd 3.4 and 3.5 writes wait while the members hash (see [evaluation](evaluation.md#consistency) for measured costs).",
+    "The `consistency` check, off by default because each member reads its whole keyspace: every voting member's HashKV at one revision (the lowest current revision among them), compared. A member whose hash differs fails it (data corruption: Unhealthy), a member not hashed in time leaves it not judged (a warning). The object says where it hashes; `true` is shorthand for `{ scheduled: true }` (what `true` meant before, minus the webhook's inline evaluations), `false` or hashing nowhere is off. Hashing runs within the target's `timeout`: size that for the DB; on etcd 3.4 and 3.5 writes wait while the members hash (see [evaluation](evaluation.md#consistency) for measured costs). An evaluation that does not hash shows the stored evaluation's result, dated (`maxAge`).",
+  'targets[].consistency.scheduled':
+    'Hash in the scheduled run, `POST /evaluations` and `etcd-guard evaluate`: every such evaluation of the target.',
+  'targets[].consistency.scaleUps':
+    "Hash in the webhook's inline evaluation of a change that adds a member (a scale-up, or a rollout, whose new member joins before an old one leaves and is seeded from the leader's snapshot). Other inline evaluations never hash. A request decided on a cached evaluation runs none.",
+  'targets[].consistency.maxAge':
+    'How long the last result is shown by evaluations that do not hash, dated (`carried (hashed 12m earlier, at …): …`, and `checks[].measuredAt`): `30m`, `6h` (h, m or s; from 1m to 168h), or seconds as a number. An older pass or not-judged warning is left out (the check is absent); a divergence stays however old, failing, until a hash agrees.',
   'targets[].fragmentation':
     "When the `fragmentation` check warns that a member's DB file is mostly free pages a defrag would return (`dbSize − dbSizeInUse`, etcd 3.4+): both limits must be exceeded. It only warns (Degraded), naming the member and `etcdctl defrag --endpoints=<that member>`. Absent: 50% and 100 MiB. See [evaluation](evaluation.md#fragmentation).",
   'targets[].fragmentation.warnRatio':
@@ -142,7 +148,10 @@ export const DESCRIPTIONS: Readonly<Record<string, string>> = {
   'discovery.timeout': 'Hard deadline for one evaluation of a discovered target, opening its access included.',
   'discovery.kubeconfigFile': 'Kubeconfig of the management cluster; in-cluster or `KUBECONFIG` when absent.',
   'discovery.watchProbe': 'Turns `targets[].watchProbe` on for every discovered target.',
-  'discovery.consistency': 'Turns `targets[].consistency` on for every discovered target.',
+  'discovery.consistency': 'Sets `targets[].consistency` for every discovered target.',
+  'discovery.consistency.scheduled': 'Sets `targets[].consistency.scheduled` for every discovered target.',
+  'discovery.consistency.scaleUps': 'Sets `targets[].consistency.scaleUps` for every discovered target.',
+  'discovery.consistency.maxAge': 'Sets `targets[].consistency.maxAge` for every discovered target.',
   'discovery.tlsVerify': 'Sets `targets[].tlsVerify` for every discovered target.',
   'discovery.learnerGrace': 'Sets `targets[].learnerGrace` for every discovered target.',
   'auth.tokenFile': 'File holding the bearer token that `POST /evaluations/<target>` requires; without it, no token is asked.',
@@ -187,6 +196,9 @@ function unwrap(schema: z.ZodType): Unwrapped {
         defaultValue = current.def.defaultValue;
       }
       current = current.def.innerType as z.ZodType;
+    } else if (current instanceof z.ZodPipe && current.def.in instanceof z.ZodTransform) {
+      // z.preprocess: the schema after it says what is accepted.
+      current = current.def.out as z.ZodType;
     } else if (current instanceof z.ZodPipe && !isDuration(current)) {
       current = current.def.in as z.ZodType;
     } else {
@@ -217,8 +229,17 @@ function numberType(schema: z.ZodNumber): string {
   return bounds.length > 0 ? `${base} ${bounds.join(', ')}` : base;
 }
 
+/** A type a schema states in its meta (acceptedType), under optional layers: what a preprocess accepts. */
+function acceptedType(schema: z.ZodType): string | undefined {
+  const stated = z.globalRegistry.get(schema)?.acceptedType;
+  if (typeof stated === 'string') return stated;
+  return schema instanceof z.ZodOptional ? acceptedType(schema.unwrap() as z.ZodType) : undefined;
+}
+
 /** A short type name; objects and lists of objects are described by their own rows. */
 function typeName(schema: z.ZodType): string {
+  const accepted = acceptedType(schema);
+  if (accepted !== undefined) return accepted;
   if (isDuration(schema)) return 'duration (`"2s"`, `"500ms"`, `"1m"`, or seconds as a number; at most 10m)';
   const { schema: inner } = unwrap(schema);
   if (isDuration(inner)) return typeName(inner);
@@ -291,6 +312,12 @@ function walk(schema: z.ZodType, pathText: string, rows: ConfigReferenceRow[], n
     }
   } else if (inner instanceof z.ZodDiscriminatedUnion) {
     walkChildren(inner, pathText, rows);
+  } else if (inner instanceof z.ZodUnion) {
+    // A shorthand beside its long form (consistency: true or an object): the object's fields.
+    for (const option of inner.options as z.ZodType[]) {
+      const element = unwrap(option).schema;
+      if (element instanceof z.ZodObject) walkChildren(element, pathText, rows);
+    }
   }
 }
 

@@ -3,8 +3,11 @@
 // not hashed (down, hung, compacted elsewhere) leaves it not judged (a warning), never a pass.
 import { describe, expect, it } from 'vitest';
 import { compareMemberHashes, type MemberHash } from '../functions/domain/judgement/checks/consistency.js';
-import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
-import type { EvaluationInput } from '../functions/domain/judgement/input.js';
+import { consistencyOf, evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
+import type { CarriedConsistency, EvaluationInput } from '../functions/domain/judgement/input.js';
+import { consistencyHashes, parseGuardConfig } from '../functions/domain/config.js';
+import type { Check } from '../functions/domain/evaluation-document.js';
+import { addsMember } from '../functions/domain/kinds/kind.js';
 import { probedThree } from './harness/probe-input.js';
 
 const hashed = (who: string, hash: string, compactRevision = 5, revision = 40): MemberHash => ({
@@ -146,5 +149,157 @@ describe('consistency check in an evaluation', () => {
       status: 'warn',
       message: 'consistency not judged: no voting member reported its revision',
     });
+  });
+});
+
+describe('where consistency hashes (consistency: scheduled, scaleUps)', () => {
+  const target = (consistency: unknown) =>
+    parseGuardConfig({ targets: [{ name: 'prod', endpoints: ['https://10.0.0.1:2379'], consistency }] }, 'test').targets[0];
+
+  it.each<[string, unknown, { scheduled: boolean; admission: boolean; add: boolean }]>([
+    [
+      'true is shorthand for the scheduled run only: no inline evaluation hashes',
+      true,
+      { scheduled: true, admission: false, add: false },
+    ],
+    ['false is off', false, { scheduled: false, admission: false, add: false }],
+    ['scheduled alone leaves admission without HashKV', { scheduled: true }, { scheduled: true, admission: false, add: false }],
+    [
+      'scaleUps hashes only the inline evaluation of a change that adds a member',
+      { scaleUps: true },
+      { scheduled: false, admission: false, add: true },
+    ],
+    ['both', { scheduled: true, scaleUps: true }, { scheduled: true, admission: false, add: true }],
+    ['hashing nowhere is off', { scheduled: false, scaleUps: false }, { scheduled: false, admission: false, add: false }],
+  ])('%s', (_name, consistency, expected) => {
+    const setting = target(consistency)?.consistency;
+    expect({
+      scheduled: consistencyHashes(setting, 'scheduled'),
+      admission: consistencyHashes(setting, 'admission'),
+      add: consistencyHashes(setting, 'admission-add'),
+    }).toEqual(expected);
+    if (expected.scheduled || expected.add) expect(setting?.maxAge).toBe(3_600_000);
+    else expect(setting).toBeUndefined();
+  });
+
+  it.each<[string, unknown, string]>([
+    [
+      'an age outside 1m..168h',
+      { scheduled: true, maxAge: '10s' },
+      'targets.0.consistency.maxAge: invalid consistency age "10s"',
+    ],
+    ['an unknown place', { inline: true }, 'targets.0.consistency'],
+    ['a string', 'yes', 'targets.0.consistency'],
+  ])('refuses %s, naming the key', (_name, consistency, message) => {
+    expect(() => target(consistency)).toThrow(message);
+  });
+
+  it.each<[string, { kind: string }, boolean]>([
+    ['a scale-up', { kind: 'scale-up' }, true],
+    ['a rollout (its new member joins first)', { kind: 'rollout' }, true],
+    ['a scale-down', { kind: 'scale-down' }, false],
+    ['a member exit', { kind: 'machine-delete' }, false],
+    ['a move to another target', { kind: 'retarget' }, false],
+  ])('%s: adds a member is %s', (_name, change, adds) => {
+    expect(addsMember(change)).toBe(adds);
+  });
+});
+
+describe('an evaluation that does not hash carries the stored consistency result', () => {
+  const EVALUATED_AT = '2026-01-02T03:04:05.000Z';
+  const before = (ms: number) => new Date(Date.parse(EVALUATED_AT) - ms).toISOString();
+  const MINUTE = 60_000;
+  const carriedInto = (carried: CarriedConsistency | null, maxAgeMs = 60 * MINUTE) => {
+    const evaluation = evaluateCluster({ ...probedThree(), consistency: { carried, maxAgeMs } });
+    return { evaluation, check: evaluation.checks.find((check) => check.name === 'consistency') };
+  };
+  const DIVERGED = 'data diverges at revision 40 (compact revision 1): member etcd-2 (https://10.0.0.2:2379) hash 8 differs';
+
+  it.each<[string, CarriedConsistency | null, 'Healthy' | 'Degraded' | 'Unhealthy', Check | undefined]>([
+    ['nothing stored: the check is absent', null, 'Healthy', undefined],
+    [
+      'a recent pass stays a pass, dated',
+      { status: 'pass', message: '3 voting members agree', measuredAt: before(10 * MINUTE) },
+      'Healthy',
+      {
+        name: 'consistency',
+        status: 'pass',
+        message: `carried (hashed 10m earlier, at ${before(10 * MINUTE)}): 3 voting members agree`,
+        measuredAt: before(10 * MINUTE),
+      },
+    ],
+    [
+      'a recent divergence still fails: the next inline evaluation does not erase it',
+      { status: 'fail', message: DIVERGED, measuredAt: before(10 * MINUTE) },
+      'Unhealthy',
+      {
+        name: 'consistency',
+        status: 'fail',
+        message: `carried (hashed 10m earlier, at ${before(10 * MINUTE)}): ${DIVERGED}`,
+        measuredAt: before(10 * MINUTE),
+      },
+    ],
+    [
+      'a divergence older than maxAge still fails: diverged data do not mend by themselves',
+      { status: 'fail', message: DIVERGED, measuredAt: before(180 * MINUTE) },
+      'Unhealthy',
+      {
+        name: 'consistency',
+        status: 'fail',
+        message: `carried (hashed 180m earlier, at ${before(180 * MINUTE)}; older than 60m, kept until a hash agrees): ${DIVERGED}`,
+        measuredAt: before(180 * MINUTE),
+      },
+    ],
+    [
+      'a pass older than maxAge says nothing about now: absent',
+      { status: 'pass', message: 'agree', measuredAt: before(61 * MINUTE) },
+      'Healthy',
+      undefined,
+    ],
+    [
+      'a recent not-judged warning stays a warning',
+      { status: 'warn', message: 'consistency not judged: member b: timed out', measuredAt: before(MINUTE) },
+      'Degraded',
+      {
+        name: 'consistency',
+        status: 'warn',
+        message: `carried (hashed 60s earlier, at ${before(MINUTE)}): consistency not judged: member b: timed out`,
+        measuredAt: before(MINUTE),
+      },
+    ],
+    [
+      'a stale not-judged warning is absent',
+      { status: 'warn', message: 'not judged', measuredAt: before(120 * MINUTE) },
+      'Healthy',
+      undefined,
+    ],
+  ])('%s', (_name, carried, verdict, expected) => {
+    const { evaluation, check } = carriedInto(carried);
+    expect(check).toEqual(expected);
+    expect(evaluation.verdict).toBe(verdict);
+  });
+
+  it('carried again, it keeps the time of its hash and one "carried" prefix', () => {
+    const hashedAt = before(30 * MINUTE);
+    const input = probedThree({}, hashedAt);
+    input.probes.forEach((probe, index) => {
+      probe.hashKV = { ok: true, value: { revision: 40, hash: index === 1 ? '8' : '7', compactRevision: 1 } };
+    });
+    const scheduled = evaluateCluster({ ...input, consistency: { revision: 40 } });
+    const inline = evaluateCluster({
+      ...probedThree({}, before(20 * MINUTE)),
+      consistency: { carried: consistencyOf(scheduled), maxAgeMs: 60 * MINUTE },
+    });
+    const next = evaluateCluster({
+      ...probedThree({}, EVALUATED_AT),
+      consistency: { carried: consistencyOf(inline), maxAgeMs: 60 * MINUTE },
+    });
+    const check = next.checks.find((candidate) => candidate.name === 'consistency');
+    expect(check?.measuredAt).toBe(hashedAt);
+    expect(check?.message).toBe(
+      `carried (hashed 30m earlier, at ${hashedAt}): ${DIVERGED} from hash 7 of etcd-1 (https://10.0.0.1:2379), etcd-3 (https://10.0.0.3:2379)`,
+    );
+    expect(next.verdict).toBe('Unhealthy');
+    expect(scheduled.checks.find((candidate) => candidate.name === 'consistency')?.measuredAt).toBeUndefined();
   });
 });

@@ -1,7 +1,7 @@
 // A stored document from a newer etcd-guard (one more check, fields this version never heard of,
 // a higher format revision) as today's reader and writer meet it during a rolling upgrade.
 import { describe, expect, it } from 'vitest';
-import { evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
+import { consistencyOf, evaluateCluster } from '../functions/domain/judgement/evaluate-cluster.js';
 import {
   CHECK_NAMES,
   FORMAT_REVISION,
@@ -207,7 +207,7 @@ describe('the consistency check (issue 32, revision 8) beside a reader of revisi
       probe.hashKV = { ok: true, value: { revision: 30, hash: index === 2 ? '9' : '8', compactRevision: 4 } };
     });
     const document = evaluateCluster({ ...input, consistency: { revision: 30 } });
-    expect(document.formatRevision).toBe(8);
+    expect(document.formatRevision).toBeGreaterThanOrEqual(8);
     expect(document.verdict).toBe('Unhealthy');
     const parsed = read(document as unknown as Record<string, unknown>);
     const older = withUnknownChecksExplained(parsed, REVISION_7_CHECKS);
@@ -215,5 +215,46 @@ describe('the consistency check (issue 32, revision 8) beside a reader of revisi
     expect(older.passed).toBe(false);
     expect(older.reasons.at(-1)).toBe('check consistency (fail) comes from a newer etcd-guard; this reader keeps its verdict');
     expect(older.reasons[0]).toMatch(/^data diverges at revision 30 \(compact revision 4\): member etcd-3 /);
+  });
+});
+
+describe('a carried consistency result (issue 32, revision 9) beside a reader and a writer of revision 8', () => {
+  const diverged = () => {
+    const input = probedThree({}, new Date(NOW - 20 * 60_000).toISOString());
+    input.probes.forEach((probe, index) => {
+      probe.hashKV = { ok: true, value: { revision: 30, hash: index === 2 ? '9' : '8', compactRevision: 4 } };
+    });
+    return evaluateCluster({ ...input, consistency: { revision: 30 } });
+  };
+
+  it('a revision-8 reader drops measuredAt and keeps the carried failure and its Unhealthy verdict', () => {
+    const carried = evaluateCluster({
+      ...probedThree({}, new Date(NOW).toISOString()),
+      consistency: { carried: consistencyOf(diverged()), maxAgeMs: 3_600_000 },
+    });
+    expect(carried.formatRevision).toBe(9);
+    const stored = JSON.parse(JSON.stringify(carried)) as Record<string, unknown>;
+    const today = read(stored).checks.find((check) => check.name === 'consistency');
+    expect(today?.measuredAt).toBe(new Date(NOW - 20 * 60_000).toISOString());
+    // A revision-8 reader's check schema has no measuredAt: an unknown field, which it strips.
+    const older = read({
+      ...stored,
+      checks: (stored.checks as Record<string, unknown>[]).map(({ measuredAt: _dropped, ...check }) => check),
+    });
+    expect(older.verdict).toBe('Unhealthy');
+    expect(older.checks.find((check) => check.name === 'consistency')).toEqual({
+      name: 'consistency',
+      status: 'fail',
+      message: expect.stringMatching(/^carried \(hashed 20m earlier, at [^)]+\): data diverges at revision 30 /) as unknown,
+    });
+  });
+
+  it("a revision-8 writer's document (no measuredAt) is dated by its evaluatedAt when carried", () => {
+    const stored = diverged();
+    expect(consistencyOf(stored)).toEqual({
+      status: 'fail',
+      message: expect.stringMatching(/^data diverges at revision 30 /) as unknown,
+      measuredAt: stored.evaluatedAt,
+    });
   });
 });

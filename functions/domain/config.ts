@@ -106,17 +106,56 @@ function snapshotAgeMs(text: string): number | null {
   const match = SNAPSHOT_AGE.exec(text.trim());
   return match ? Math.round(Number(match[1]) * (SNAPSHOT_AGE_UNIT_MS[match[2] ?? ''] ?? Number.NaN)) : null;
 }
-const snapshotAgeSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const ms = typeof value === 'number' ? Math.round(value * 1000) : snapshotAgeMs(value);
-  if (ms === null || ms < 60_000 || ms > 7 * DAY_MS) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `invalid snapshot age ${JSON.stringify(value)} (use e.g. "30m", "6h"; from 1m to 168h)`,
-    });
-    return z.NEVER;
-  }
-  return ms;
-});
+const ageSchema = (what: string) =>
+  z.union([z.string(), z.number()]).transform((value, ctx) => {
+    const ms = typeof value === 'number' ? Math.round(value * 1000) : snapshotAgeMs(value);
+    if (ms === null || ms < 60_000 || ms > 7 * DAY_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `invalid ${what} ${JSON.stringify(value)} (use e.g. "30m", "6h"; from 1m to 168h)`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  });
+const snapshotAgeSchema = ageSchema('snapshot age');
+
+/**
+ * Where the opt-in consistency check hashes: in the scheduled run (and POST /evaluations, the CLI),
+ * and in the webhook's inline evaluations of a scale-up or another change that adds a member.
+ * An evaluation that does not hash carries the stored evaluation's consistency result, up to
+ * maxAge old (a failure longer: diverged data do not mend by themselves). `true` is shorthand
+ * for { scheduled: true }; `false`, or
+ * neither place, is off.
+ */
+const consistencyObjectSchema = z
+  .object(
+    {
+      scheduled: z.boolean().default(false),
+      scaleUps: z.boolean().default(false),
+      maxAge: ageSchema('consistency age').prefault('1h'),
+    },
+    { error: 'must be true, false or an object with scheduled, scaleUps and maxAge' },
+  )
+  .strict();
+// The shorthand is read as its object first, so a wrong field is named by its own path.
+export const consistencySchema = z
+  .preprocess((value) => (typeof value === 'boolean' ? { scheduled: value } : value), consistencyObjectSchema)
+  // Hashing nowhere is off: nothing is hashed, nothing carried.
+  .transform((setting) => (setting.scheduled || setting.scaleUps ? setting : undefined))
+  // What the reference (scripts/config-reference.ts) shows: the preprocess hides the boolean.
+  .meta({ acceptedType: 'boolean or object' });
+export type ConsistencyConfig = z.output<typeof consistencyObjectSchema>;
+
+/** What an evaluation is for, which says whether it hashes (consistency: where it runs). */
+export type EvaluationPurpose = 'scheduled' | 'admission' | 'admission-add';
+
+/** Whether an evaluation for `purpose` hashes every voting member, under the target's setting. */
+export function consistencyHashes(setting: ConsistencyConfig | undefined, purpose: EvaluationPurpose = 'scheduled'): boolean {
+  if (setting === undefined) return false;
+  if (purpose === 'scheduled') return setting.scheduled;
+  return purpose === 'admission-add' && setting.scaleUps;
+}
 
 /**
  * The backup check of a druid target (its Etcd's BackupReady and snapshot Leases) and whether
@@ -216,9 +255,9 @@ export const targetSchema = z
     fragmentation: fragmentationSchema.optional(),
     /**
      * Opt-in consistency check (off by default: each member hashes its whole keyspace): HashKV of
-     * every voting member at one revision, in every evaluation of the target, the webhook's too.
+     * every voting member at one revision, where consistencySchema says.
      */
-    consistency: z.boolean().optional(),
+    consistency: consistencySchema.optional(),
     /**
      * The backup check and rule (backupPolicySchema). Judged for druid targets, whose Etcd is read;
      * a static target has no backup check, so requiring it holds back its membership changes.
@@ -267,7 +306,7 @@ export const discoverySchema = z
     /** targets[].fragmentation for every discovered target. */
     fragmentation: fragmentationSchema.optional(),
     /** The opt-in consistency check (targets[].consistency) for every discovered target. */
-    consistency: z.boolean().optional(),
+    consistency: consistencySchema.optional(),
   })
   .strict()
   .refine((discovery) => discovery.capi !== undefined || discovery.druid !== undefined, {

@@ -11,7 +11,7 @@ export const SCHEMA_VERSION = 'etcd-guard.io/v1' as const;
  * (writeDecision in store.ts). Absent in documents from before revisions were stamped: 1.
  * schemaVersion changes only when an old reader would misjudge a new document (docs/evaluation.md).
  */
-export const FORMAT_REVISION = 8;
+export const FORMAT_REVISION = 9;
 
 export const verdictSchema = z.enum(['Healthy', 'Degraded', 'Unhealthy']);
 export type Verdict = z.infer<typeof verdictSchema>;
@@ -101,6 +101,11 @@ export const checkSchema = z.object({
   name: z.string().regex(CHECK_NAME_PATTERN, 'must be a check name (lower-case letters, digits and dashes)'),
   status: checkStatusSchema,
   message: z.string(),
+  /**
+   * Set on a result carried from an earlier evaluation (consistency, when this one did not
+   * hash): when it was measured. Revision 9; an older reader drops it.
+   */
+  measuredAt: rfc3339Utc.optional(),
 });
 export type Check = z.infer<typeof checkSchema>;
 

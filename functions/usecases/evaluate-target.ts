@@ -1,11 +1,11 @@
 // Evaluates one etcd target: opens its access (static: reads its TLS files), discovers the
 // members, probes every member under ONE deadline (target.timeout, counted from the moment the
 // evaluation starts reaching etcd, never from process start) and lets the pure core judge.
-import type { InventoryConfig, TargetConfig } from '../domain/config.js';
+import { consistencyHashes, type EvaluationPurpose, type InventoryConfig, type TargetConfig } from '../domain/config.js';
 import { EtcdProbeSession, type EtcdChannelPool } from '../adapters/etcd-member-probe.js';
 import { openStaticEtcdAccess, type TlsFileReuse } from './etcd-access.js';
 import { EtcdAccessError, type EtcdAccess, type EtcdAccessFactory } from '../ports/etcd-access.js';
-import { evaluateCluster, leaderTermOf, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
+import { consistencyOf, evaluateCluster, leaderTermOf, learnerSightings } from '../domain/judgement/evaluate-cluster.js';
 import {
   type ControlPlaneInventory,
   type ControlPlaneNode,
@@ -66,10 +66,12 @@ export interface EvaluateTargetOptions {
   pinClusterId?: boolean;
   /** A druid target's backup facts (the backup check), read alongside the probes; a failure is an unknown backup. */
   backupFacts?: (deadline: Deadline) => Promise<DruidBackupFacts>;
+  /** What the evaluation is for, which says whether it hashes (consistencyHashes); 'scheduled' when absent. */
+  purpose?: EvaluationPurpose;
 }
 
-/** What the caller of an evaluation knows beside the target: its stored evaluation. */
-export type EvaluationContext = Pick<EvaluateTargetOptions, 'previous'>;
+/** What the caller of an evaluation knows beside the target: its stored evaluation, and what it is for. */
+export type EvaluationContext = Pick<EvaluateTargetOptions, 'previous' | 'purpose'>;
 
 /** The first member list any of `lists` returns; all errors joined when none does. */
 function firstMemberList(lists: readonly Promise<Outcome<MemberListAnswer>>[]): Promise<Outcome<DiscoveredMember[]>> {
@@ -413,6 +415,7 @@ export async function evaluateThroughAccess(
   const previous = readPrevious(options.previous, deadline);
   const backup = options.backupFacts?.(deadline);
   backup?.catch(() => undefined);
+  const hashes = consistencyHashes(target.consistency, options.purpose);
   const access = await openBefore(openAccess, deadline);
   let reached: Reached;
   if ('error' in access) {
@@ -423,7 +426,7 @@ export async function evaluateThroughAccess(
         ...(target.watchProbe === true ? { watchTarget: target.name } : {}),
         ...(target.tlsVerify === undefined ? {} : { tlsVerify: target.tlsVerify }),
         ...(options.channels === undefined ? {} : { pool: { channels: options.channels, target: target.name } }),
-        ...(target.consistency === true ? { consistency: true } : {}),
+        ...(hashes ? { consistency: true } : {}),
       });
     } finally {
       await access.close();
@@ -450,8 +453,12 @@ export async function evaluateThroughAccess(
       : {}),
     namesCollateByCodeUnit: plainNamesCollateByCodeUnit(process.env),
   };
-  // On but never reached (no access): judged as not judged, not left out.
-  if (target.consistency === true) input.consistency = { revision: reached.consistencyRevision ?? null };
+  // On but never reached (no access): judged as not judged, not left out. Configured but not for
+  // this evaluation: the stored result, so an inline run does not erase what the scheduled one found.
+  if (hashes) input.consistency = { revision: reached.consistencyRevision ?? null };
+  else if (target.consistency !== undefined) {
+    input.consistency = { carried: consistencyOf(stored ?? null), maxAgeMs: target.consistency.maxAge };
+  }
   input.thresholds = {
     ...(target.learnerGrace !== undefined && { learnerGraceMs: target.learnerGrace }),
     ...(target.fragmentation !== undefined && {

@@ -4,7 +4,7 @@
 // evaluate function and the store are injected, so tests give it real ones of their choosing.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { GuardConfig, TargetConfig } from '../domain/config.js';
+import { consistencyHashes, type EvaluationPurpose, type GuardConfig, type TargetConfig } from '../domain/config.js';
 import { ConfigError } from '../domain/config.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { EvaluationContext } from './evaluate-target.js';
@@ -91,6 +91,8 @@ interface Run {
   startedAtMs: number | null;
   /** Lets an admission request that joins a run still waiting for a slot move it up. */
   promote: () => void;
+  /** It hashes every voting member (the consistency check, as configured for what it is for). */
+  hashes: boolean;
 }
 
 const MAX_ECHOED_NAME = 64;
@@ -179,16 +181,20 @@ export class OnDemandEvaluations {
    * evaluating at or after that clock time, or has not started yet: a request never rides an
    * older run, it starts one of its own, which later requests then share.
    */
-  evaluateForAdmission(targetName: string, options: { persist: boolean; notBeforeMs?: number }): Promise<Evaluation> {
+  evaluateForAdmission(
+    targetName: string,
+    options: { persist: boolean; notBeforeMs?: number; addsMember?: boolean },
+  ): Promise<Evaluation> {
     const notBeforeMs = options.notBeforeMs ?? Number.NEGATIVE_INFINITY;
+    const purpose: EvaluationPurpose = options.addsMember === true ? 'admission-add' : 'admission';
     if (!options.persist) {
-      const storing = this.reusableRun(this.runs.get(targetName), notBeforeMs);
+      const storing = this.reusableRun(this.runs.get(targetName), notBeforeMs, this.hashesFor(targetName, purpose));
       if (storing !== undefined) {
         storing.promote();
         return storing.evaluation;
       }
     }
-    const run = this.sharedRun(targetName, options.persist, 'admission', notBeforeMs);
+    const run = this.sharedRun(targetName, options.persist, 'admission', notBeforeMs, purpose);
     if (options.persist) {
       run.promise.catch((error: unknown) => {
         // An evaluation that failed is reported to its caller through `evaluation`; only a failed
@@ -202,30 +208,53 @@ export class OnDemandEvaluations {
     return run.evaluation;
   }
 
-  /** A run still going, or settled within minIntervalMs, that started no earlier than `notBeforeMs`; or undefined. */
-  private reusableRun(run: Run | undefined, notBeforeMs = Number.NEGATIVE_INFINITY): Run | undefined {
+  /** Whether an evaluation of the target for `purpose` hashes (a run that does not cannot stand in for one that must). */
+  private hashesFor(targetName: string, purpose: EvaluationPurpose): boolean {
+    const target = this.targets().find((candidate) => candidate.name === targetName);
+    return target !== undefined && consistencyHashes(target.consistency, purpose);
+  }
+
+  /**
+   * A run still going, or settled within minIntervalMs, that started no earlier than `notBeforeMs`
+   * and hashed if `mustHash`; or undefined.
+   */
+  private reusableRun(run: Run | undefined, notBeforeMs = Number.NEGATIVE_INFINITY, mustHash = false): Run | undefined {
     if (run === undefined) return undefined;
+    if (mustHash && !run.hashes) return undefined;
     if (run.startedAtMs !== null && run.startedAtMs < notBeforeMs) return undefined;
     if (run.settledAtMs === null || this.now().getTime() - run.settledAtMs < this.minIntervalMs) return run;
     return undefined;
   }
 
-  private sharedRun(targetName: string, store: boolean, kind: RunKind, notBeforeMs = Number.NEGATIVE_INFINITY): Run {
+  private sharedRun(
+    targetName: string,
+    store: boolean,
+    kind: RunKind,
+    notBeforeMs = Number.NEGATIVE_INFINITY,
+    purpose: EvaluationPurpose = 'scheduled',
+  ): Run {
     const target = this.targets().find((candidate) => candidate.name === targetName);
     if (target === undefined) {
       // Nothing is kept for a name that is not a target: the maps hold targets only.
       const unknown = Promise.reject(new UnknownTargetError(targetName));
       unknown.catch(() => undefined);
-      return { evaluation: unknown, promise: unknown, settledAtMs: 0, startedAtMs: 0, promote: () => undefined };
+      return {
+        evaluation: unknown,
+        promise: unknown,
+        settledAtMs: 0,
+        startedAtMs: 0,
+        hashes: false,
+        promote: () => undefined,
+      };
     }
     const runs = store ? this.runs : this.unstoredRuns;
     this.forgetSettled(runs);
-    const reusable = this.reusableRun(runs.get(targetName), notBeforeMs);
+    const reusable = this.reusableRun(runs.get(targetName), notBeforeMs, consistencyHashes(target.consistency, purpose));
     if (reusable !== undefined) {
       if (kind === 'admission') reusable.promote();
       return reusable;
     }
-    const run = this.startRun(target, store, kind);
+    const run = this.startRun(target, store, kind, purpose);
     runs.set(target.name, run);
     // A run is kept only while it can be reused: after its window, or at once when it never got
     // a slot (the next caller should queue afresh, not share a refusal).
@@ -274,7 +303,7 @@ export class OnDemandEvaluations {
    * run holds a slot, so time spent queued never turns into a timed-out member. A run that gets
    * no slot rejects with OverloadError and stores nothing.
    */
-  private startRun(target: Target, store: boolean, kind: RunKind): Run {
+  private startRun(target: Target, store: boolean, kind: RunKind, purpose: EvaluationPurpose): Run {
     const { slot, promote } = this.slots.acquire(kind);
     // Assigned below, before the slot can resolve (a resolved promise's callback runs later).
     let started: (atMs: number) => void = () => undefined;
@@ -287,7 +316,7 @@ export class OnDemandEvaluations {
         await this.options.prepare?.();
         stalls = watchEventLoopStalls();
         fresh = await withTimeout(
-          this.options.evaluate(target, { previous: () => this.previousOf(target.name) }),
+          this.options.evaluate(target, { previous: () => this.previousOf(target.name), purpose }),
           evaluationTimeoutMs(target),
           `evaluation of target ${quote(target.name)}`,
         );
@@ -301,6 +330,7 @@ export class OnDemandEvaluations {
       promise: store ? evaluation.then((fresh) => this.store(target, fresh)) : evaluation,
       settledAtMs: null,
       startedAtMs: null,
+      hashes: consistencyHashes(target.consistency, purpose),
       promote,
     };
     started = (atMs) => {

@@ -73,7 +73,7 @@ export async function resolveTargets(config: GuardConfig, options: ResolveOption
   const defaults = {
     timeout: discovery.timeout,
     ...(discovery.watchProbe === true && { watchProbe: true }),
-    ...(discovery.consistency === true && { consistency: true }),
+    ...(discovery.consistency !== undefined && { consistency: discovery.consistency }),
     ...(discovery.tlsVerify === undefined ? {} : { tlsVerify: discovery.tlsVerify }),
     ...(discovery.learnerGrace !== undefined && { learnerGrace: discovery.learnerGrace }),
     ...(discovery.fragmentation !== undefined && { fragmentation: discovery.fragmentation }),

@@ -17,6 +17,7 @@ import {
 import { OverloadError } from '../../functions/usecases/run-slots.js';
 import { parseGoDurationMs } from '../../functions/shared/duration.js';
 import { staticTarget, targetOverview, type FleetView, type Target } from '../../functions/domain/targets.js';
+import { addsMember } from '../../functions/domain/kinds/kind.js';
 import type { EvaluationCache } from './cache.js';
 import { classifyRequest, LABELS_UNKNOWN, parentObjectOf } from '../domain/classify.js';
 import { carriedOut } from '../domain/cluster-topology.js';
@@ -79,7 +80,11 @@ export interface WebhookCore {
 export interface OnDemandService {
   authorize(authorizationHeader?: string): boolean;
   refresh(targetName: string): Promise<Evaluation>;
-  evaluateForAdmission(targetName: string, options: { persist: boolean; notBeforeMs?: number }): Promise<Evaluation>;
+  /** `addsMember`: the change seeds a new member (consistency.scaleUps hashes then). */
+  evaluateForAdmission(
+    targetName: string,
+    options: { persist: boolean; notBeforeMs?: number; addsMember?: boolean },
+  ): Promise<Evaluation>;
   handle(request: OnDemandRequest): Promise<OnDemandResponse>;
 }
 
@@ -211,7 +216,7 @@ function evaluationFor(
   target: TargetConfig,
   startedAt: number,
   budgetMs: number,
-  dryRun: boolean,
+  request: { dryRun: boolean; addsMember: boolean },
 ): Sync<EvaluationPick> {
   const { cache, config, metrics } = ctx;
   const cached = cache.get(target.name);
@@ -235,7 +240,7 @@ function evaluationFor(
     ctx,
     target,
     { cached, timeoutMs: choice.timeoutMs, notBeforeMs: choice.notBeforeMs, decisionMaxAgeMs },
-    dryRun,
+    request,
   );
 }
 
@@ -243,14 +248,14 @@ async function refreshInline(
   ctx: AppContext,
   target: TargetConfig,
   due: { cached: Evaluation | null; timeoutMs: number; notBeforeMs: number; decisionMaxAgeMs: number },
-  dryRun: boolean,
+  { dryRun, addsMember: adds }: { dryRun: boolean; addsMember: boolean },
 ): Promise<EvaluationPick> {
   const { cache, metrics } = ctx;
   try {
     // A dryRun request gets the same decision but must cause no side effect: nothing is stored.
     // The evaluation has its own deadlines; this one guarantees the answer still reaches the apiserver.
     const fresh = await withTimeout(
-      ctx.onDemand.evaluateForAdmission(target.name, { persist: !dryRun, notBeforeMs: due.notBeforeMs }),
+      ctx.onDemand.evaluateForAdmission(target.name, { persist: !dryRun, notBeforeMs: due.notBeforeMs, addsMember: adds }),
       due.timeoutMs,
       `live evaluation of ${target.name}`,
     );
@@ -468,7 +473,10 @@ function decideClassified(
     });
     return { enforced };
   }
-  const choice = evaluationFor(ctx, classification.target, startedAt, budgetMs, request.dryRun === true);
+  const choice = evaluationFor(ctx, classification.target, startedAt, budgetMs, {
+    dryRun: request.dryRun === true,
+    addsMember: addsMember(classification.change),
+  });
   if (choice instanceof Promise) {
     return choice.then((chosen) => gatherAndJudge(ctx, request, classification, chosen, startedAt, budgetMs));
   }

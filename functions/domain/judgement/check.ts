@@ -12,6 +12,8 @@ export interface Finding {
 export interface CheckResult {
   findings: Finding[];
   passMessage: string;
+  /** When what it says was measured, for a result carried from an earlier evaluation. */
+  measuredAt?: string;
 }
 
 export const fail = (message: string): Finding => ({ status: 'fail', message });

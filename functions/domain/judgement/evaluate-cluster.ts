@@ -15,7 +15,7 @@ import {
 import type { CheckResult } from './check.js';
 import { CHECKS } from './checks/registry.js';
 import { type ClusterView, type JudgedMember, clusterView, firstError, isHealthy, statusOf } from './cluster-view.js';
-import type { EvaluationInput } from './input.js';
+import type { CarriedConsistency, EvaluationInput } from './input.js';
 
 /** When a stored evaluation saw each learner first (member id → RFC 3339), to carry into the next. */
 export function learnerSightings(previous: Pick<Evaluation, 'members'> | null): Record<string, string> {
@@ -34,12 +34,23 @@ export function leaderTermOf(
   return previous === null || term === undefined || term === null ? null : { term, evaluatedAt: previous.evaluatedAt };
 }
 
+/**
+ * The stored evaluation's consistency result, to carry into an evaluation that does not hash:
+ * dated by its own measuredAt when it was itself carried, else by that evaluation's time.
+ */
+export function consistencyOf(previous: Pick<Evaluation, 'checks' | 'evaluatedAt'> | null): CarriedConsistency | null {
+  const check = previous?.checks.find((candidate) => candidate.name === 'consistency');
+  if (previous === null || check === undefined) return null;
+  return { status: check.status, message: check.message, measuredAt: check.measuredAt ?? previous.evaluatedAt };
+}
+
 export function checkFrom(name: CheckName, result: CheckResult): Check {
+  const dated = result.measuredAt === undefined ? {} : { measuredAt: result.measuredAt };
   if (result.findings.length > 0) {
     const status: CheckStatus = result.findings.some((finding) => finding.status === 'fail') ? 'fail' : 'warn';
-    return { name, status, message: result.findings.map((finding) => finding.message).join('; ') };
+    return { name, status, message: result.findings.map((finding) => finding.message).join('; '), ...dated };
   }
-  return { name, status: 'pass', message: result.passMessage };
+  return { name, status: 'pass', message: result.passMessage, ...dated };
 }
 
 export function memberReport(member: JudgedMember, view: ClusterView): MemberReport {

@@ -1,7 +1,7 @@
 // Everything the judgement reads: the probes' results, the thresholds and what earlier runs saw.
 import type { EndpointMemberList, MemberListAnswer } from '../member-view.js';
 import type { ControlPlaneInventory, DiscoveredMember, EndpointProbe, Outcome } from '../../ports/etcd-probe.js';
-import type { ClusterIdPin, LastMembership } from '../evaluation-document.js';
+import type { CheckStatus, ClusterIdPin, LastMembership } from '../evaluation-document.js';
 
 export interface EvaluationThresholds {
   /** DB size as a fraction of the backend quota that warns / fails. */
@@ -64,6 +64,13 @@ export interface DruidBackupFacts {
   maxSnapshotAgeMs: number;
 }
 
+/** A stored evaluation's consistency check and when its members were hashed. */
+export interface CarriedConsistency {
+  status: CheckStatus;
+  message: string;
+  measuredAt: string;
+}
+
 export interface EvaluationInput {
   target: string;
   /** The endpoints the caller was configured with (used when no member list was obtained). */
@@ -98,10 +105,12 @@ export interface EvaluationInput {
    */
   previousLeaderTerm?: { term: number; evaluatedAt: string };
   /**
-   * The consistency check is on: the revision every voting member's HashKV was asked at (each
-   * probe's hashKV), null when none could be chosen. Absent: the check is off, not judged.
+   * The consistency check is on. This evaluation hashed: the revision every voting member's
+   * HashKV was asked at (each probe's hashKV), null when none could be chosen. It did not (not
+   * configured for what it is for): the stored evaluation's result (consistencyOf), null when
+   * there is none, shown while no older than maxAgeMs. Absent: the check is off.
    */
-  consistency?: { revision: number | null };
+  consistency?: { revision: number | null } | { carried: CarriedConsistency | null; maxAgeMs: number };
   /** A druid target with `backup` configured: its backup facts (the backup check); absent otherwise. */
   backup?: DruidBackupFacts;
   /** The stored evaluation's lastMembership: carried into this one when it gets no member list. */

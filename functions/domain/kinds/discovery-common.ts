@@ -1,7 +1,7 @@
 // What every kind's discovery mapping shares: reading the apiserver's untrusted JSON defensively,
 // the loop that names an object or reports it, and the discovery-wide defaults each target takes.
 // A problem names the object, never quotes its content. Pure.
-import type { DecisionMode, DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../config.js';
+import type { ConsistencyConfig, DecisionMode, DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../config.js';
 import type { GuardedObject, Target } from '../targets.js';
 import { objectUid } from '../../shared/object-uid.js';
 import type { ControllerKindId, KindDiscovery, ProviderResult } from './kind.js';
@@ -12,8 +12,8 @@ export interface DiscoveryDefaults {
   kubeconfigFile?: string;
   /** Run the opt-in watch round trip on every discovered target. */
   watchProbe?: boolean;
-  /** Run the opt-in consistency check on every discovered target. */
-  consistency?: boolean;
+  /** The opt-in consistency check of every discovered target (targets[].consistency). */
+  consistency?: ConsistencyConfig;
   /** The provider scope's enforcement, copied onto each of its targets. */
   enforcement?: EnforcementMode;
   /** The provider scope's decision settings, copied onto each of its targets. */
@@ -99,7 +99,7 @@ export function targetDefaults(defaults: DiscoveryDefaults) {
     timeout: defaults.timeout,
     match: {},
     ...(defaults.watchProbe === true && { watchProbe: true }),
-    ...(defaults.consistency === true && { consistency: true }),
+    ...(defaults.consistency !== undefined && { consistency: defaults.consistency }),
     ...(defaults.enforcement !== undefined && { enforcement: defaults.enforcement }),
     ...(defaults.decisionMaxAgeMs !== undefined && { decisionMaxAgeMs: defaults.decisionMaxAgeMs }),
     ...(defaults.decision !== undefined && { decision: defaults.decision }),

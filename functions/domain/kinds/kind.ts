@@ -80,6 +80,15 @@ export type MembershipChange =
     };
 
 /**
+ * Whether the change seeds a new member from the leader's snapshot: a scale-up, or a rollout
+ * (each new member joins before an old one leaves). Those are the changes consistency.scaleUps
+ * hashes for, since a new member copies whichever data the leader holds.
+ */
+export function addsMember(change: { kind: string }): boolean {
+  return change.kind === 'scale-up' || change.kind === 'rollout';
+}
+
+/**
  * A label edit (no guarded field changed) that moves a guarded object away from the target it
  * belonged to, to another target or to none. Later changes would be judged against another etcd
  * cluster's evaluation, so the move itself is judged against the target it leaves: it must not be

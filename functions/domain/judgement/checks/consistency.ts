@@ -7,7 +7,8 @@
 import type { HashKVAnswer } from '../../../ports/etcd-probe.js';
 import { type CheckFunction, type CheckResult, type Finding, concluded, fail, warn } from '../check.js';
 import { firstError } from '../cluster-view.js';
-import { label } from '../wording.js';
+import type { CarriedConsistency } from '../input.js';
+import { formatAge, label } from '../wording.js';
 
 /** One voting member's part: its HashKV answer, or why it has none. */
 export type MemberHash = { who: string; hash: HashKVAnswer } | { who: string; unknown: string };
@@ -81,8 +82,39 @@ export function compareMemberHashes(entries: readonly MemberHash[]): CheckResult
   );
 }
 
+/** What a carried message begins with; a result carried again is carried from its own hash. */
+const CARRIED = /^carried \(hashed [^)]*\): /;
+
+/**
+ * An evaluation that did not hash (consistency: where it runs) shows the last result, dated, so
+ * the next inline evaluation does not erase a divergence the scheduled run found. A failure
+ * stays however old (diverged data do not mend by themselves: only a hash that agrees clears it);
+ * a pass or a not-judged warning older than maxAgeMs says nothing about now and is left out.
+ */
+export function carriedConsistency(
+  carried: CarriedConsistency | null,
+  maxAgeMs: number,
+  evaluatedAt: string,
+): CheckResult | null {
+  if (carried === null) return null;
+  const ageMs = Math.max(0, Date.parse(evaluatedAt) - Date.parse(carried.measuredAt));
+  if (Number.isNaN(ageMs)) return null;
+  const stale = ageMs > maxAgeMs;
+  if (stale && carried.status !== 'fail') return null;
+  const when = `hashed ${formatAge(ageMs)} earlier, at ${carried.measuredAt}${
+    stale ? `; older than ${formatAge(maxAgeMs)}, kept until a hash agrees` : ''
+  }`;
+  const message = `carried (${when}): ${carried.message.replace(CARRIED, '')}`;
+  const result =
+    carried.status === 'pass' ? concluded([], message) : concluded([carried.status === 'fail' ? fail(message) : warn(message)]);
+  return { ...result, measuredAt: carried.measuredAt };
+}
+
 export const consistencyCheck: CheckFunction = ({ input, voting }) => {
   if (input.consistency === undefined) return null;
+  if ('carried' in input.consistency) {
+    return carriedConsistency(input.consistency.carried, input.consistency.maxAgeMs, input.evaluatedAt);
+  }
   if (input.consistency.revision === null) {
     return concluded([warn('consistency not judged: no voting member reported its revision')]);
   }
