@@ -20,6 +20,31 @@ export { createWarmConnections, type WarmConnections } from './warm-connections.
 
 type CapiReach = Extract<TargetReach, { kind: 'capi' }>;
 
+type CapiModules = [
+  typeof import('../adapters/kube.js'),
+  typeof import('../adapters/kube-discovery.js'),
+  typeof import('../adapters/capi-machines.js'),
+  typeof import('../adapters/capi-etcd-access.js'),
+];
+let capiModules: Promise<CapiModules> | undefined;
+
+/**
+ * The Kubernetes adapters a Cluster API evaluation needs, loaded on the first one only: a dynamic
+ * import runs the loader's resolution again each time, on every live evaluation's critical path.
+ */
+function loadCapiModules(): Promise<CapiModules> {
+  const loading = (capiModules ??= Promise.all([
+    import('../adapters/kube.js'),
+    import('../adapters/kube-discovery.js'),
+    import('../adapters/capi-machines.js'),
+    import('../adapters/capi-etcd-access.js'),
+  ]));
+  loading.catch(() => {
+    if (capiModules === loading) capiModules = undefined;
+  });
+  return loading;
+}
+
 /** Opens the access to a Cluster API cluster's etcd through its control-plane nodes. */
 export type CapiAccessOpener = (
   reach: CapiReach,
@@ -47,7 +72,7 @@ async function openCapiAccessDefault(
   deadline: Deadline,
   kept?: { warm: WarmConnections; target: string },
 ) {
-  const { openCapiEtcdAccess } = await import('../adapters/capi-etcd-access.js');
+  const [, , , { openCapiEtcdAccess }] = await loadCapiModules();
   if (kept === undefined) return openCapiEtcdAccess(api, reach, nodeNames, deadline);
   const { warm, target } = kept;
   return openCapiEtcdAccess(api, reach, nodeNames, deadline, {
@@ -128,10 +153,8 @@ async function throughCapiMachines(
   reach: CapiReach,
   options: EvaluateResolvedOptions,
 ): Promise<Evaluation> {
-  const kube = await import('../adapters/kube.js');
-  const discovery = await import('../adapters/kube-discovery.js');
+  const [kube, discovery, { listControlPlaneMachines }] = await loadCapiModules();
   const api = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
-  const { listControlPlaneMachines } = await import('../adapters/capi-machines.js');
   const machines: Promise<ControlPlaneNode[]> = listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
   machines.catch(() => undefined);
   const coreApi = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
