@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-etcd suites (faults, TLS and TLS identity, learner, alarms, removed and foreign members,
-# leader moves and leader-changes, fragmentation, consistency, watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate
+# leader moves and leader-changes, fragmentation, consistency (and through the webhook), watch probe, CAPI reach and fleet e2e, the webhook and its upgrade gate
 # and druid backup rule, issue 27's race of a shrink against a member fault (live evidence),
 # the real kube-apiserver suite with its storage on the same etcd) against
 # one etcd: ETCD_GUARD_ETCD_BIN_DIR names the dir holding its etcd and etcdctl (PATH's otherwise).
@@ -17,6 +17,7 @@ files=(
   test/etcd-leader-changes.test.ts
   test/etcd-fragmentation.test.ts
   test/etcd-consistency.test.ts
+  test/etcd-consistency-webhook.test.ts
   test/etcd-watch-probe.test.ts
   test/tls-identity.test.ts
   test/capi-reach.test.ts

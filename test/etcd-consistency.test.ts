@@ -4,16 +4,12 @@
 // never a divergence; without `consistency` the check is not run. Last, a member whose backend was
 // changed while it was stopped (test/fixtures/bbolt-edit, bbolt as a library, built here with the
 // Go toolchain from the module cache) fails it, named as the diverging member.
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Evaluation } from '../functions/domain/evaluation-document.js';
 import { targetSchema, type TargetConfig } from '../functions/domain/config.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { startEtcdCluster, type EtcdTestCluster } from './harness/etcd-cluster.js';
+import { divergeMember } from './harness/diverge-member.js';
 import { BOUND_SLACK_MS } from './harness/timing.js';
 
 let cluster: EtcdTestCluster;
@@ -109,45 +105,16 @@ describe('consistency on real etcd (issue 32)', () => {
   });
 
   it('fails naming the member whose stored data was changed while it was stopped', { timeout: 180_000 }, async () => {
-    const toolDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-bbolt-edit-'));
-    try {
-      const tool = path.join(toolDir, 'bbolt-edit');
-      // Offline, from the module cache ensure-etcd-go.sh filled (go.sum pins the modules).
-      await promisify(execFile)('go', ['build', '-o', tool, '.'], {
-        cwd: path.join(import.meta.dirname, 'fixtures/bbolt-edit'),
-        env: { ...process.env, GOFLAGS: '-mod=mod', GOPROXY: 'off', GOTOOLCHAIN: 'local' },
-        timeout: 150_000,
-      });
-      const changed = cluster.members[1];
-      if (changed === undefined) throw new Error('no member');
-      const put = await cluster.etcdctl(['put', 'hash/last', 'written-before-the-edit']);
-      expect(put.code, put.stderr).toBe(0);
-      // The member must hold the write before it stops: a serializable read on it sees its own store.
-      let held = false;
-      for (let attempt = 0; attempt < 100 && !held; attempt += 1) {
-        const read = await cluster.etcdctl(['get', 'hash/last', '--consistency=s', '--print-value-only'], {
-          endpoints: [changed.clientUrl],
-        });
-        held = read.stdout.trim() === 'written-before-the-edit';
-      }
-      expect(held).toBe(true);
-      await cluster.stop(1);
-      const edited = await promisify(execFile)(tool, [path.join(changed.dataDir, 'member/snap/db')]);
-      expect(edited.stdout).toContain('changed the value at revision key');
-      await cluster.start(1);
-      await cluster.waitHealthy();
-      const evaluation = await evaluateTarget(target);
-      const check = consistency(evaluation);
-      console.log(`diverged: ${check?.status}: ${check?.message}`);
-      expect(check?.status).toBe('fail');
-      expect(check?.message).toMatch(
-        new RegExp(`^data diverges at revision \\d+ \\(compact revision \\d+\\): member ${changed.name} \\(`),
-      );
-      expect(check?.message).toMatch(/differs from hash \d+ of hash32-0 \(.*\), hash32-2 \(/);
-      expect(evaluation.verdict).toBe('Unhealthy');
-      expect(evaluation.reasons).toContain(check?.message);
-    } finally {
-      await rm(toolDir, { recursive: true, force: true });
-    }
+    const changed = await divergeMember(cluster, 1);
+    const evaluation = await evaluateTarget(target);
+    const check = consistency(evaluation);
+    console.log(`diverged: ${check?.status}: ${check?.message}`);
+    expect(check?.status).toBe('fail');
+    expect(check?.message).toMatch(
+      new RegExp(`^data diverges at revision \\d+ \\(compact revision \\d+\\): member ${changed.name} \\(`),
+    );
+    expect(check?.message).toMatch(/differs from hash \d+ of hash32-0 \(.*\), hash32-2 \(/);
+    expect(evaluation.verdict).toBe('Unhealthy');
+    expect(evaluation.reasons).toContain(check?.message);
   });
 });

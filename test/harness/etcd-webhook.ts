@@ -24,6 +24,8 @@ export interface EtcdWebhookOptions {
   timeout: string;
   /** The target's match; by default the KCPs labelled with its name as their cluster-name. */
   match?: Record<string, unknown>;
+  /** Further keys of the guarded target (raw), e.g. consistency. */
+  targetConfig?: Record<string, unknown>;
   /** Further targets of the config (raw config entries); the scheduled run never evaluates them. */
   otherTargets?: Record<string, unknown>[];
   webhook?: Omit<TestWebhookOptions, 'config' | 'certs' | 'store'>;
@@ -69,6 +71,7 @@ export async function startEtcdWebhook(options: EtcdWebhookOptions): Promise<Etc
       tls: etcd.clientTls,
       timeout: options.timeout,
       match: options.match ?? { clusterName: options.target },
+      ...options.targetConfig,
     };
     const config = parseGuardConfig(
       {
