@@ -2,7 +2,8 @@
 // hashes in the scheduled run only. A divergence that run found (a member's bbolt file edited
 // while it was stopped) still denies a scale-up whose inline evaluation did not hash: the inline
 // evaluation carries the stored result, dated. That inline evaluation asked no member for HashKV,
-// as etcd's own gRPC counters show.
+// as etcd's own gRPC counters show. With `{ scaleUps: true }` a scale-down's inline evaluation
+// asks no member, a scale-up's asks each voting member once.
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -108,4 +109,43 @@ describe('consistency through the webhook (issue 32)', () => {
       expect(stored?.verdict).toBe('Unhealthy');
     },
   );
+});
+
+describe('consistency.scaleUps: the inline evaluation of a scale-up hashes, no other does', () => {
+  let up: EtcdWebhook;
+
+  beforeAll(async () => {
+    up = await startEtcdWebhook({
+      name: 'hashup',
+      target: 'hashup',
+      timeout: '2s',
+      targetConfig: { consistency: { scaleUps: true }, decisionMaxAgeMs: 0 },
+      config: { inlineRefresh: true },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await up?.close();
+  });
+
+  const review = (from: number, to: number) =>
+    kcpReplicasReview(from, to, { namespace: 'default', name: 'hashup-control-plane', clusterName: 'hashup' });
+
+  it('a scale-down asks no member for HashKV; a scale-up asks every voting member', async () => {
+    const before = await hashKVCalls(up.cluster);
+    await up.webhook.postReview(review(5, 4));
+    const afterDown = await hashKVCalls(up.cluster);
+    expect(afterDown).toEqual(before);
+    // It did evaluate (nothing else writes this store), and with no result to carry has no check.
+    await waitFor("the scale-down's inline evaluation in the store", 5_000, async () => (await up.store.read('hashup')) !== null);
+    const stored = await up.store.read('hashup');
+    expect(stored?.checks.map((check) => check.name)).not.toContain('consistency');
+    const allowed = await up.webhook.postReview(review(3, 5));
+    const afterUp = await hashKVCalls(up.cluster);
+    console.log(`scaleUps: HashKV calls ${JSON.stringify(before)} -> ${JSON.stringify(afterDown)} -> ${JSON.stringify(afterUp)}`);
+    expect(allowed.allowed, allowed.status?.message).toBe(true);
+    for (const member of up.cluster.members) {
+      expect(afterUp[member.name], member.name).toBe((afterDown[member.name] ?? 0) + 1);
+    }
+  });
 });

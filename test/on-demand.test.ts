@@ -194,6 +194,51 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
       };
     }
 
+    it('says what each run is for, and a run that does not hash never stands in for a scale-up that must', async () => {
+      const hashing = configFor(dir, [
+        { name: 'alpha', endpoints: ['https://127.0.0.1:2379'], timeout: '100ms', consistency: { scaleUps: true } },
+      ]);
+      const purposes: Array<string | undefined> = [];
+      const gate = deferred<void>();
+      const onDemand = new OnDemandEvaluations({
+        config: hashing,
+        store: gatedStore(Promise.resolve()),
+        evaluate: async (target, context) => {
+          purposes.push(context?.purpose);
+          await gate.promise;
+          return evaluationOf(target, new Date());
+        },
+        token: null,
+      });
+      // While a plain inline run is under way: another plain request shares it, a scale-up does not.
+      const plain = onDemand.evaluateForAdmission('alpha', { persist: true });
+      const shared = onDemand.evaluateForAdmission('alpha', { persist: true });
+      const scaleUp = onDemand.evaluateForAdmission('alpha', { persist: true, addsMember: true });
+      // And a request that needs no hash rides the hashing run now under way.
+      const afterwards = onDemand.evaluateForAdmission('alpha', { persist: true });
+      const unstoredScaleUp = onDemand.evaluateForAdmission('alpha', { persist: false, addsMember: true });
+      await waitFor('both runs to start', 2_000, () => purposes.length === 2);
+      gate.resolve();
+      const [first, second, third, fourth, fifth] = await Promise.all([plain, shared, scaleUp, afterwards, unstoredScaleUp]);
+      expect(purposes).toEqual(['admission', 'admission-add']);
+      expect(second).toBe(first);
+      expect(third).not.toBe(first);
+      expect(fourth).toBe(third);
+      expect(fifth).toBe(third);
+      // POST /evaluations is an operator's run: hashed as the scheduled run is.
+      const asked: Array<string | undefined> = [];
+      await new OnDemandEvaluations({
+        config: hashing,
+        store: gatedStore(Promise.resolve()),
+        evaluate: async (target, context) => {
+          asked.push(context?.purpose);
+          return evaluationOf(target, new Date());
+        },
+        token: null,
+      }).refresh('alpha');
+      expect(asked).toEqual(['scheduled']);
+    });
+
     it('returns the fresh evaluation before the store write finishes, and the write still lands', async () => {
       const gate = deferred<void>();
       const store = gatedStore(gate.promise);
