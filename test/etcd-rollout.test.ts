@@ -132,13 +132,29 @@ async function memberIdHex(name: string): Promise<string> {
   return id;
 }
 
-/** Retries `member promote` until etcd finds the learner in sync with the leader. */
+/** The member list's rows as etcdctl prints them: "<id hex>, <state>, <name>, <peer urls>, <client urls>, <is learner>". */
+async function memberRows(): Promise<string[][]> {
+  const listed = await workload.etcd.etcdctl(['member', 'list']);
+  if (listed.code !== 0) throw new Error(`member list failed: ${listed.stderr}`);
+  return listed.stdout
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => line.split(', '));
+}
+
+/**
+ * Retries `member promote` until etcd finds the learner in sync with the leader. On a loaded
+ * machine an attempt can be applied after etcdctl gave up on it; the retry then hears "can only
+ * promote a learner member", so the member list, not the answer, says whether it was promoted.
+ */
 async function promote(idHex: string): Promise<void> {
   let last = '';
   await waitFor(`learner ${idHex} to be promoted`, 30_000, async () => {
     const result = await workload.etcd.etcdctl(['member', 'promote', idHex]);
     last = result.stderr.trim();
-    return result.code === 0;
+    if (result.code === 0) return true;
+    const row = (await memberRows()).find((columns) => columns[0] === idHex);
+    return row !== undefined && row[5] === 'false';
   }).catch((error: unknown) => {
     throw new Error(`${(error as Error).message}: ${last}`);
   });
@@ -146,14 +162,16 @@ async function promote(idHex: string): Promise<void> {
 
 /**
  * `member remove`, retried while etcd refuses membership changes right after the last one (it
- * wants every voting member connected for 5 s first: "unhealthy cluster").
+ * wants every voting member connected for 5 s first: "unhealthy cluster"). An attempt applied
+ * after etcdctl gave up on it makes the retry hear "member not found": the member list decides.
  */
 async function removeMember(idHex: string): Promise<void> {
   let last = '';
   await waitFor(`member ${idHex} to be removed`, 30_000, async () => {
     const result = await workload.etcd.etcdctl(['member', 'remove', idHex]);
     last = result.stderr.trim();
-    return result.code === 0;
+    if (result.code === 0) return true;
+    return !(await memberRows()).some((columns) => columns[0] === idHex);
   }).catch((error: unknown) => {
     throw new Error(`${(error as Error).message}: ${last}`);
   });
