@@ -1,6 +1,6 @@
 // A member whose data diverge from its peers': a value of its newest revision changed in its bbolt
 // file while it was stopped (test/fixtures/bbolt-edit, bbolt as a library, built with the Go
-// toolchain from the module cache ensure-etcd-go.sh filled). Its peers keep the value written.
+// toolchain and the Go module proxy). Its peers keep the value written.
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -12,10 +12,11 @@ export async function divergeMember(cluster: EtcdTestCluster, index: number): Pr
   const toolDir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-bbolt-edit-'));
   try {
     const tool = path.join(toolDir, 'bbolt-edit');
-    // Offline: go.sum pins the modules.
+    // go.sum pins the modules; the module proxy serves what the module cache lacks (a fresh
+    // machine's etcd build does not fetch every version this tool names).
     await promisify(execFile)('go', ['build', '-o', tool, '.'], {
       cwd: path.join(import.meta.dirname, '../fixtures/bbolt-edit'),
-      env: { ...process.env, GOFLAGS: '-mod=mod', GOPROXY: 'off', GOTOOLCHAIN: 'local' },
+      env: { ...process.env, GOFLAGS: '-mod=mod', GOTOOLCHAIN: 'local' },
       timeout: 150_000,
     });
     const changed = cluster.members[index];
