@@ -194,6 +194,31 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
       };
     }
 
+    it('settle() waits for a store write the answer went out before, and for nothing once it is done', async () => {
+      const gate = deferred<void>();
+      const store = gatedStore(gate.promise);
+      const onDemand = new OnDemandEvaluations({
+        config,
+        store,
+        evaluate: async (target) => evaluationOf(target, new Date()),
+        token: null,
+      });
+      const answered = await onDemand.evaluateForAdmission('alpha', { persist: true });
+      expect(answered.target).toBe('alpha');
+      await waitFor('the write to reach the store', 2_000, () => store.writes.length === 1);
+      let settled = false;
+      const settling = onDemand.settle().then(() => {
+        settled = true;
+      });
+      // The write is held: settle() must not have resolved after the microtasks run out.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(settled).toBe(false);
+      gate.resolve();
+      await settling;
+      expect(settled).toBe(true);
+      await onDemand.settle();
+    });
+
     it('says what each run is for, and a run that does not hash never stands in for a scale-up that must', async () => {
       const hashing = configFor(dir, [
         { name: 'alpha', endpoints: ['https://127.0.0.1:2379'], timeout: '100ms', consistency: { scaleUps: true } },

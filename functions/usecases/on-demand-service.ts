@@ -361,6 +361,16 @@ export class OnDemandEvaluations {
     );
   }
 
+  /**
+   * Resolves once every run still going has settled, its store write included: an answer goes out
+   * before its evaluation is stored, so a closing webhook waits here rather than leave a write
+   * behind it. Bounded by the evaluation and store timeouts; never rejects.
+   */
+  async settle(): Promise<void> {
+    const going = [...this.runs.values(), ...this.unstoredRuns.values()].filter((run) => run.settledAtMs === null);
+    await Promise.all(going.map((run) => run.promise.catch(() => undefined)));
+  }
+
   /** Runs kept for reuse (stored and dry-run ones): bounded by the targets run within the window. */
   keptRuns(): number {
     return this.runs.size + this.unstoredRuns.size;

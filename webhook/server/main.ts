@@ -490,7 +490,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const close = gracefulClose(
     server,
     stopTokenWatch,
-    [cache, registry, { stop: stopEvents }, { stop: evaluator.close }],
+    [cache, registry, { stop: stopEvents }, { stop: () => onDemand.settle().then(evaluator.close) }],
     metricsServer,
   );
   const metricsAddress = metricsServer?.address() as AddressInfo | undefined;
