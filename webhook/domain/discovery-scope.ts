@@ -17,6 +17,7 @@ import type { DiscoveryProblem, FleetView, GuardedObject } from '../../functions
 import { jsonEqual } from './detect-change.js';
 import { scopeOf } from '../../functions/domain/kinds/discovery-common.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
+import { record } from '../../functions/domain/kinds/discovery-common.js';
 
 const CLUSTER_GROUP = 'cluster.x-k8s.io';
 
@@ -78,10 +79,6 @@ export function discoveryOwnership(
     kind: 'unresolved',
     message: `${prefix}: it was not there when discovery last listed; retry after the next discovery round`,
   };
-}
-
-function record(value: unknown): Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
 /** The Cluster owner references of an object, as written (any version of the Cluster group). */

@@ -41,6 +41,7 @@ import type {
 import { discoveryOwnership } from './discovery-scope.js';
 import { matchTarget, targetsNaming } from './match-target.js';
 import { membershipStateOf, projectOntoEvaluation } from './projection.js';
+import { record } from '../../functions/domain/kinds/discovery-common.js';
 
 export const MACHINE = { group: 'cluster.x-k8s.io', kind: 'Machine', resource: 'machines' } as const;
 export const POD = { group: '', kind: 'Pod', resource: 'pods' } as const;
@@ -58,12 +59,6 @@ export const OWNER_POINTERS: readonly string[] = [
   '/spec/replicas',
   '/spec/ordinals/start',
 ];
-
-type Json = Record<string, unknown>;
-
-function record(value: unknown): Json {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : {};
-}
 
 function text(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;

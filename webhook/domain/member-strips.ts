@@ -27,6 +27,7 @@ import {
   POD,
   type OwnerReading,
 } from './member-exits.js';
+import { record } from '../../functions/domain/kinds/discovery-common.js';
 
 const STRIPPING: OwnerReading = { doing: 'changing the labels or owner references of', relation: 'the owner of' };
 
@@ -35,12 +36,6 @@ const MACHINE_KEYED_LABELS = [CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL] as 
 
 /** The pattern the VWC's etcd-container matchCondition applies to a container's image. */
 const ETCD_IMAGE = /(^|\/)etcd([:@]|$)/;
-
-type Json = Record<string, unknown>;
-
-function record(value: unknown): Json {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : {};
-}
 
 /** Whether the request is a main-resource UPDATE of a Machine or a Pod (what the strip webhooks send). */
 export function isMemberStripCandidate(request: AdmissionRequest): boolean {
