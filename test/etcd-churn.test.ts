@@ -36,6 +36,9 @@ function degradedBySlownessOnly(evaluation: Evaluation): boolean {
   return evaluation.verdict === 'Degraded' && flagged.every((check) => check.name === 'latency' && check.status === 'warn');
 }
 
+/** Leader moves the run must have gone through for its verdicts to count. */
+const MIN_MOVES = 10;
+
 describe('leadership moving every 0.3 s', () => {
   it(`never judges a healthy cluster Unhealthy in ${EVALUATIONS} in-process evaluations`, async () => {
     const target = targetSchema.parse({ name: 'churn', endpoints: cluster.endpoints, tls: cluster.clientTls, timeout: '2s' });
@@ -58,12 +61,14 @@ describe('leadership moving every 0.3 s', () => {
     let healthy = 0;
     let slow = 0;
     const odd: string[] = [];
+    let runs = 0;
     try {
-      for (let run = 0; run < EVALUATIONS; run += 1) {
+      // Until the leader has moved often enough too: a fast machine finishes the evaluations sooner.
+      for (; runs < EVALUATIONS || moves <= MIN_MOVES; runs += 1) {
         const evaluation = await evaluateTarget(target);
         if (evaluation.verdict === 'Healthy') healthy += 1;
         else if (degradedBySlownessOnly(evaluation)) slow += 1;
-        else odd.push(`${run}: ${evaluation.verdict}: ${evaluation.reasons.join(' | ')}`);
+        else odd.push(`${runs}: ${evaluation.verdict}: ${evaluation.reasons.join(' | ')}`);
       }
     } finally {
       moving = false;
@@ -71,11 +76,9 @@ describe('leadership moving every 0.3 s', () => {
     }
     if (odd.length > 0) console.log(odd.slice(0, 5).join('\n'));
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    console.log(
-      `leader moved ${moves} times in ${seconds} s; ${healthy}/${EVALUATIONS} Healthy, ${slow} Degraded (slow status only)`,
-    );
-    expect(moves).toBeGreaterThan(10);
+    console.log(`leader moved ${moves} times in ${seconds} s; ${healthy}/${runs} Healthy, ${slow} Degraded (slow status only)`);
+    expect(moves).toBeGreaterThan(MIN_MOVES);
     expect(odd.slice(0, 5)).toEqual([]);
-    expect(healthy + slow).toBe(EVALUATIONS);
+    expect(healthy + slow).toBe(runs);
   }, 120_000);
 });
