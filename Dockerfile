@@ -14,7 +14,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
-# The build script and the esbuild plugins it imports (test/dockerfile.test.ts checks the list).
+# The build script and the esbuild plugins it imports (test/project/dockerfile.test.ts checks the list).
 COPY scripts/build.mjs scripts/etcd-grpc-plugin.mjs scripts/eager-cjs.mjs scripts/builtin-require-plugin.mjs scripts/grpc-builtins-plugin.mjs ./scripts/
 COPY functions ./functions
 COPY webhook ./webhook

@@ -106,12 +106,25 @@ const restrictions = {
   },
 };
 
-/** One config block restricting `files` (minus `ignores`) by the named groups. */
+// Tests sit beside the module they test (module.ts -> module.test.ts); they may reach across the
+// rings (harness, stand-ins, real clients), product code never reaches into them.
+const TESTS = '**/*.test.ts';
+restrictions.tests = {
+  imports: [{ regex: '(^|/)test/|\\.test\\.js$', message: 'product code never imports tests or the test harness.' }],
+  dynamic: [
+    {
+      selector: 'ImportExpression[source.value=/(^|\\/)test\\/|\\.test\\.js$/]',
+      message: 'product code never imports tests or the test harness.',
+    },
+  ],
+};
+
+/** One config block restricting `files` (minus `ignores` and tests) by the named groups. */
 function ring(files, groups, ignores = []) {
-  const chosen = groups.map((name) => restrictions[name]);
+  const chosen = [...groups, 'tests'].map((name) => restrictions[name]);
   return {
     files,
-    ignores,
+    ignores: [...ignores, TESTS],
     rules: {
       'no-restricted-imports': ['error', { patterns: chosen.flatMap((group) => group.imports) }],
       'no-restricted-syntax': ['error', ...chosen.flatMap((group) => group.dynamic)],
@@ -140,6 +153,7 @@ export default tseslint.config(
   // are not product code.
   {
     files: ['functions/**/*.ts', 'webhook/**/*.ts'],
+    ignores: [TESTS],
     rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: false, skipComments: false, IIFEs: true }] },
   },
   ring(['functions/**/*.ts'], ['webhook', 'vendorClients', 'deadlineHome']),
@@ -149,6 +163,7 @@ export default tseslint.config(
   // express. The CLI loads what a command needs with await import(); it may import their types.
   {
     files: ['functions/entrypoints/cli.ts'],
+    ignores: [TESTS],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { globSync, readFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 
 // `npm run test:unit`: the suites that need no etcd, no API stand-in, no server and no child
@@ -8,14 +8,13 @@ import { defineConfig } from 'vitest/config';
 const IO = [
   /harness\/(etcd-cluster|etcd-webhook|webhook|certs|hold-etcd-cluster|fake-kube|fake-portforward|https-client|process|peer-proxy|capi-workload|free-port|sockets|manifests)/,
   /node:(child_process|net|http|https|tls|dgram)/,
-  /from 'express'|bin\/etcd-guard|webhook\/(server\/)?(main|app)\.js|startWebhook|\.listen\(/,
+  /from 'express'|bin\/etcd-guard|webhook\/(server\/)?(main|app)\.js|from '\.\/(main|app)\.js'|startWebhook|\.listen\(/,
   /from 'esbuild'|bindAsync|EtcdProbeSession/,
 ];
 
-const unitFiles = readdirSync('test')
-  .filter((file) => file.endsWith('.test.ts'))
-  .filter((file) => !IO.some((pattern) => pattern.test(readFileSync(`test/${file}`, 'utf8'))))
-  .map((file) => `test/${file}`);
+const unitFiles = globSync('{functions,webhook,scripts,test}/**/*.test.ts').filter(
+  (file) => !IO.some((pattern) => pattern.test(readFileSync(file, 'utf8'))),
+);
 
 export default defineConfig({
   test: {

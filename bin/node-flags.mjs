@@ -1,6 +1,6 @@
 // The V8 memory flags etcd-guard starts node with, derived where it starts (bin/etcd-guard.mjs
 // re-executes itself with them before loading anything else). Pure functions first, then the
-// reads of /proc and /sys, so the derivation is tested as a table (test/node-flags.test.ts).
+// reads of /proc and /sys, so the derivation is tested as a table (test/project/node-flags.test.ts).
 //
 // Why: V8 sizes its heap from the memory it sees. On a 24 GiB host (or in a container whose
 // cgroup limit node does not see) the old-generation limit is 4 GiB, and with that much room V8

@@ -256,7 +256,7 @@ async function scheduledRound(config: GuardConfig, store: EvaluationStore, serve
 }
 
 function printMembers(cluster: EtcdTestCluster): void {
-  // One line per running member; test/demo.test.ts reads pid and client URL from these lines.
+  // One line per running member; scripts/demo.test.ts reads pid and client URL from these lines.
   for (const member of cluster.members) {
     if (member.pid !== undefined) print(`      etcd member ${member.name} pid ${member.pid} client ${member.clientUrl}`);
   }

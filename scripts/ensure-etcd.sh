@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need from Debian when it is absent: etcd-server and
 # etcd-client (real etcd members) and prometheus (its promtool checks and unit-tests the shipped
-# alerting rules; test/observability.test.ts fails without it).
+# alerting rules; test/e2e/observability.test.ts fails without it).
 set -euo pipefail
 packages=()
 if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; then

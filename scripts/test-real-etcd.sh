@@ -9,25 +9,25 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 files=(
-  test/etcd-evaluate.test.ts
-  test/etcd-access.test.ts
-  test/etcd-removed-member.test.ts
-  test/etcd-foreign-member.test.ts
-  test/etcd-churn.test.ts
-  test/etcd-leader-changes.test.ts
-  test/etcd-fragmentation.test.ts
-  test/etcd-consistency.test.ts
-  test/etcd-consistency-webhook.test.ts
-  test/etcd-watch-probe.test.ts
-  test/tls-identity.test.ts
-  test/capi-reach.test.ts
-  test/fleet-e2e.test.ts
-  test/e2e-webhook-etcd.test.ts
-  test/e2e-etcd-upgrade-gate.test.ts
-  test/e2e-druid-backup.test.ts
-  test/etcd-version-features.test.ts
-  test/e2e-real-apiserver.test.ts
-  test/issue-27-live-evidence.test.ts
+  functions/usecases/evaluate-target.test.ts
+  functions/usecases/etcd-access.test.ts
+  test/e2e/etcd-removed-member.test.ts
+  test/e2e/etcd-foreign-member.test.ts
+  test/e2e/etcd-churn.test.ts
+  test/e2e/etcd-leader-changes.test.ts
+  test/e2e/etcd-fragmentation.test.ts
+  test/e2e/etcd-consistency.test.ts
+  test/e2e/etcd-consistency-webhook.test.ts
+  test/e2e/etcd-watch-probe.test.ts
+  test/e2e/tls-identity.test.ts
+  test/e2e/capi-reach.test.ts
+  test/e2e/fleet.test.ts
+  test/e2e/webhook-etcd.test.ts
+  test/e2e/etcd-upgrade-gate.test.ts
+  test/e2e/druid-backup.test.ts
+  test/e2e/etcd-version-features.test.ts
+  test/e2e/real-apiserver.test.ts
+  test/e2e/issue-27-live-evidence.test.ts
 )
 etcd="${ETCD_GUARD_ETCD_BIN_DIR:+$ETCD_GUARD_ETCD_BIN_DIR/}etcd"
 echo "real-etcd suites on: $("$etcd" --version | head -1) ($etcd); $("${etcd}ctl" version | head -1)"

@@ -1,4 +1,4 @@
-// Shim over etcd3 1.1.2's connection pool internals (checked by test/etcd3-host-shim.test.ts on
+// Shim over etcd3 1.1.2's connection pool internals (checked by functions/adapters/etcd3-host-shim.test.ts on
 // the installed version): a one-endpoint client's single Host (`pool.hosts`), its gRPC channel
 // credentials, target, channel options and per-service clients. etcd3 offers no public way to
 // share a channel between its services, pick grpc-js's ip resolver or ask a channel's state.

@@ -1,5 +1,5 @@
 // Shim over grpc-js 1.x's ChannelCredentials._createSecureConnector and the SecureConnectorImpl
-// it returns (`connectionOptions`, `connect`), checked by test/grpc-secure-connector-shim.test.ts
+// it returns (`connectionOptions`, `connect`), checked by functions/adapters/grpc-secure-connector-shim.test.ts
 // on the installed version. grpc-js offers no public hook on the sockets a channel opens: this is
 // where the session tracks them (session-sockets.ts), drops SNI for IP endpoints and offers and
 // keeps TLS sessions (tls-sessions.ts). When the internals differ, nothing is changed.

@@ -1,5 +1,5 @@
 // Shim over grpc-js 1.x's SecureChannelCredentials internals (checked by
-// test/grpc-secure-credentials-shim.test.ts on the installed version): `verifyOptions`, where our
+// functions/adapters/grpc-secure-credentials-shim.test.ts on the installed version): `verifyOptions`, where our
 // identity check goes (etcd3 builds the credentials itself and passes no verify options), and
 // `secureContext` with the class's createFromSecureContext, so that a later session reuses an
 // OpenSSL context. When the internals differ, each function changes nothing (Node's own identity

@@ -1,5 +1,5 @@
 // Shim over the grpc-js service client etcd3 1.1.2 makes per service (checked by
-// test/grpc-service-client-shim.test.ts on the installed version): reached through the Host's
+// functions/adapters/grpc-service-client-shim.test.ts on the installed version): reached through the Host's
 // getServiceClient (etcd3-host-shim.ts), its makeUnaryRequest and its class's `service`
 // definition, so that a call sees the raw response bytes (Status) or reaches a method etcd3
 // misnames (HashKV).

@@ -57,7 +57,7 @@ let secondPrefix = '';
 /**
  * pino's stdTimeFunctions.isoTime, character for character (`,"time":"<Date#toISOString>"`), with
  * the date and time of day formatted once per second: toISOString was ~1 % of the webhook's CPU
- * at a line per admission request. test/logger-time.test.ts compares the two.
+ * at a line per admission request. functions/shared/logger.test.ts compares the two.
  */
 export function isoTime(nowMs: number = Date.now()): string {
   const second = Math.floor(nowMs / 1000);

@@ -5,7 +5,7 @@
 // Secrets and Cluster API / etcd-druid objects (get/list). Tests talk real HTTP to this instead of
 // mocking the client library; it starts in milliseconds where the real kube-apiserver
 // (test/harness/kube-apiserver.ts) takes seconds, and it can forbid, hang and race on cue.
-// test/standin-agreement.test.ts runs one request list against both and requires the same
+// test/harness/fake-kube-apiserver.test.ts runs one request list against both and requires the same
 // answers. This file is the server (auth, forbid, hang, request log) and the route table; each
 // resource family is one handler under fake-kube/.
 import { randomBytes } from 'node:crypto';

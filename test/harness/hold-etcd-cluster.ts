@@ -1,4 +1,4 @@
-// A child for test/etcd-harness-teardown.test.ts: starts a one-member cluster with the harness,
+// A child for test/harness/etcd-cluster.test.ts: starts a one-member cluster with the harness,
 // prints its member pids and temp dir as one JSON line, and waits to be signalled.
 import { startEtcdCluster } from './etcd-cluster.js';
 

@@ -5,7 +5,7 @@
 // process scheduler can add to what the test measures, without the product being late; the
 // environment may grant that extra, explicitly, and the default grants none:
 //
-//   ETCD_GUARD_TEST_SLACK_MS=200 npx vitest run test/etcd-evaluate.test.ts
+//   ETCD_GUARD_TEST_SLACK_MS=200 npx vitest run functions/usecases/evaluate-target.test.ts
 
 /** The product's bound beyond an evaluation's timeout. */
 export const PRODUCT_BOUND_MS = 250;

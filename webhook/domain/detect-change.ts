@@ -132,7 +132,7 @@ class DetectedChange implements GuardedChange {
  *
  * The RFC 6902 operations are computed only when read (nothing on the admission path reads them):
  * the diff was the largest part of classifying a request, and it can only find changes that the
- * child-by-child comparison finds too (test/classify-decide.test.ts holds the two together).
+ * child-by-child comparison finds too (webhook/domain/decide.test.ts holds the two together).
  */
 export function detectGuardedChange(
   oldObject: unknown,

@@ -5,7 +5,7 @@
 // is reading the body, one JSON.parse, and the decision. It is the one fast path left on the
 // admission path: without it a not guarded request falls below the 0.85× of the bare express
 // server the bench targets (issue 31; the figures, from bench/admission-paths.ts, are in
-// BENCHMARKS.md). test/fast-validate.test.ts sends the same requests both ways and compares the
+// BENCHMARKS.md). webhook/server/fast-validate.test.ts sends the same requests both ways and compares the
 // bytes on the wire.
 import type http from 'node:http';
 import { Readable } from 'node:stream';

@@ -6,7 +6,7 @@
 // Written as text rather than through prom-client gauges: 33 series per target through
 // Gauge.set (label validation and hashing per call) cost about 1 ms per target per scrape on the
 // event loop that also answers admission requests; building the lines directly is a small part
-// of that (test/observability.test.ts reports both the size and the time).
+// of that (test/e2e/observability.test.ts reports both the size and the time).
 import type { EnforcementMode } from '../../functions/domain/config.js';
 import { evaluationAgeMs, type Evaluation } from '../../functions/domain/evaluation-document.js';
 import { checkSamples, EVALUATION_GAUGES, verdictSamples } from '../domain/target-series.js';

@@ -1,0 +1,150 @@
+// Issue 27, "Warm connections, bounded", for a Cluster API target: the webhook keeps the
+// port-forward listeners, the WebSocket streams their etcd channels ride and a keep-alive
+// connection to the workload API server open between evaluations. On a real 3-member etcd behind
+// the workload API server stand-in: the second evaluation opens no port-forward stream, makes no
+// etcd TLS handshake and no new socket; a SIGKILLed member that comes back is reached on a fresh
+// stream and judged healthy; after the idle timeout every stream and socket is gone.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CoreV1Api } from '../adapters/kube.js';
+import { createCoreV1Api } from '../adapters/kube.js';
+import { createCustomObjectsApi } from '../adapters/kube-discovery.js';
+import { tlsHandshakeCounts } from '../adapters/etcd-member-probe.js';
+import type { Evaluation } from '../domain/evaluation-document.js';
+import type { Target } from '../domain/targets.js';
+import { guardConfigSchema } from '../domain/config.js';
+import { createWarmConnections, evaluateResolvedTarget, type WarmConnections } from './reach-target.js';
+import { startCapiWorkload, type CapiWorkload } from '../../test/harness/capi-workload.js';
+import { startFakeKubeApiServer, type FakeKubeApiServer } from '../../test/harness/fake-kube-apiserver.js';
+import { openSockets } from '../../test/harness/sockets.js';
+import { waitFor } from '../../test/harness/wait.js';
+
+const SETTLE_MS = 5_000;
+
+let management: FakeKubeApiServer;
+let coreApi: CoreV1Api;
+let workload: CapiWorkload;
+let target: Target;
+
+function warmWith(idleTimeout: string): WarmConnections {
+  const warm = createWarmConnections(
+    guardConfigSchema.parse({
+      targets: [{ name: 'unused', endpoints: ['https://127.0.0.1:2379'] }],
+      connections: { idleTimeout },
+    }),
+  );
+  if (warm === null) throw new Error('connections.keep is on by default');
+  return warm;
+}
+
+function evaluate(warm: WarmConnections | null): Promise<Evaluation> {
+  return evaluateResolvedTarget(target, {
+    coreApi,
+    customObjectsApi: createCustomObjectsApi(management.kubeconfigFile),
+    ...(warm === null ? {} : { warm }),
+  });
+}
+
+function handshakes(): number {
+  const { resumed, verified } = tlsHandshakeCounts();
+  return resumed + verified;
+}
+
+beforeAll(async () => {
+  management = await startFakeKubeApiServer();
+  coreApi = createCoreV1Api(management.kubeconfigFile);
+  workload = await startCapiWorkload(management, { namespace: 'team-w', clusterName: 'ww' });
+  for (const node of workload.nodeNames) {
+    management.putObject('machines', {
+      apiVersion: 'cluster.x-k8s.io/v1beta1',
+      kind: 'Machine',
+      metadata: {
+        name: `${node}-machine`,
+        namespace: 'team-w',
+        labels: { 'cluster.x-k8s.io/cluster-name': 'ww', 'cluster.x-k8s.io/control-plane': '' },
+      },
+      status: { nodeRef: { name: node } },
+    });
+  }
+  target = {
+    name: 'capi-team-w-ww',
+    source: 'capi',
+    guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'team-w', name: 'ww' },
+    reach: { kind: 'capi', ...workload.cluster },
+    machines: workload.cluster,
+    endpoints: [],
+    timeout: 2_000,
+    quotaBackendBytes: 2 * 1024 ** 3,
+    match: {},
+  };
+  // Mints the client certificate and loads the engine: what a warm webhook has done long before.
+  expect((await evaluate(null)).verdict).toBe('Healthy');
+  await waitFor('the warm-up evaluation’s streams closed', SETTLE_MS, () => workload.relay.openStreams() === 0);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([workload?.destroy(), management?.close()]);
+});
+
+describe('warm connections, bounded: a Cluster API target through port-forward', () => {
+  it('the second evaluation opens no port-forward stream, makes no etcd handshake and no socket', async () => {
+    const warm = warmWith('60s');
+    try {
+      const first = await evaluate(warm);
+      expect(first.verdict, first.reasons.join('; ')).toBe('Healthy');
+      expect(warm.counts()).toMatchObject({ channels: 3, capiAccesses: 1 });
+      await evaluate(warm);
+      const streams = workload.relay.streamsOpened();
+      const before = handshakes();
+      const sockets = openSockets();
+      const third = await evaluate(warm);
+      expect(third.verdict, third.reasons.join('; ')).toBe('Healthy');
+      expect(workload.relay.streamsOpened() - streams).toBe(0);
+      expect(handshakes() - before).toBe(0);
+      expect(openSockets()).toBeLessThanOrEqual(sockets);
+    } finally {
+      warm.close();
+    }
+    await waitFor('every stream closed with the kept access', SETTLE_MS, () => workload.relay.openStreams() === 0);
+  });
+
+  it('a SIGKILLed member is judged dead, and after its restart is reached on a fresh stream and judged healthy', async () => {
+    const warm = warmWith('60s');
+    const leader = await workload.etcd.leaderIndex();
+    const victim = (leader + 1) % workload.etcd.members.length;
+    try {
+      expect((await evaluate(warm)).verdict).toBe('Healthy');
+      await workload.etcd.kill(victim);
+      const down = await evaluate(warm);
+      expect(down.members.filter((member) => !member.healthy).map((member) => member.name)).toEqual([workload.nodeNames[victim]]);
+      await workload.etcd.restart(victim);
+      await workload.etcd.waitHealthy();
+      const streams = workload.relay.streamsOpened();
+      await waitFor('the restarted member judged healthy through the kept access', 15_000, async () => {
+        return (await evaluate(warm)).verdict === 'Healthy';
+      });
+      expect(workload.relay.streamsOpened() - streams).toBeGreaterThanOrEqual(1);
+      expect(warm.counts()).toMatchObject({ channels: 3, capiAccesses: 1 });
+    } finally {
+      warm.close();
+    }
+  });
+
+  it('after the idle timeout the listeners, streams and sockets are gone', async () => {
+    await waitFor('no stream left from earlier tests', SETTLE_MS, () => workload.relay.openStreams() === 0);
+    const baseline = openSockets();
+    const warm = warmWith('1s');
+    try {
+      await evaluate(warm);
+      await evaluate(warm);
+      expect(workload.relay.openStreams()).toBe(3);
+      await waitFor('kept connections closed when idle', 1_000 + SETTLE_MS, () => {
+        const counts = warm.counts();
+        return counts.channels === 0 && counts.capiAccesses === 0;
+      });
+      await waitFor('every stream closed', SETTLE_MS, () => workload.relay.openStreams() === 0);
+      await waitFor(`open sockets back to ${baseline}`, SETTLE_MS, () => openSockets() <= baseline);
+    } finally {
+      warm.close();
+    }
+  });
+});
