@@ -26,7 +26,7 @@ describe('the Node runtime', () => {
 
   it('runs the CLI started through its #! line, as npm scripts and users start it', () => {
     const run = spawnSync('bin/etcd-guard.mjs', ['--version'], {
-      cwd: new URL('..', import.meta.url),
+      cwd: new URL('../..', import.meta.url),
       encoding: 'utf8',
       timeout: 30_000,
       env: { ...process.env, NODE_OPTIONS: '--import=data:text/javascript,process.stderr.write(process.version)' },
