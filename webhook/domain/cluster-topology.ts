@@ -35,7 +35,7 @@ import type {
 import { detectGuardedChange } from './detect-change.js';
 import { ownerRead, ownerTarget, readVersion, type OwnerReading } from './member-exits.js';
 import { MAX_JUDGED_REPLICAS, type GuardedPointer } from './rules.js';
-import { record } from '../../functions/domain/kinds/discovery-common.js';
+import { record, text } from '../../functions/shared/records.js';
 
 export const CLUSTER = { group: 'cluster.x-k8s.io', kind: 'Cluster', resource: 'clusters' } as const;
 export const TOPOLOGY_VERSION_POINTER = '/spec/topology/version';
@@ -67,10 +67,6 @@ export const CONTROL_PLANE_POINTERS: readonly string[] = [
 ];
 
 const CHANGING: OwnerReading = { doing: 'changing the topology of', relation: 'the control plane of' };
-
-function text(value: unknown): string | undefined {
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
 
 const allow = (reason: string): Classification => ({ kind: 'allow', reason });
 

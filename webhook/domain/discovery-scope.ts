@@ -17,7 +17,7 @@ import type { DiscoveryProblem, FleetView, GuardedObject } from '../../functions
 import { jsonEqual } from './detect-change.js';
 import { scopeOf } from '../../functions/domain/kinds/discovery-common.js';
 import { kindOf } from '../../functions/domain/kinds/registry.js';
-import { record } from '../../functions/domain/kinds/discovery-common.js';
+import { record } from '../../functions/shared/records.js';
 
 const CLUSTER_GROUP = 'cluster.x-k8s.io';
 

@@ -41,7 +41,7 @@ import type {
 import { discoveryOwnership } from './discovery-scope.js';
 import { matchTarget, targetsNaming } from './match-target.js';
 import { membershipStateOf, projectOntoEvaluation } from './projection.js';
-import { record } from '../../functions/domain/kinds/discovery-common.js';
+import { record, text } from '../../functions/shared/records.js';
 
 export const MACHINE = { group: 'cluster.x-k8s.io', kind: 'Machine', resource: 'machines' } as const;
 export const POD = { group: '', kind: 'Pod', resource: 'pods' } as const;
@@ -59,10 +59,6 @@ export const OWNER_POINTERS: readonly string[] = [
   '/spec/replicas',
   '/spec/ordinals/start',
 ];
-
-function text(value: unknown): string | undefined {
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
 
 const allow = (reason: string): Classification => ({ kind: 'allow', reason });
 

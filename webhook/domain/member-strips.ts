@@ -27,7 +27,7 @@ import {
   POD,
   type OwnerReading,
 } from './member-exits.js';
-import { record } from '../../functions/domain/kinds/discovery-common.js';
+import { record } from '../../functions/shared/records.js';
 
 const STRIPPING: OwnerReading = { doing: 'changing the labels or owner references of', relation: 'the owner of' };
 

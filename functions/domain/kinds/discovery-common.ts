@@ -4,6 +4,7 @@
 import type { ConsistencyConfig, DecisionMode, DiscoveryConfig, DiscoveryScope, EnforcementMode } from '../config.js';
 import type { GuardedObject, Target } from '../targets.js';
 import { objectUid } from '../../shared/object-uid.js';
+import { at, text } from '../../shared/records.js';
 import type { ControllerKindId, KindDiscovery, ProviderResult } from './kind.js';
 
 export interface DiscoveryDefaults {
@@ -27,22 +28,6 @@ export interface DiscoveryDefaults {
   fragmentation?: { warnRatio: number; minFreeBytes: number };
   /** The druid scope's backup check and rule (targets[].backup). */
   backup?: { maxSnapshotAge: number; requiredForChanges: boolean };
-}
-
-type Json = Record<string, unknown>;
-
-export function record(value: unknown): Json {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : {};
-}
-
-export function text(value: unknown): string | undefined {
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
-export function at(object: unknown, ...path: string[]): unknown {
-  let current: unknown = object;
-  for (const key of path) current = record(current)[key];
-  return current;
 }
 
 function identity(object: unknown, id: ControllerKindId): GuardedObject | null {

@@ -7,7 +7,8 @@
 // operator-wide feature gate, off by default, that nothing on the Etcd shows. Pure.
 import { printableExcerpt as clipped } from '../../shared/redact.js';
 import { discoveredTargetName, type Target } from '../targets.js';
-import { at, management, provide, quantityBytes, targetDefaults, text, type DiscoveryDefaults } from './discovery-common.js';
+import { management, provide, quantityBytes, targetDefaults, type DiscoveryDefaults } from './discovery-common.js';
+import { at, text } from '../../shared/records.js';
 import type { ControllerKind, ProviderResult } from './kind.js';
 import { ordinalProjection } from './ordinal-removal.js';
 

@@ -18,16 +18,8 @@ import type { MemberReport } from '../evaluation-document.js';
 import { DELETE_MACHINE_ANNOTATION, type ControlPlaneMachine } from '../machines.js';
 import { discoveredTargetName, type GuardedObject } from '../targets.js';
 import { jsonEqual, valueAtPointer } from '../../shared/json-pointer.js';
-import {
-  at,
-  management,
-  provide,
-  quantityBytes,
-  record,
-  targetDefaults,
-  text,
-  type DiscoveryDefaults,
-} from './discovery-common.js';
+import { management, provide, quantityBytes, targetDefaults, type DiscoveryDefaults } from './discovery-common.js';
+import { at, record, text } from '../../shared/records.js';
 import type {
   ControllerKind,
   KindMachines,
