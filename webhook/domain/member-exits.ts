@@ -41,6 +41,7 @@ import type {
 import { discoveryOwnership } from './discovery-scope.js';
 import { matchTarget, targetsNaming } from './match-target.js';
 import { membershipStateOf, projectOntoEvaluation } from './projection.js';
+import { hasOwners, ownersOf } from './owner-references.js';
 import { record, text } from '../../functions/shared/records.js';
 
 export const MACHINE = { group: 'cluster.x-k8s.io', kind: 'Machine', resource: 'machines' } as const;
@@ -61,26 +62,6 @@ export const OWNER_POINTERS: readonly string[] = [
 ];
 
 const allow = (reason: string): Classification => ({ kind: 'allow', reason });
-
-/** The owner references of `object` of this kind in this API group (any version), as written. */
-export function ownersOf(object: unknown, id: { group: string; kind: string }): { name: string; version: string | undefined }[] {
-  const owners = record(record(object).metadata).ownerReferences;
-  const found: { name: string; version: string | undefined }[] = [];
-  for (const owner of Array.isArray(owners) ? owners : []) {
-    const { kind, apiVersion, name } = record(owner);
-    const [group, version] =
-      typeof apiVersion === 'string' && apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
-    const ownerName = text(name);
-    if (kind !== id.kind || group !== id.group || ownerName === undefined) continue;
-    if (!found.some((entry) => entry.name === ownerName)) found.push({ name: ownerName, version: text(version) });
-  }
-  return found;
-}
-
-export function hasOwners(object: unknown): boolean {
-  const owners = record(record(object).metadata).ownerReferences;
-  return Array.isArray(owners) && owners.length > 0;
-}
 
 /** The version to read an owner at: the owner reference's when the kind serves it, else `fallback`. */
 export function readVersion(version: string | undefined, served: readonly string[], fallback: string): string {

@@ -27,6 +27,7 @@ import {
   POD,
   type OwnerReading,
 } from './member-exits.js';
+import { ownerReferences, type OwnerReference } from './owner-references.js';
 import { record } from '../../functions/shared/records.js';
 
 const STRIPPING: OwnerReading = { doing: 'changing the labels or owner references of', relation: 'the owner of' };
@@ -44,30 +45,13 @@ export function isMemberStripCandidate(request: AdmissionRequest): boolean {
   return (group === MACHINE.group && resource === MACHINE.resource) || (group === POD.group && resource === POD.resource);
 }
 
-interface OwnerEntry {
-  apiVersion: string;
-  kind: string;
-  name: string;
-}
-
-/** Every owner reference as (apiVersion, kind, name), as written. */
-function ownerEntries(object: unknown): OwnerEntry[] {
-  const owners = record(record(object).metadata).ownerReferences;
-  return (Array.isArray(owners) ? owners : []).map((owner) => {
-    const { apiVersion, kind, name } = record(owner);
-    return { apiVersion: String(apiVersion ?? ''), kind: String(kind ?? ''), name: String(name ?? '') };
-  });
-}
-
-const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '');
-const sameOwner = (a: OwnerEntry, b: OwnerEntry) =>
-  a.kind === b.kind && a.name === b.name && groupOf(a.apiVersion) === groupOf(b.apiVersion);
+const sameOwner = (a: OwnerReference, b: OwnerReference) => a.kind === b.kind && a.name === b.name && a.group === b.group;
 
 /** What changes in the owner references, for the message: those removed, then those added. */
 function ownerChanges(oldObject: unknown, object: unknown): string[] {
-  const before = ownerEntries(oldObject);
-  const after = ownerEntries(object);
-  const shown = (owner: OwnerEntry) => `${owner.kind} ${owner.name}`.slice(0, 80);
+  const before = ownerReferences(oldObject);
+  const after = ownerReferences(object);
+  const shown = (owner: OwnerReference) => `${owner.kind} ${owner.name}`.slice(0, 80);
   return [
     ...before
       .filter((owner) => !after.some((other) => sameOwner(owner, other)))
@@ -129,8 +113,8 @@ function runsEtcd(pod: unknown): boolean {
 /** What an etcd pod's DELETE is keyed on: its StatefulSet owner references, while it runs etcd. */
 function podKey(object: unknown): string {
   if (!runsEtcd(object)) return 'no-etcd';
-  const owners = ownerEntries(object).filter(
-    (owner) => owner.kind === STATEFUL_SET.kind && groupOf(owner.apiVersion) === STATEFUL_SET.group,
+  const owners = ownerReferences(object).filter(
+    (owner) => owner.kind === STATEFUL_SET.kind && owner.group === STATEFUL_SET.group,
   );
   return JSON.stringify(owners.map((owner) => owner.name).sort());
 }
