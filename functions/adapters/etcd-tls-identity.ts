@@ -1,10 +1,10 @@
 // Who the probe trusts and how it says so: the server identity check (names the member's
 // certificate must carry, or 'chain-only'), and whether a CA/certificate/key triple can make a TLS
 // client at all. Installing the check into grpc-js's credentials is grpc-secure-credentials-shim.ts.
-import { createHash } from 'node:crypto';
 import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
 import type { ProbeCredentials } from '../ports/etcd-access.js';
 import { errorMessage } from './etcd-probe-failures.js';
+import { tlsMaterialDigest } from './tls-digest.js';
 
 /** Printable and bounded: a certificate's names come from whoever runs the server. */
 function printable(text: string, max = 200): string {
@@ -68,11 +68,5 @@ const USABLE_CREDENTIALS = new Set<string>();
 const USABLE_CREDENTIALS_KEPT = 1024;
 
 export function credentialsDigest(credentials: ProbeCredentials): string {
-  const hash = createHash('sha256');
-  for (const part of [credentials.ca, credentials.cert, credentials.key]) {
-    // Length-prefixed, so moving bytes between the parts never gives the same digest.
-    hash.update(part === undefined ? '-1:' : `${part.length}:`);
-    if (part !== undefined) hash.update(part);
-  }
-  return hash.digest('hex');
+  return tlsMaterialDigest({ ca: credentials.ca, cert: credentials.cert, key: credentials.key });
 }

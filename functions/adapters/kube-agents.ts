@@ -5,9 +5,9 @@
 // keep-alive agent with the very same options (CA, client certificate and key, server name,
 // rejectUnauthorized): TLS verification stays exactly what client-node set up, and only requests
 // with the same trust and identity ever share a socket (Node's agent also keys its pools by them).
-import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import { tlsMaterialDigest } from './tls-digest.js';
 
 // Requests never queue for a socket (no maxSockets): node-fetch 2, which client-node sends with,
 // fails a chunked answer with "Premature close" when its socket was handed to a request queued on
@@ -36,25 +36,9 @@ export const DEFAULT_KUBE_AGENT_LIMITS: KubeAgentLimits = {
 const IDENTITY_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername', 'crl'] as const;
 
 function identityKey(protocol: string, options: Record<string, unknown>): string {
-  const hash = createHash('sha256').update(protocol);
-  const add = (value: unknown): void => {
-    if (Array.isArray(value)) {
-      hash.update(`[${value.length}`);
-      for (const item of value) add(item);
-      hash.update(']');
-    } else if (Buffer.isBuffer(value)) {
-      hash.update(`b${value.length}:`).update(value);
-    } else if (typeof value === 'string') {
-      hash.update(`s${value.length}:`).update(value);
-    } else {
-      hash.update(`v:${String(value)}`);
-    }
-  };
-  for (const name of IDENTITY_OPTIONS) {
-    hash.update(`\0${name}=`);
-    add(options[name]);
-  }
-  return hash.digest('hex');
+  const identity: Record<string, unknown> = { protocol };
+  for (const name of IDENTITY_OPTIONS) identity[name] = options[name];
+  return tlsMaterialDigest(identity);
 }
 
 /** Kept keep-alive agents, one per protocol and TLS identity, bounded by `limits`. */
