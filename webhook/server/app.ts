@@ -114,7 +114,7 @@ export interface WebhookAppDeps {
   targets?: () => readonly Target[];
   /**
    * Takes the Event a decision asks for, after the answer is sent. Must return at once and never
-   * throw: the recorder queues, deduplicates and writes on its own time (webhook/events.ts).
+   * throw: the recorder queues, deduplicates and writes on its own time (EventRecorder).
    */
   recordEvent?: (event: EventIntent) => void;
   /** What discovery listed and could not resolve (with discovery configured; see classifyRequest). */
