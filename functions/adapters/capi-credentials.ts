@@ -10,10 +10,10 @@
 // 15 minutes before expiry, per cluster and CA fingerprint, so a rotated CA mints anew at once.
 //
 // X.509 is our own DER writer (x509-mint.ts) and node:crypto's `sign`: the certificate never
-// varies, and @peculiar/x509 (with pkijs, asn1js, tsyringe, reflect-metadata) cost 5-9 ms of CPU
-// per certificate warm and ~35 ms cold, where this costs 0.3-1.6 ms (BENCHMARKS.md, CAPI
-// section). Signing is RSA PKCS #1 v1.5 with SHA-256, or ECDSA on P-256/P-384/P-521 with
-// SHA-256/384/512, following the CA key; other CA key types are refused when the Secret is read.
+// varies, and @peculiar/x509 (with pkijs, asn1js, tsyringe, reflect-metadata) cost many times
+// the CPU per certificate, warm and cold (figures: BENCHMARKS.md). Signing is RSA PKCS #1 v1.5
+// with SHA-256, or ECDSA on P-256/P-384/P-521 with SHA-256/384/512, following the CA key; other
+// CA key types are refused when the Secret is read.
 //
 // The CA key and the minted key live in memory only: never written, logged, or put in an error.
 import {
@@ -76,7 +76,7 @@ interface EtcdCa extends CheckedCa {
 /**
  * CAs checked before, by digest of the Secret's `tls.crt` and `tls.key` values exactly as read:
  * the fleet re-reads the Secret every evaluation, and parsing the certificate and the key and
- * comparing their public keys cost ~0.5-1.5 ms of CPU each time (BENCHMARKS.md, CAPI section).
+ * comparing their public keys each time was a share of its CPU (figures: BENCHMARKS.md).
  * Only what the check found is kept, never the key (it is parsed again when a certificate is
  * minted: once per cluster per 45 minutes). Other bytes never find an entry. Bounded, least
  * recently used out first.
@@ -151,7 +151,8 @@ interface MintedCertificate {
 /**
  * Mints and keeps client certificates. One client key pair per key type, renewed with the
  * certificate lifetime, is shared by every cluster's certificate: KCP caches its client key too,
- * because RSA-2048 generation costs 50–150 ms, which a fleet of 100 clusters would pay per run.
+ * because generating an RSA-2048 key is slow, and a fleet would pay it per cluster and run
+ * (figures: BENCHMARKS.md).
  */
 export class ClientCertificateMinter {
   private readonly keyPairs = new Map<string, Promise<ClientKeyPair>>();

@@ -75,8 +75,9 @@ const CHANNEL_OPTIONS = {
   // grpc-js's global subchannel pool keeps a key per target it ever dialled and never deletes
   // one, and every channel close walks all keys, allocating an array for each. A port-forward
   // listener is a new random loopback port per evaluation, so the keys and the garbage per
-  // close grew with every evaluation (RSS 246 → 394 MiB over 1,000). A pool per channel goes
-  // with the channel. Sessions never share channels anyway (see tlsChannelCredentials).
+  // close grew with every evaluation, and RSS with them (figures: BENCHMARKS.md). A pool per
+  // channel goes with the channel. Sessions never share channels anyway (see
+  // tlsChannelCredentials).
   'grpc.use_local_subchannel_pool': 1,
 } as const;
 
@@ -173,9 +174,9 @@ export class EtcdProbeSession {
   private closed = false;
   /**
    * The TLS channel credentials of the session's first https client. Building them parses the
-   * CA, certificate and key into a new OpenSSL context (~1 ms of CPU each, a fifth of a fleet
-   * run's CPU), so the session's other clients reuse them. The credentials object is the
-   * session's own (its sockets and identity check hang on it); the OpenSSL context inside may
+   * CA, certificate and key into a new OpenSSL context (a large share of a fleet run's CPU;
+   * figures: BENCHMARKS.md), so the session's other clients reuse them. The credentials object is
+   * the session's own (its sockets and identity check hang on it); the OpenSSL context inside may
    * come from an earlier session with the same bytes (SECURE_CONTEXTS). Connections are never
    * shared: every channel has its own subchannel pool (CHANNEL_OPTIONS) and dials afresh.
    */

@@ -38,8 +38,8 @@ interface SecureCredentialsInternals {
  * resumingConnect offers it explicitly. Bounded, least recently used first out; a fleet of more
  * credential sets just builds contexts as before. 128: a Cluster API fleet has one set per
  * cluster (each its own minted certificate), and 32 made a 100-cluster fleet build every context
- * anew each run (~0.7 ms of CPU per evaluation); a context with a CA, certificate and key holds
- * ~65 KiB off the heap (RSS, measured), so 128 hold ~8 MiB at most.
+ * anew each run; a context with a CA, certificate and key holds memory off the heap, and the
+ * bound keeps that small (figures: BENCHMARKS.md).
  */
 const SECURE_CONTEXTS = new Map<string, { context: unknown; make: SecureCredentialsInternals['constructor'] }>();
 const SECURE_CONTEXTS_KEPT = 128;

@@ -24,7 +24,8 @@ const PORT_FORWARD_PROTOCOL = 'v4.channel.k8s.io';
 /**
  * The largest WebSocket message accepted from a workload API server. The API server relays a
  * pod's stream in the chunks it reads (io.Copy: 32 KiB); ws's default of 100 MiB let a server
- * that sends 90 MiB frames take one evaluation past 1.4 GB RSS. A larger frame closes the stream.
+ * that sends huge frames take one evaluation far past the pod's memory limit (BENCHMARKS.md). A
+ * larger frame closes the stream.
  */
 export const MAX_FRAME_BYTES = 1024 * 1024;
 /** Bytes buffered towards either side before the other side is paused (backpressure). */

@@ -46,9 +46,10 @@ export class SessionSockets {
  * Destroys `socket` from the event loop's check phase, never from inside a read. A session closes
  * when its last answer arrives, i.e. from promise callbacks Node runs while a TLS socket is still
  * delivering that answer (TLSWrap::ClearOut → EmitRead → JS → microtasks); destroying that very
- * socket there let Node 22's ClearOut touch its freed TLSWrap: a SIGSEGV in 1 of ~3 runs of 300
- * evaluations here (core dump: ClearOut after EmitRead, `this` already freed). setImmediate runs
- * once every read callback has returned; a socket already destroyed by then is left alone.
+ * socket there let Node 22's ClearOut touch its freed TLSWrap: a SIGSEGV now and then over a run
+ * of evaluations (core dump: ClearOut after EmitRead, `this` already freed; BENCHMARKS.md).
+ * setImmediate runs once every read callback has returned; a socket already destroyed by then is
+ * left alone.
  */
 function destroyOutsideReads(socket: Socket): void {
   setImmediate(() => {

@@ -41,7 +41,7 @@ export function createStore(config: StoreConfig, options: CreateStoreOptions = {
 }
 
 /**
- * A ConfigMapStore whose module (and so @kubernetes/client-node, ~80 MB resident once loaded)
+ * A ConfigMapStore whose module (and so @kubernetes/client-node, large once loaded: BENCHMARKS.md)
  * is imported on first use: a webhook or CLI on the file store never pays for the Kubernetes
  * client. The namespace is still checked at once, as ConfigMapStore's constructor does.
  */

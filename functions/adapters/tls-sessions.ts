@@ -43,10 +43,10 @@ export interface TlsSessionCacheOptions {
  */
 export const TLS_SESSION_TTL_MS = 10 * 60_000;
 /**
- * A kept session is 1.5 KiB (ECDSA serving certificate) to 2.3 KiB (RSA 2048), measured against
- * the harness's etcd: 1,024 hold ~2.5 MiB at most and cover a fleet of 100 three-member Cluster
- * API clusters three times over. A fleet with more members than this, evaluated in turn, evicts
- * each key before its next use and resumes nothing (speed only).
+ * A kept session is a few KiB (the sizes measured are in BENCHMARKS.md), so 1,024 stay small and
+ * cover a fleet of 100 three-member Cluster API clusters three times over. A fleet with more
+ * members than this, evaluated in turn, evicts each key before its next use and resumes nothing
+ * (speed only).
  */
 export const TLS_SESSIONS_KEPT = 1024;
 

@@ -291,11 +291,11 @@ export function parseWorkloadKubeconfig(data: Record<string, string> | undefined
 /**
  * Kubeconfigs parsed before, by Secret name and digest of the Secret's value exactly as read: the
  * fleet re-reads every Secret each evaluation, and parsing the YAML and building the TLS context
- * from its PEM cost ~1.2 ms of CPU per cluster and evaluation (BENCHMARKS.md, CAPI section). The
+ * from its PEM was a share of every cluster's evaluation (figures: BENCHMARKS.md). The
  * same bytes always give the same result; different bytes (a rotated CA, new credentials) never
  * find an entry, so a changed Secret takes effect on the next read. Least recently used out first;
- * a larger fleet just parses again. Each entry holds its TLS context, ~65 KiB off the heap: 128
- * cover a 100-cluster fleet in ~8 MiB.
+ * a larger fleet just parses again. Each entry holds its TLS context off the heap; 128 cover a
+ * 100-cluster fleet and keep that memory small (figures: BENCHMARKS.md).
  */
 const PARSED = new Map<string, WorkloadEndpoint>();
 const PARSED_KEPT = 128;

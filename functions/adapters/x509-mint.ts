@@ -1,6 +1,6 @@
 // The one X.509 certificate etcd-guard makes (an etcd client certificate signed by a CA, see
 // capi-credentials.ts), written as DER by hand: a general X.509 library (@peculiar/x509 with
-// pkijs, asn1js, tsyringe and reflect-metadata) spent ~35 ms of CPU per certificate here and
+// pkijs, asn1js, tsyringe and reflect-metadata) spent far more CPU per certificate here and
 // loaded a large module tree into every fleet process, for a structure that never varies.
 //
 // Strict on both sides: the writer emits DER only (minimal lengths and integers, RFC 5280 times

@@ -271,7 +271,8 @@ async function runEvaluate(args: string[], env: Record<string, string | undefine
   let evaluation: Evaluation;
   try {
     // Loaded here, not at the top: `etcd-guard webhook` must not carry etcd3, gRPC and the etcd
-    // protos (~22 MiB of heap) before it needs them; webhook/server/main.ts loads them lazily too.
+    // protos (a large share of its heap) before it needs them; webhook/server/main.ts loads them
+    // lazily too.
     // --timeout is the budget for talking to etcd: evaluateTarget counts it from the first call.
     const { evaluateTarget } = await import('../usecases/evaluate-target.js');
     evaluation = await evaluateTarget(command.target);

@@ -1,6 +1,6 @@
 // Reading the guard's configuration: a file or the environment, as YAML (a superset of JSON),
 // then the one schema in config.ts. Apart from config.ts so that what needs no file (`evaluate
-// --endpoints`, the webhook's checks) does not load the YAML parser (~5 ms of every start).
+// --endpoints`, the webhook's checks) does not load the YAML parser, a part of every start.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';

@@ -38,8 +38,8 @@ export interface LoggerOptions {
    * Write stdout without blocking and in batches (ignored with `destination`): lines collect until
    * BUFFERED_MIN_BYTES are waiting or BUFFERED_FLUSH_MS have passed, then go out in one write on
    * libuv's thread pool. For the webhook, whose line per decision otherwise cost a thread-pool
-   * round trip per request (measured at 120-150 µs of CPU per request on 2 shared cores, more
-   * than the rest of the decision), and earlier a blocking write(2) each. pino flushes what is
+   * round trip per request (more CPU than the rest of the decision when it was measured;
+   * BENCHMARKS.md), and earlier a blocking write(2) each. pino flushes what is
    * pending when the process exits; a process killed outright loses at most the last batch.
    */
   buffered?: boolean;
@@ -56,8 +56,8 @@ let secondPrefix = '';
 
 /**
  * pino's stdTimeFunctions.isoTime, character for character (`,"time":"<Date#toISOString>"`), with
- * the date and time of day formatted once per second: toISOString was ~1 % of the webhook's CPU
- * at a line per admission request. functions/shared/logger.test.ts compares the two.
+ * the date and time of day formatted once per second: toISOString showed in the webhook's CPU
+ * profile at a line per admission request. functions/shared/logger.test.ts compares the two.
  */
 export function isoTime(nowMs: number = Date.now()): string {
   const second = Math.floor(nowMs / 1000);
@@ -103,9 +103,9 @@ export function createLogger(options: LoggerOptions = {}): Logger {
  * A child of `logger` that skips redaction, for a line whose fields are all fixed by the caller and
  * flat (strings, numbers, booleans; no nested object, no field named like a secret), so no
  * redacted path can match it. pino's redaction clones and walks every line for the wildcard
- * paths: measured at 20–80 µs per admission decision line, the largest single cost of a cached
- * allow. Use it only where the fields are written out at the call site, never for error objects
- * or anything passed through.
+ * paths, which was the largest single cost of a cached allow when measured (BENCHMARKS.md). Use
+ * it only where the fields are written out at the call site, never for error objects or anything
+ * passed through.
  */
 export function flatLineLogger(logger: Logger): Logger {
   return logger.child({}, { redact: { paths: [] } });

@@ -27,7 +27,8 @@ export function plainNamesCollateByCodeUnit(env: Readonly<Record<string, string 
 
 /**
  * `a.localeCompare(b)`, without creating ICU's collator where it cannot change the answer: the
- * collator's first use costs 15–25 ms of an `evaluate` process's CPU, to sort three member names.
+ * collator's first use costs an `evaluate` process a visible share of its CPU, to sort three
+ * member names (BENCHMARKS.md).
  * `plainByCodeUnit` is plainNamesCollateByCodeUnit of the process's environment, read by the
  * caller so this stays pure. Any other name, or `false`, goes to localeCompare.
  */

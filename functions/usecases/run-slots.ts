@@ -34,7 +34,7 @@ export interface RunSlotLimits {
 /**
  * Defaults sized for the webhook pod (1 CPU, 384 MiB). Evaluations are short and busy between
  * network waits, so a slot count bounds the CPU they take as well as their memory: HTTP callers get
- * two (a storm of 500 POSTs then used ~1 s of CPU, not a starved loop for seconds), and the other
+ * two (a storm of POSTs then costs bounded CPU, not a starved loop for seconds), and the other
  * six are left to the apiserver's inline refreshes, which a POST storm can never take.
  */
 export const DEFAULT_RUN_SLOT_LIMITS: RunSlotLimits = { total: 8, http: 2, httpQueue: 8, queueWaitMs: 5_000 };

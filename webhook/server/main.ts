@@ -331,10 +331,9 @@ function createEventRecorder(parts: ServerParts): EventRecorder | null {
   if (options.eventRecorder) return options.eventRecorder;
   const sink = lazyKubeEventSink(options.kubeconfigFile);
   // Loaded now, not at the first denial: the Kubernetes client imported while requests are being
-  // answered left every later denial ~35 % dearer in CPU (bench/profile-events.ts, deny path,
-  // Events on vs off: 167 vs 123 µs per request loaded at the first write, 162 vs 166 loaded at
-  // start). A failed load here is retried by the first write. Without any Kubernetes API (a
-  // local run on the file store) it stays lazy: no Event can be written there anyway.
+  // answered left every later denial dearer in CPU (bench/profile-events.ts; BENCHMARKS.md,
+  // "Events on vs off"). A failed load here is retried by the first write. Without any Kubernetes
+  // API (a local run on the file store) it stays lazy: no Event can be written there anyway.
   if (options.kubeconfigFile !== undefined || options.kubernetesApi === true) void sink.warm();
   return new EventRecorder({
     sink,

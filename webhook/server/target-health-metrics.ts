@@ -4,7 +4,7 @@
 // that disappears (discovery dropped it, the config lost it) are gone at the next scrape.
 //
 // Written as text rather than through prom-client gauges: 33 series per target through
-// Gauge.set (label validation and hashing per call) cost about 1 ms per target per scrape on the
+// Gauge.set (label validation and hashing per call) cost CPU per target on every scrape, on the
 // event loop that also answers admission requests; building the lines directly is a small part
 // of that (test/e2e/observability.test.ts reports both the size and the time).
 import type { EnforcementMode } from '../../functions/domain/config.js';
