@@ -18,8 +18,6 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { createCoreV1Api } from '../functions/adapters/kube.js';
-import { createCustomObjectsApi } from '../functions/adapters/kube-discovery.js';
 import { FileStore } from '../functions/adapters/file-store.js';
 import type { Target } from '../functions/domain/targets.js';
 import { guardConfigSchema, targetSchema } from '../functions/domain/config.js';
@@ -196,7 +194,7 @@ async function capiAgainstDirect(runs: number, log: (line: string) => void): Pro
       name: 'capi-bench-live',
       source: 'capi',
       guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'bench', name: 'live' },
-      reach: { kind: 'capi', ...setup.cluster },
+      reach: { kind: 'capi', ...setup.cluster, kubeconfigFile: setup.managementKubeconfig },
       machines: setup.cluster,
       endpoints: [],
       timeout: 2_000,
@@ -204,11 +202,8 @@ async function capiAgainstDirect(runs: number, log: (line: string) => void): Pro
       match: {},
     };
     const direct = targetSchema.parse({ name: 'direct', endpoints: setup.etcd.endpoints, tls: setup.etcd.tls });
-    const options = {
-      coreApi: createCoreV1Api(setup.managementKubeconfig),
-      customObjectsApi: createCustomObjectsApi(setup.managementKubeconfig),
-      warm,
-    };
+    // As the webhook evaluates it: the management clients built from the target's kubeconfig.
+    const options = { warm };
     const timed = async (run: () => Promise<{ verdict: string }>) => {
       const started = performance.now();
       const evaluation = await run();

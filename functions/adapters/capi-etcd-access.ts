@@ -13,7 +13,7 @@ import { Agent } from 'node:https';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Deadline } from '../domain/deadline.js';
 import { EtcdAccessError, type EtcdAccess } from '../ports/etcd-access.js';
-import { ClientCertificateMinter, readCapiCredentials, type CapiCluster } from './capi-credentials.js';
+import { ClientCertificateMinter, readCapiCredentials, type CapiCluster, type CapiCredentials } from './capi-credentials.js';
 import { listWorkloadControlPlaneNodes } from './workload-nodes.js';
 import { listenForPodPort, type PortForwardListener } from './pod-port-forward.js';
 import type { TlsSessionCache } from './tls-sessions.js';
@@ -40,6 +40,11 @@ export interface CapiEtcdAccessOptions {
    * webhook's, warm-connections.ts); `onClosed` hears the endpoints of a kept access it closes.
    */
   keep?: { accesses: KeptPool<KeptCapiAccess>; target: string; onClosed?: (endpoints: readonly string[]) => void };
+  /**
+   * Where the credentials come from: `read` reads both Secrets now; a long-running process may
+   * hand back what a recent read got instead (reach-target.ts). Default: read now.
+   */
+  credentials?: (read: () => Promise<CapiCredentials>) => Promise<CapiCredentials>;
 }
 
 /** A Cluster API target's listeners and workload API agent, kept open between evaluations. */
@@ -103,7 +108,8 @@ export async function openCapiEtcdAccess(
   options: CapiEtcdAccessOptions = {},
 ): Promise<EtcdAccess> {
   // The Secrets do not depend on the nodes: read while the caller still lists its Machines.
-  const reading = readCapiCredentials(management, cluster, deadline, options.minter ?? processMinter);
+  const read = () => readCapiCredentials(management, cluster, deadline, options.minter ?? processMinter);
+  const reading = options.credentials === undefined ? read() : options.credentials(read);
   reading.catch(() => undefined);
   const nodeNames = [...new Set(await controlPlaneNodeNames)].sort();
   if (nodeNames.length === 0) {

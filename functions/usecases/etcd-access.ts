@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs';
 import { ConfigError, type TargetConfig } from '../domain/config.js';
 import { probeCredentialsProblem } from '../adapters/etcd-tls-identity.js';
+import { BriefReuse } from './brief-reuse.js';
 import { directEtcdAccess, type EtcdAccess, type ProbeCredentials } from '../ports/etcd-access.js';
 
 /** How long a long-running process uses the bytes it read from a TLS file before reading it again. */
@@ -20,29 +21,13 @@ export const TLS_FILE_REREAD_MS = 5_000;
  * them up (their digest keys a new channel). A failed read is not kept: the next evaluation tries
  * again.
  */
-export class TlsFileReuse {
-  private readonly files = new Map<string, { bytes: Promise<Buffer>; readAtMs: number }>();
-
-  constructor(
-    private readonly rereadAfterMs = TLS_FILE_REREAD_MS,
-    private readonly nowMs: () => number = () => performance.now(),
-  ) {}
-
-  read(file: string, load: (file: string) => Promise<Buffer>): Promise<Buffer> {
-    const kept = this.files.get(file);
-    const now = this.nowMs();
-    if (kept !== undefined && now - kept.readAtMs < this.rereadAfterMs) return kept.bytes;
-    const entry = { bytes: load(file), readAtMs: now };
-    this.files.set(file, entry);
-    entry.bytes.catch(() => {
-      if (this.files.get(file) === entry) this.files.delete(file);
-    });
-    return entry.bytes;
+export class TlsFileReuse extends BriefReuse<Buffer> {
+  constructor(rereadAfterMs = TLS_FILE_REREAD_MS, nowMs: () => number = () => performance.now()) {
+    super(rereadAfterMs, nowMs);
   }
 
-  /** Forgets every file read (on shutdown, with the kept connections). */
-  clear(): void {
-    this.files.clear();
+  read(file: string, load: (file: string) => Promise<Buffer>): Promise<Buffer> {
+    return this.get(file, () => load(file));
   }
 }
 

@@ -14,7 +14,8 @@ import type { ReachStrategy } from '../domain/kinds/kind.js';
 import { NotEvaluatedError } from '../shared/errors.js';
 import type { EtcdAccess } from '../ports/etcd-access.js';
 import { evaluateTarget, evaluateThroughAccess, type EvaluateTargetOptions } from './evaluate-target.js';
-import type { WarmConnections } from './warm-connections.js';
+import { BriefReuse } from './brief-reuse.js';
+import { type CapiManagement, type WarmConnections } from './warm-connections.js';
 
 export { createWarmConnections, type WarmConnections } from './warm-connections.js';
 
@@ -70,12 +71,14 @@ async function openCapiAccessDefault(
   reach: CapiReach,
   nodeNames: readonly string[] | Promise<readonly string[]>,
   deadline: Deadline,
-  kept?: { warm: WarmConnections; target: string },
+  kept?: { warm: WarmConnections; target: string; management: CapiManagement | null },
 ) {
   const [, , , { openCapiEtcdAccess }] = await loadCapiModules();
   if (kept === undefined) return openCapiEtcdAccess(api, reach, nodeNames, deadline);
-  const { warm, target } = kept;
+  const { warm, target, management } = kept;
+  const cluster = `${reach.namespace}/${reach.clusterName}`;
   return openCapiEtcdAccess(api, reach, nodeNames, deadline, {
+    ...(management !== null && { credentials: (read) => management.credentials.get(cluster, read) }),
     keep: {
       accesses: warm.capiAccesses,
       target,
@@ -153,12 +156,17 @@ async function throughCapiMachines(
   reach: CapiReach,
   options: EvaluateResolvedOptions,
 ): Promise<Evaluation> {
-  const [kube, discovery, { listControlPlaneMachines }] = await loadCapiModules();
-  const api = options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile);
-  const machines: Promise<ControlPlaneNode[]> = listControlPlaneMachines(api, reach, Deadline.after(target.timeout));
+  const modules = await loadCapiModules();
+  const { listControlPlaneMachines } = modules[2];
+  const management = await managementClients(reach, options, modules);
+  const machines: Promise<ControlPlaneNode[]> = listControlPlaneMachines(
+    management.customObjectsApi,
+    reach,
+    Deadline.after(target.timeout),
+  );
   machines.catch(() => undefined);
-  const coreApi = options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile);
-  const kept = options.warm ? { warm: options.warm, target: target.name } : undefined;
+  const coreApi = management.coreApi;
+  const kept = options.warm ? { warm: options.warm, target: target.name, management: management.kept } : undefined;
   const openCapiAccess: CapiAccessOpener =
     options.openCapiAccess ?? ((capi, nodeNames, deadline) => openCapiAccessDefault(coreApi, capi, nodeNames, deadline, kept));
   // The workload's Nodes date the Machines; they are listed through the access once it is open.
@@ -189,6 +197,34 @@ async function throughCapiMachines(
     },
     { ...options, controlPlaneInventory: async () => datedByNodes(await machines, await workloadNodes) },
   );
+}
+
+/**
+ * The management cluster's clients: the given ones, else built from the target's kubeconfig. A
+ * process with kept connections uses what it built, and the credentials read through it, for
+ * CAPI_MANAGEMENT_REUSE_MS (`kept`, warm-connections.ts); loading a kubeconfig and reading two Secrets was most of
+ * what a warm evaluation spent on the management cluster. The Machines are listed every time.
+ */
+async function managementClients(
+  reach: CapiReach,
+  options: EvaluateResolvedOptions,
+  [kube, discovery]: CapiModules,
+): Promise<{ coreApi: CoreV1Api; customObjectsApi: CustomObjectsApi; kept: CapiManagement | null }> {
+  const build = () => ({
+    coreApi: options.coreApi ?? kube.createCoreV1Api(reach.kubeconfigFile),
+    customObjectsApi: options.customObjectsApi ?? discovery.createCustomObjectsApi(reach.kubeconfigFile),
+  });
+  const warm = options.warm ?? undefined;
+  // Clients handed in are the caller's to keep or not.
+  if (warm === undefined || options.coreApi !== undefined || options.customObjectsApi !== undefined) {
+    return { ...build(), kept: null };
+  }
+  const kept = await warm.capiManagement.get(reach.kubeconfigFile ?? '', async () => ({
+    ...build(),
+    // As long as the clients: the whole of it is built and read again when they are.
+    credentials: new BriefReuse(Number.POSITIVE_INFINITY),
+  }));
+  return { ...kept, kept };
 }
 
 /**

@@ -13,6 +13,7 @@ import type { Evaluation } from '../domain/evaluation-document.js';
 import type { Target } from '../domain/targets.js';
 import { guardConfigSchema } from '../domain/config.js';
 import { createWarmConnections, evaluateResolvedTarget, type WarmConnections } from './reach-target.js';
+import { CAPI_MANAGEMENT_REUSE_MS } from './warm-connections.js';
 import { startCapiWorkload, type CapiWorkload } from '../../test/harness/capi-workload.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from '../../test/harness/fake-kube-apiserver.js';
 import { openSockets } from '../../test/harness/sockets.js';
@@ -25,12 +26,13 @@ let coreApi: CoreV1Api;
 let workload: CapiWorkload;
 let target: Target;
 
-function warmWith(idleTimeout: string): WarmConnections {
+function warmWith(idleTimeout: string, nowMs?: () => number): WarmConnections {
   const warm = createWarmConnections(
     guardConfigSchema.parse({
       targets: [{ name: 'unused', endpoints: ['https://127.0.0.1:2379'] }],
       connections: { idleTimeout },
     }),
+    nowMs,
   );
   if (warm === null) throw new Error('connections.keep is on by default');
   return warm;
@@ -49,22 +51,24 @@ function handshakes(): number {
   return resumed + verified;
 }
 
+function putMachine(node: string): void {
+  management.putObject('machines', {
+    apiVersion: 'cluster.x-k8s.io/v1beta1',
+    kind: 'Machine',
+    metadata: {
+      name: `${node}-machine`,
+      namespace: 'team-w',
+      labels: { 'cluster.x-k8s.io/cluster-name': 'ww', 'cluster.x-k8s.io/control-plane': '' },
+    },
+    status: { nodeRef: { name: node } },
+  });
+}
+
 beforeAll(async () => {
   management = await startFakeKubeApiServer();
   coreApi = createCoreV1Api(management.kubeconfigFile);
   workload = await startCapiWorkload(management, { namespace: 'team-w', clusterName: 'ww' });
-  for (const node of workload.nodeNames) {
-    management.putObject('machines', {
-      apiVersion: 'cluster.x-k8s.io/v1beta1',
-      kind: 'Machine',
-      metadata: {
-        name: `${node}-machine`,
-        namespace: 'team-w',
-        labels: { 'cluster.x-k8s.io/cluster-name': 'ww', 'cluster.x-k8s.io/control-plane': '' },
-      },
-      status: { nodeRef: { name: node } },
-    });
-  }
+  for (const node of workload.nodeNames) putMachine(node);
   target = {
     name: 'capi-team-w-ww',
     source: 'capi',
@@ -144,6 +148,86 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
       await waitFor('every stream closed', SETTLE_MS, () => workload.relay.openStreams() === 0);
       await waitFor(`open sockets back to ${baseline}`, SETTLE_MS, () => openSockets() <= baseline);
     } finally {
+      warm.close();
+    }
+  });
+
+  it('the Secrets and clients are reused for a few seconds; the Machines are listed on every evaluation', async () => {
+    let now = 0;
+    const warm = warmWith('60s', () => now);
+    // As the webhook evaluates it: the clients built from the target's kubeconfig, not handed in.
+    const asWebhook = {
+      ...target,
+      reach: { ...workload.cluster, kind: 'capi' as const, kubeconfigFile: management.kubeconfigFile },
+    };
+    const evaluateAsWebhook = () => evaluateResolvedTarget(asWebhook, { warm });
+    const reads = (resource: string, verb: string) => () =>
+      management.requests.filter(
+        (request) => request.resource === resource && request.verb === verb && request.namespace === 'team-w',
+      ).length;
+    const secretReads = reads('secrets', 'get');
+    const machineLists = reads('machines', 'list');
+    const [victim] = workload.nodeNames;
+    if (victim === undefined) throw new Error('the workload has nodes');
+    try {
+      const rows: { step: string; act: () => void; verdict: string; secretReads: number; machineLists: number }[] = [
+        { step: 'first evaluation', act: () => undefined, verdict: 'Healthy', secretReads: 2, machineLists: 1 },
+        { step: 'again at once', act: () => undefined, verdict: 'Healthy', secretReads: 0, machineLists: 1 },
+        {
+          step: 'a Machine removed: seen at once',
+          act: () => management.removeObject('machines', 'cluster.x-k8s.io/v1beta1', 'team-w', `${victim}-machine`),
+          verdict: 'Unhealthy',
+          secretReads: 0,
+          machineLists: 1,
+        },
+        { step: 'Machine back', act: () => putMachine(victim), verdict: 'Healthy', secretReads: 0, machineLists: 1 },
+        {
+          step: 'just inside the window',
+          act: () => (now = CAPI_MANAGEMENT_REUSE_MS - 1),
+          verdict: 'Healthy',
+          secretReads: 0,
+          machineLists: 1,
+        },
+        {
+          step: 'the window over: read again',
+          act: () => (now = CAPI_MANAGEMENT_REUSE_MS),
+          verdict: 'Healthy',
+          secretReads: 2,
+          machineLists: 1,
+        },
+        {
+          step: 'a failed read is not kept (Secrets forbidden, next window)',
+          act: () => {
+            management.forbid('get', 'secrets', 'team-w');
+            now = 2 * CAPI_MANAGEMENT_REUSE_MS;
+          },
+          verdict: 'NotEvaluatedError',
+          secretReads: 2,
+          machineLists: 1,
+        },
+        {
+          step: 'allowed again: read at once',
+          act: () => management.allowAll(),
+          verdict: 'Healthy',
+          secretReads: 2,
+          machineLists: 1,
+        },
+      ];
+      for (const row of rows) {
+        row.act();
+        const [secretsBefore, listsBefore] = [secretReads(), machineLists()];
+        const evaluation = await evaluateAsWebhook().catch((error: unknown) => ({
+          verdict: (error as Error).name,
+          reasons: [(error as Error).message],
+        }));
+        expect(
+          { verdict: evaluation.verdict, secretReads: secretReads() - secretsBefore, machineLists: machineLists() - listsBefore },
+          `${row.step}: ${evaluation.reasons.join('; ')}`,
+        ).toEqual({ verdict: row.verdict, secretReads: row.secretReads, machineLists: row.machineLists });
+      }
+    } finally {
+      management.allowAll();
+      putMachine(victim);
       warm.close();
     }
   });
