@@ -15,7 +15,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
 # The build script and the esbuild plugins it imports (test/project/dockerfile.test.ts checks the list).
-COPY scripts/build.mjs scripts/etcd-grpc-plugin.mjs scripts/eager-cjs.mjs scripts/builtin-require-plugin.mjs scripts/grpc-builtins-plugin.mjs ./scripts/
+COPY scripts/build.mjs scripts/etcd-grpc-plugin.mjs scripts/eager-cjs.mjs ./scripts/
 COPY functions ./functions
 COPY webhook ./webhook
 RUN npx tsc -p tsconfig.build.json --noEmit && node scripts/build.mjs

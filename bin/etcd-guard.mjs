@@ -10,8 +10,7 @@ import { createRequire } from 'node:module';
 import { nodeFlagsFor, readMemoryLimitBytes } from './node-flags.mjs';
 
 // Built-ins through require: an ES module import of one makes Node build a facade that reads all
-// its exports, and node:fs's getters then load fs/promises and the fs streams (~5 ms of every
-// start; scripts/builtin-require-plugin.mjs does the same for the bundle).
+// its exports, and node:fs's getters then load fs/promises and the fs streams.
 const require = createRequire(import.meta.url);
 const { existsSync, readdirSync, statSync } = require('node:fs');
 const module = require('node:module');

@@ -7,8 +7,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { etcdGrpcDefinitionPlugin } from './etcd-grpc-plugin.mjs';
 import { eagerCommonJsChunk } from './eager-cjs.mjs';
-import { builtinRequirePlugin } from './builtin-require-plugin.mjs';
-import { grpcBuiltinsPlugin } from './grpc-builtins-plugin.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // --outdir DIR puts the build elsewhere (DIR/cli), e.g. into a rebuilt image layout.
@@ -54,7 +52,7 @@ const result = await build({
       'const __dirname = __etcdGuardDirname(__filename);',
     ].join('\n'),
   },
-  plugins: [etcdGrpcDefinitionPlugin(ROOT), grpcBuiltinsPlugin(), builtinRequirePlugin()],
+  plugins: [etcdGrpcDefinitionPlugin(ROOT)],
   logLevel: 'warning',
   metafile: true,
 });

@@ -3,14 +3,16 @@
 // module (grpc-js, protobufjs, etcd3, cockatiel: all of the etcd chunk) in a method of an object
 // literal, `__commonJS({ "path"(exports, module) { … } })`, and V8 compiles such a function only
 // when it is first called. Node 22 writes a module's code cache right after compiling it, so
-// those bodies were parsed and compiled again by every `evaluate` process (23–41 ms of CPU at
-// load 13). A function expression in parentheses is one V8 compiles eagerly with its script, so
-// each wrapper becomes `"path": (function (exports, module) { … })`; calling it is the same.
+// those bodies were parsed and compiled again by every `evaluate` process. A function expression
+// in parentheses is one V8 compiles eagerly with its script, so each wrapper becomes
+// `"path": (function (exports, module) { … })`; calling it is the same. Kept because its removal,
+// measured in the same run, costs `evaluate` CPU (BENCHMARKS.md, "Issue 31: build-time plugins");
+// an esbuild that prints other wrappers leaves the chunk as it was (slower, never broken).
 import { transform } from 'esbuild';
 
 const OPENER = /^ {2}("[^"\n]+")\(([\w$, ]*)\) \{$/;
 // esbuild's lazy ES module initializers (`__esm({ "path"() { … } })`, the etcd package definition
-// among them: ~10 ms of generated codecs compiled at its first call) have the same shape.
+// and its generated codecs among them) have the same shape.
 const WRAPPER = /= __(?:commonJS|esm)\(\{$/;
 
 /**

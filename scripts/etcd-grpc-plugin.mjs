@@ -1,14 +1,18 @@
 // An esbuild plugin for the CLI bundle: etcd3 parses its .proto files when it is imported
-// (connection-pool.js: `loadSync(rpc.proto)` from @grpc/proto-loader), 80–270 ms of every
-// `evaluate` on this machine, and proto-loader then builds a reflection descriptor of every
-// message, which a gRPC client never reads. The plugin does that parsing once, at build time, and
-// puts in its place what @grpc/grpc-js's loadPackageDefinition needs for a client: per method its
-// path, streaming flags, name and serializers over a protobufjs Root built from the JSON of the
-// parsed files (decoding with etcd3's options: keepCase, int64 as strings, enums as strings,
-// defaults, oneofs). The methods the probe calls go further: their messages get the encoders,
-// decoders and converters protobufjs would generate at their first use, generated here, and the
-// Root is built only when another method is first called. Without the bundle (tsx, tsc output)
-// etcd3 runs unchanged.
+// (connection-pool.js: `loadSync(rpc.proto)` from @grpc/proto-loader), and proto-loader then
+// builds a reflection descriptor of every message, which a gRPC client never reads; protobufjs
+// then generates each message's codecs at first use. Every `evaluate` process paid for all of it
+// before its first etcd call. The plugin does that parsing once, at build time, and puts in its
+// place what @grpc/grpc-js's loadPackageDefinition needs for a client: per method its path,
+// streaming flags, name and serializers over a protobufjs Root built from the JSON of the parsed
+// files (decoding with etcd3's options: keepCase, int64 as strings, enums as strings, defaults,
+// oneofs). The methods the probe calls go further: their messages get the encoders, decoders and
+// converters protobufjs would generate at their first use, generated here, and the Root is built
+// only when another method is first called. Kept because its removal, measured in the same run,
+// costs `evaluate` start-up CPU and resident memory (BENCHMARKS.md, "Issue 31: build-time
+// plugins"). It breaks loudly, not silently: the build fails when etcd3's call changes, and
+// etcd-grpc-plugin.test.ts compares every method with proto-loader's. Without the bundle (tsx,
+// tsc output) etcd3 runs unchanged.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -162,8 +166,8 @@ function packageDefinitionSource(described, staticCodecs) {
 
 /**
  * Every method's serializers over a protobufjs Root of all of rpc.proto, built at the first call
- * of a method that needs it. The probe's methods use codecs generated at build time instead: the
- * Root and its code generation were ~70 ms of every `evaluate` process (BENCHMARKS.md, issue 20).
+ * of a method that needs it. The probe's methods use codecs generated at build time instead, so
+ * an `evaluate` process never builds the Root nor generates code.
  */
 function definitionSource({ descriptor, methods }, generated) {
   return `import protobuf from 'protobufjs/light.js';
@@ -171,7 +175,7 @@ function definitionSource({ descriptor, methods }, generated) {
 const DECODE_OPTIONS = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
 const METHODS = ${JSON.stringify(methods)};
 // A JSON string, parsed only by the first method that needs the Root: as an object literal, the
-// whole of rpc.proto was built on every import (~5 ms of every evaluate process), for methods the probe never calls.
+// whole of rpc.proto was built on every import, for methods the probe never calls.
 const DESCRIPTOR_JSON = ${JSON.stringify(JSON.stringify(descriptor))};
 const STATIC_METHODS = new Set(${JSON.stringify(generated?.methods ?? [])});
 // What protobufjs's Type.generateConstructor and Type#setup would generate for these messages.
