@@ -1,7 +1,8 @@
 // The maps a newcomer follows (ARCHITECTURE.md, docs/testing.md) name files, folders and code that
 // exist. Every file or folder a page names (in backticks, or in ARCHITECTURE.md's tree) must be in
 // the repository, and every code name in backticks must occur as a word in its sources: a module
-// moved or a function renamed fails here, naming the page and the reference.
+// moved or a function renamed fails here, naming the page and the reference. The tree lists every
+// product module, so a new one fails here until it has its line.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -116,6 +117,18 @@ describe('ARCHITECTURE.md and docs/testing.md name what exists', () => {
           : pathExists(entry.text)),
     );
     expect(missing.map((entry) => `${entry.page}:${entry.line} ${entry.text}`)).toEqual([]);
+  });
+
+  it('every product module is in the tree', () => {
+    const listed = new Set(treeEntries('ARCHITECTURE.md').map((entry) => entry.text));
+    const modules = tracked.filter(
+      (file) => /^(functions|webhook)\/.*\.ts$|^bin\/.*\.mjs$/.test(file) && !file.endsWith('.test.ts'),
+    );
+    expect(modules.length).toBeGreaterThan(100);
+    expect(
+      modules.filter((file) => !listed.has(file)),
+      "add a line for each to ARCHITECTURE.md's tree",
+    ).toEqual([]);
   });
 
   it('every file and folder in backticks exists', () => {
