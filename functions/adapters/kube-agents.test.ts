@@ -3,8 +3,12 @@
 // opened a new connection for every one of those requests. On a real 3-member etcd behind the
 // workload API server stand-in, and a management stand-in over plain http and over TLS (its CA in
 // the kubeconfig): 20 evaluations share the connections of the first, TLS is verified as before,
-// and the kept sockets close after the idle timeout.
-import { readFileSync, writeFileSync } from 'node:fs';
+// and the kept sockets close after the idle timeout. A GET on a kept socket the server closes
+// unanswered is sent once more on a new socket; a create, or a GET on a new socket, never is.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callKube, createCoreV1Api } from './kube.js';
@@ -167,4 +171,103 @@ describe('kept API server connections: a Cluster API target', () => {
       agents.close();
     }
   });
+});
+
+/**
+ * An API server that closes a kept-alive socket when a request arrives on it (`reused`), as a
+ * server does when its idle timeout fires just as the client reuses the socket, or a socket's first
+ * request (`fresh`): the socket ends with no answer. Counts the requests that reached it.
+ */
+async function startClosingServer() {
+  const closeOn = { reused: false, fresh: false };
+  const seen: { method: string; reused: boolean; closed: boolean }[] = [];
+  const served = new WeakMap<object, number>();
+  const server = http.createServer((request, response) => {
+    const before = served.get(request.socket) ?? 0;
+    served.set(request.socket, before + 1);
+    const reused = before > 0;
+    const closed = reused ? closeOn.reused : closeOn.fresh;
+    seen.push({ method: request.method ?? '', reused, closed });
+    if (closed) {
+      request.socket.destroy();
+      return;
+    }
+    request.resume();
+    request.on('end', () => {
+      const kind = request.method === 'GET' ? 'Secret' : 'ConfigMap';
+      response.writeHead(request.method === 'GET' ? 200 : 201, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ apiVersion: 'v1', kind, metadata: { name: 'x', namespace: 'n' } }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'closing-apiserver-'));
+  const kubeconfigFile = path.join(directory, 'kubeconfig');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  writeFileSync(
+    kubeconfigFile,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server: url, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'u', user: { token: 't' } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'x',
+    }),
+    { mode: 0o600 },
+  );
+  return {
+    closeOn,
+    seen,
+    kubeconfigFile,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(directory, { recursive: true, force: true });
+    },
+  };
+}
+
+describe('a request on a kept socket the API server has just closed', () => {
+  const get = (api: ReturnType<typeof createCoreV1Api>) =>
+    callKube({ verb: 'get', resource: 'secrets', name: 'x', namespace: 'n' }, Deadline.after(2_000), (options) =>
+      api.readNamespacedSecret({ name: 'x', namespace: 'n' }, options),
+    );
+  const create = (api: ReturnType<typeof createCoreV1Api>) =>
+    callKube({ verb: 'create', resource: 'configmaps', namespace: 'n' }, Deadline.after(2_000), (options) =>
+      api.createNamespacedConfigMap({ namespace: 'n', body: { metadata: { name: 'x' } } }, options),
+    );
+
+  it.each([
+    { request: 'a GET', closed: 'reused' as const, send: get, answered: true, sent: ['GET', 'GET'] },
+    { request: 'a create', closed: 'reused' as const, send: create, answered: false, sent: ['POST'] },
+    { request: 'a GET', closed: 'fresh' as const, send: get, answered: false, sent: ['GET'] },
+  ])(
+    '$request on a $closed socket closed unanswered: answered $answered, sent as $sent',
+    async ({ closed, send, answered, sent }) => {
+      const server = await startClosingServer();
+      const agents = new KeptKubeAgents();
+      try {
+        const api = createCoreV1Api(server.kubeconfigFile, agents);
+        // The socket the next request reuses, or none when the next one is to open its own.
+        if (closed === 'reused') {
+          expect((await get(api)).metadata?.name).toBe('x');
+          expect(agents.sockets().idle).toBe(1);
+        }
+        server.closeOn[closed] = true;
+        const before = server.seen.length;
+        const outcome = await send(api).then(
+          () => 'answered',
+          (error: unknown) => (error as Error).message,
+        );
+        if (answered) expect(outcome).toBe('answered');
+        else expect(outcome).toMatch(/ECONNRESET/);
+        expect(server.seen.slice(before).map((request) => request.method)).toEqual(sent);
+        // A retry rides a new socket, never the one that was closed.
+        if (answered) expect(server.seen.slice(before).map((request) => request.reused)).toEqual([true, false]);
+      } finally {
+        agents.close();
+        await server.close();
+      }
+    },
+  );
 });

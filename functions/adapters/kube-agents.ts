@@ -7,6 +7,14 @@
 // with the same trust and identity ever share a socket (Node's agent also keys its pools by them).
 import http from 'node:http';
 import https from 'node:https';
+import type { Duplex } from 'node:stream';
+import {
+  IsomorphicFetchHttpLibrary,
+  wrapHttpLibrary,
+  type HttpLibrary,
+  type RequestContext,
+  type ResponseContext,
+} from '@kubernetes/client-node';
 import { tlsMaterialDigest } from './tls-digest.js';
 
 // Requests never queue for a socket (no maxSockets): node-fetch 2, which client-node sends with,
@@ -41,6 +49,64 @@ function identityKey(protocol: string, options: Record<string, unknown>): string
   return tlsMaterialDigest(identity);
 }
 
+/** Set while a request is handed to an agent: told whether it went out on a kept socket. */
+let sending: { reused: boolean } | null = null;
+
+// Agent.reuseSocket is called, synchronously inside the request's creation, when a kept socket is
+// handed to it: the only place a request is known to ride a socket an earlier one used.
+class KeptHttpAgent extends http.Agent {
+  override reuseSocket(socket: Duplex, request: http.ClientRequest): void {
+    if (sending !== null) sending.reused = true;
+    super.reuseSocket(socket, request);
+  }
+}
+
+class KeptHttpsAgent extends https.Agent {
+  override reuseSocket(socket: Duplex, request: http.ClientRequest): void {
+    if (sending !== null) sending.reused = true;
+    super.reuseSocket(socket, request);
+  }
+}
+
+const fetchLibrary = new IsomorphicFetchHttpLibrary();
+
+/**
+ * client-node's own request path (node-fetch), with one retry: a GET that failed with ECONNRESET
+ * on a kept socket is sent once more, on another socket. A server closes an idle keep-alive
+ * socket when it likes (kube-apiserver, a load balancer); a request written just as it does meets
+ * a reset with nothing read, and a GET is safe to send again. Other verbs are never sent twice,
+ * nor is a GET whose socket was new (the server itself refused it) or whose caller gave up.
+ */
+async function sendRetryingResetGets(request: RequestContext): Promise<ResponseContext> {
+  const once = async () => {
+    const told = { reused: false };
+    sending = told;
+    let response: Promise<ResponseContext>;
+    try {
+      // IsomorphicFetchHttpLibrary calls node-fetch, which creates the request, at once.
+      response = fetchLibrary.send(request).toPromise();
+    } finally {
+      sending = null;
+    }
+    return { response, reused: () => told.reused };
+  };
+  const first = await once();
+  try {
+    return await first.response;
+  } catch (error) {
+    const retry =
+      first.reused() &&
+      request.getHttpMethod() === 'GET' &&
+      (error as { code?: unknown } | null)?.code === 'ECONNRESET' &&
+      request.getSignal()?.aborted !== true;
+    if (!retry) throw error;
+    return (await once()).response;
+  }
+}
+
+/** The HTTP library callKube sends with (kube.ts): client-node's, retrying a GET reset on a kept socket. */
+export const retryingHttpLibrary: HttpLibrary = wrapHttpLibrary({ send: sendRetryingResetGets });
+
 /** Kept keep-alive agents, one per protocol and TLS identity, bounded by `limits`. */
 export class KeptKubeAgents {
   private readonly agents = new Map<string, http.Agent>();
@@ -66,7 +132,7 @@ export class KeptKubeAgents {
     const { maxFreeSockets, idleTimeoutMs } = this.limits;
     // `timeout` closes a socket idle in the free list (Node's agent destroys only free ones on it).
     const keepAlive = { keepAlive: true, maxFreeSockets, timeout: idleTimeoutMs, scheduling: 'lifo' as const };
-    const agent = isHttps ? new https.Agent({ ...options, ...keepAlive }) : new http.Agent({ ...options, ...keepAlive });
+    const agent = isHttps ? new KeptHttpsAgent({ ...options, ...keepAlive }) : new KeptHttpAgent({ ...options, ...keepAlive });
     this.agents.set(key, agent);
     const oldest = this.agents.keys().next().value;
     // Let go, not destroyed: its requests in flight finish, its idle sockets time out.

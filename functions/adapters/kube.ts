@@ -17,7 +17,7 @@ import {
 } from '@kubernetes/client-node';
 import { withDeadline, type Deadline } from '../domain/deadline.js';
 import { StoreError, type StoreErrorKind } from '../domain/store.js';
-import { processKubeAgents, type KeptKubeAgents } from './kube-agents.js';
+import { processKubeAgents, retryingHttpLibrary, type KeptKubeAgents } from './kube-agents.js';
 
 // Callers outside the adapters name the client by this re-export, never by importing client-node.
 export type { CoreV1Api };
@@ -266,6 +266,7 @@ export async function callKube<T>(
       'Timeout',
     );
   const options: ConfigurationOptions = {
+    httpApi: retryingHttpLibrary,
     middleware: [abortMiddleware(controller.signal, observe.serverDate)],
     middlewareMergeStrategy: 'append',
   };
