@@ -3,49 +3,10 @@
 // target, and the decision on an evaluation (dead, absent or learner members allowed; a healthy
 // member's exit judged like a shrink or a member down; a Machine without a nodeRef undetermined).
 import { describe, expect, it } from 'vitest';
-import type { Evaluation, MemberReport } from '../../functions/domain/evaluation-document.js';
 import { KCP_CONTROLLER_USER } from '../../functions/domain/machines.js';
-import { guardConfigSchema, type GuardConfig } from '../../functions/domain/config.js';
-import { classifyRequest } from './classify.js';
-import type { Classification, ParentLabels } from './contract.js';
-import { decide } from './decide.js';
-import { makeEvaluation, makeMember } from '../../test/harness/evaluation-fixture.js';
-import { fixtureReview, parsedRequest, type ReviewObject, type TestReview } from '../../test/harness/reviews.js';
-
-const NOW = new Date('2026-11-30T02:00:00.000Z');
-const CONFIG: GuardConfig = guardConfigSchema.parse({
-  maxAgeSeconds: 60,
-  targets: [
-    { name: 'prod', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'prod' } },
-    { name: 'etcd-main', endpoints: ['https://127.0.0.1:12379'], match: { namespaces: ['shoot--prod'], names: ['etcd-main'] } },
-  ],
-});
-
-const NODE = 'prod-control-plane-7xkqp';
-
-function kcp(extra: Record<string, unknown> = {}, labels: Record<string, string> = { 'cluster.x-k8s.io/cluster-name': 'prod' }) {
-  return {
-    apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
-    kind: 'KubeadmControlPlane',
-    metadata: { name: 'prod-control-plane', namespace: 'default', labels, ...extra },
-    spec: { replicas: 3, kubeadmConfigSpec: { clusterConfiguration: { etcd: { local: {} } } } },
-  };
-}
-
-function statefulSet(replicas: number) {
-  return {
-    apiVersion: 'apps/v1',
-    kind: 'StatefulSet',
-    metadata: { name: 'etcd-main', namespace: 'shoot--prod', labels: {} },
-    spec: { replicas },
-  };
-}
-
-const read = (object: { metadata: { labels: Record<string, string> } }): ParentLabels => ({
-  ok: true,
-  labels: object.metadata.labels,
-  object,
-});
+import type { GuardConfig } from '../../functions/domain/config.js';
+import { classify, CONFIG, decideOn, kcp, members, NODE, OTHERS, read, statefulSet } from '../../test/harness/member-doors.js';
+import { fixtureReview, type ReviewObject, type TestReview } from '../../test/harness/reviews.js';
 
 function machineReview(edit: (machine: ReviewObject) => void = () => undefined): TestReview {
   const review = fixtureReview('machine-delete-control-plane.json');
@@ -58,9 +19,6 @@ function podReview(name = 'etcd-main-0'): TestReview {
   const review = fixtureReview('pod-delete-etcd-druid.json', { name });
   return review;
 }
-
-const classify = (review: TestReview, parent?: ParentLabels): Classification =>
-  classifyRequest(parsedRequest(review), CONFIG, parent);
 
 describe('issue 28: which DELETEs are member exits, judged against which target', () => {
   it.each([
@@ -219,36 +177,6 @@ describe('issue 28: which DELETEs are member exits, judged against which target'
   });
 });
 
-/** Members named as the test says, the leader first; `dead`, `learner` name the odd ones. */
-function members(names: readonly string[], odd: { dead?: string[]; learner?: string[]; blank?: string[] } = {}): MemberReport[] {
-  return names.map((name, index) =>
-    makeMember(index, {
-      name: odd.blank?.includes(name) ? '' : name,
-      healthy: !(odd.dead ?? []).includes(name),
-      leader: index === 0,
-      learner: (odd.learner ?? []).includes(name),
-    }),
-  );
-}
-
-function evaluationOf(list: MemberReport[]): Evaluation {
-  const unhealthy = list.some((member) => !member.healthy && !member.learner);
-  return makeEvaluation({
-    members: list,
-    evaluatedAt: new Date(NOW.getTime() - 2_000).toISOString(),
-    verdict: unhealthy ? 'Unhealthy' : 'Healthy',
-    reasons: list.filter((member) => !member.healthy).map((member) => `member ${member.name} unreachable`),
-  });
-}
-
-function decideOn(review: TestReview, parent: ParentLabels, list: MemberReport[]) {
-  const request = parsedRequest(review);
-  const classification = classifyRequest(request, CONFIG, parent);
-  if (classification.kind !== 'needs-evaluation') throw new Error(`not judged: ${JSON.stringify(classification)}`);
-  return decide({ request, config: CONFIG, classification, evaluation: evaluationOf(list), now: NOW });
-}
-
-const OTHERS = ['prod-control-plane-a1', 'prod-control-plane-b2'];
 const withoutNodeRef = () => machineReview((machine) => delete (machine.status as Record<string, unknown>).nodeRef);
 
 describe('issue 28: a control-plane Machine DELETE as "this member leaves"', () => {
@@ -369,12 +297,7 @@ describe('issue 28: deletes by KCP’s own controller', () => {
     review.request.userInfo = { username: KCP_CONTROLLER_USER, groups: ['system:serviceaccounts', 'system:authenticated'] };
     return review;
   };
-  function decideWith(config: GuardConfig, review: TestReview) {
-    const request = parsedRequest(review);
-    const classification = classifyRequest(request, config, read(kcp()));
-    if (classification.kind !== 'needs-evaluation') throw new Error('not judged');
-    return decide({ request, config, classification, evaluation: evaluationOf(sick()), now: NOW });
-  }
+  const decideWith = (config: GuardConfig, review: TestReview) => decideOn(review, read(kcp()), sick(), config);
 
   it('are judged like anyone’s by default, and audited as the controller’s', () => {
     const decision = decideWith(CONFIG, byKcp());

@@ -3,24 +3,10 @@
 // would let its DELETE through unseen, so the pure core judges it as that DELETE; every UPDATE
 // after which the DELETE is still judged the same way is allowed without a read.
 import { describe, expect, it } from 'vitest';
-import type { Evaluation, MemberReport } from '../../functions/domain/evaluation-document.js';
-import { guardConfigSchema, type GuardConfig } from '../../functions/domain/config.js';
-import { classifyRequest } from './classify.js';
-import type { Classification, ParentLabels } from './contract.js';
-import { decide } from './decide.js';
-import { makeEvaluation, makeMember } from '../../test/harness/evaluation-fixture.js';
-import { fixtureReview, parsedRequest, type ReviewObject, type TestReview } from '../../test/harness/reviews.js';
+import { classify, CONFIG, decideOn, kcp, members, NODE, OTHERS, read, statefulSet } from '../../test/harness/member-doors.js';
+import type { ParentLabels } from './contract.js';
+import { fixtureReview, type ReviewObject, type TestReview } from '../../test/harness/reviews.js';
 
-const NOW = new Date('2026-11-30T02:00:00.000Z');
-const CONFIG: GuardConfig = guardConfigSchema.parse({
-  maxAgeSeconds: 60,
-  targets: [
-    { name: 'prod', endpoints: ['https://127.0.0.1:2379'], match: { clusterName: 'prod' } },
-    { name: 'etcd-main', endpoints: ['https://127.0.0.1:12379'], match: { namespaces: ['shoot--prod'], names: ['etcd-main'] } },
-  ],
-});
-const NODE = 'prod-control-plane-7xkqp';
-const OTHERS = ['prod-control-plane-a1', 'prod-control-plane-b2'];
 const CP = 'cluster.x-k8s.io/control-plane';
 const CP_NAME = 'cluster.x-k8s.io/control-plane-name';
 
@@ -47,27 +33,6 @@ const asStatus = (review: TestReview): TestReview => {
 const labels = (object: ReviewObject) => object.metadata.labels ?? {};
 const owners = (object: ReviewObject) => object.metadata.ownerReferences as Json[];
 const containers = (object: ReviewObject) => (object.spec as { containers: Json[] }).containers;
-
-const kcp = (extra: Json = {}) => ({
-  apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
-  kind: 'KubeadmControlPlane',
-  metadata: { name: 'prod-control-plane', namespace: 'default', labels: { 'cluster.x-k8s.io/cluster-name': 'prod' }, ...extra },
-  spec: { replicas: 3, kubeadmConfigSpec: { clusterConfiguration: { etcd: { local: {} } } } },
-});
-const statefulSet = (extra: Json = {}) => ({
-  apiVersion: 'apps/v1',
-  kind: 'StatefulSet',
-  metadata: { name: 'etcd-main', namespace: 'shoot--prod', labels: {}, ...extra },
-  spec: { replicas: 3 },
-});
-const read = (object: { metadata: { labels: Record<string, string> } }): ParentLabels => ({
-  ok: true,
-  labels: object.metadata.labels,
-  object,
-});
-
-const classify = (review: TestReview, parent?: ParentLabels): Classification =>
-  classifyRequest(parsedRequest(review), CONFIG, parent);
 
 describe('issue 28: which Machine and Pod UPDATEs are judged as the DELETE they enable', () => {
   it.each<{ name: string; review: () => TestReview; parent?: ParentLabels; kind: string; reason?: string; strip?: RegExp }>([
@@ -233,7 +198,7 @@ describe('issue 28: which Machine and Pod UPDATEs are judged as the DELETE they 
     {
       name: 'orphaning an etcd pod while its StatefulSet is deleted with --cascade=orphan (the garbage collector) is allowed',
       review: () => podUpdate((p) => delete p.metadata.ownerReferences),
-      parent: read(statefulSet({ deletionTimestamp: '2026-11-30T01:59:00Z' })),
+      parent: read(statefulSet(3, { deletionTimestamp: '2026-11-30T01:59:00Z' })),
       kind: 'allow',
       reason: 'teardown',
     },
@@ -271,27 +236,6 @@ describe('issue 28: which Machine and Pod UPDATEs are judged as the DELETE they 
   });
 });
 
-function members(names: readonly string[], dead: readonly string[] = []): MemberReport[] {
-  return names.map((name, index) => makeMember(index, { name, healthy: !dead.includes(name), leader: index === 0 }));
-}
-
-function evaluationOf(list: MemberReport[]): Evaluation {
-  const unhealthy = list.some((member) => !member.healthy);
-  return makeEvaluation({
-    members: list,
-    evaluatedAt: new Date(NOW.getTime() - 2_000).toISOString(),
-    verdict: unhealthy ? 'Unhealthy' : 'Healthy',
-    reasons: list.filter((member) => !member.healthy).map((member) => `member ${member.name} unreachable`),
-  });
-}
-
-function decideOn(review: TestReview, parent: ParentLabels, list: MemberReport[]) {
-  const request = parsedRequest(review);
-  const classification = classifyRequest(request, CONFIG, parent);
-  if (classification.kind !== 'needs-evaluation') throw new Error(`not judged: ${JSON.stringify(classification)}`);
-  return decide({ request, config: CONFIG, classification, evaluation: evaluationOf(list), now: NOW });
-}
-
 describe('issue 28: a stripping UPDATE is decided like the DELETE it enables', () => {
   const stripLabel = () => machineUpdate((m) => delete labels(m)[CP]);
   const orphanPod = () => podUpdate((p) => delete p.metadata.ownerReferences);
@@ -309,7 +253,7 @@ describe('issue 28: a stripping UPDATE is decided like the DELETE it enables', (
       'a Machine’s label, its member dead: allowed',
       stripLabel,
       read(kcp()),
-      members([NODE, ...OTHERS], [NODE]),
+      members([NODE, ...OTHERS], { dead: [NODE] }),
       true,
       /removes its etcd member .* is unhealthy/,
     ],
@@ -325,7 +269,7 @@ describe('issue 28: a stripping UPDATE is decided like the DELETE it enables', (
       'a Machine’s label, its healthy member while another is dead: denied naming the member and the label',
       stripLabel,
       read(kcp()),
-      members([NODE, ...OTHERS], [OTHERS[1]!]),
+      members([NODE, ...OTHERS], { dead: [OTHERS[1]!] }),
       false,
       /^etcd-guard denied change \(removes label cluster\.x-k8s\.io\/control-plane: its deletion would go unseen\) of Machine default\/prod-control-plane-7xkqp: .*its etcd member prod-control-plane-7xkqp is healthy and leaves with it; removing 1 member would leave 1 healthy of 2 voting, below quorum 2.*keep its labels and owner reference; the safe paths/,
     ],
@@ -341,7 +285,7 @@ describe('issue 28: a stripping UPDATE is decided like the DELETE it enables', (
       'a Machine’s nodeRef moved away from its healthy member while another is dead: denied naming that member',
       () => asStatus(machineUpdate((m) => ((m.status as Json).nodeRef = { name: 'elsewhere' }))),
       read(kcp()),
-      members([NODE, ...OTHERS], [OTHERS[1]!]),
+      members([NODE, ...OTHERS], { dead: [OTHERS[1]!] }),
       false,
       /^etcd-guard denied change \(changes status\.nodeRef: its deletion would go unseen\) of Machine default\/prod-control-plane-7xkqp: .*its etcd member prod-control-plane-7xkqp is healthy and leaves with it/,
     ],
@@ -357,7 +301,7 @@ describe('issue 28: a stripping UPDATE is decided like the DELETE it enables', (
       'an etcd pod orphaned at fault tolerance 0: denied',
       () => orphanPod(),
       read(statefulSet()),
-      members(pods, ['etcd-main-2']),
+      members(pods, { dead: ['etcd-main-2'] }),
       false,
       /^etcd-guard denied change \(removes owner reference StatefulSet etcd-main: its deletion would go unseen\) of Pod shoot--prod\/etcd-main-0: .*below quorum 2 \(fault tolerance now 0\).*keep its owner reference and image/,
     ],
@@ -375,11 +319,7 @@ describe('issue 28: a stripping UPDATE is decided like the DELETE it enables', (
     });
     review.request.userInfo = { username: 'alice', groups: ['system:masters'] };
     const config = { ...CONFIG, override: { ...CONFIG.override, groups: ['system:masters'] } };
-    const request = parsedRequest(review);
-    const classification = classifyRequest(request, config, read(kcp()));
-    if (classification.kind !== 'needs-evaluation') throw new Error('not judged');
-    const evaluation = evaluationOf(members([NODE, ...OTHERS], [OTHERS[0]!]));
-    const decision = decide({ request, config, classification, evaluation, now: NOW });
+    const decision = decideOn(review, read(kcp()), members([NODE, ...OTHERS], { dead: [OTHERS[0]!] }), config);
     expect(decision.result).toBe('overridden');
   });
 });
