@@ -7,8 +7,9 @@
 // a dead member too); allowed again once the member is back; a failed read of the KCP denies
 // naming the read.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
-import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from '../harness/fake-kube-apiserver.js';
+import { closeDoor, doorKcp, startDoor } from '../harness/door.js';
+import type { EtcdWebhook } from '../harness/etcd-webhook.js';
+import type { FakeKubeApiServer } from '../harness/fake-kube-apiserver.js';
 import { fixtureReview, type TestReview } from '../harness/reviews.js';
 
 const TARGET = 'doors-c';
@@ -18,36 +19,14 @@ const KCP_NAME = `${TARGET}-7xk2q`;
 let management: FakeKubeApiServer;
 let e2e: EtcdWebhook;
 
-function kcp(): FakeObject {
-  return {
-    apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
-    kind: 'KubeadmControlPlane',
-    metadata: { name: KCP_NAME, namespace: NAMESPACE, labels: { 'cluster.x-k8s.io/cluster-name': TARGET } },
-    // etcd pinned to 3.5 by tag: the members here run whatever etcd the tests built, so the 3.6
-    // upgrade gate (its own suite) stays out of what this file judges.
-    spec: {
-      replicas: 3,
-      version: 'v1.33.2',
-      kubeadmConfigSpec: { clusterConfiguration: { etcd: { local: { imageTag: '3.5.24-0' } } } },
-    },
-  };
-}
-
 beforeAll(async () => {
-  management = await startFakeKubeApiServer();
-  management.putObject('kubeadmcontrolplanes', kcp());
-  e2e = await startEtcdWebhook({
-    name: TARGET,
-    target: TARGET,
-    timeout: '5s',
-    webhook: { ready: true, kubeconfigFile: management.kubeconfigFile, parentCacheTtlMs: 0 },
-  });
+  // etcd pinned to 3.5 by tag: the members here run whatever etcd the tests built, so the 3.6
+  // upgrade gate (its own suite) stays out of what this file judges.
+  const kcp = doorKcp(TARGET, KCP_NAME, { namespace: NAMESPACE, etcdLocal: { imageTag: '3.5.24-0' } });
+  ({ management, e2e } = await startDoor({ name: TARGET, target: TARGET, owners: { kubeadmcontrolplanes: [kcp] } }));
 });
 
-afterAll(async () => {
-  await e2e?.close();
-  await management?.close();
-});
+afterAll(() => closeDoor({ management, e2e }));
 
 type Json = Record<string, unknown>;
 

@@ -6,8 +6,9 @@
 // is dead, naming it and the safe path; a Machine without a nodeRef is undetermined; a teardown
 // (the KubeadmControlPlane being deleted) stays allowed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
-import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from '../harness/fake-kube-apiserver.js';
+import { closeDoor, doorKcp, startDoor } from '../harness/door.js';
+import type { EtcdWebhook } from '../harness/etcd-webhook.js';
+import type { FakeKubeApiServer } from '../harness/fake-kube-apiserver.js';
 import { fixtureReview, type TestReview } from '../harness/reviews.js';
 
 const TARGET = 'doors-m';
@@ -17,30 +18,13 @@ const KCP_NAME = `${TARGET}-control-plane`;
 let management: FakeKubeApiServer;
 let e2e: EtcdWebhook;
 
-function kcp(extraMetadata: Record<string, unknown> = {}): FakeObject {
-  return {
-    apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
-    kind: 'KubeadmControlPlane',
-    metadata: { name: KCP_NAME, namespace: NAMESPACE, labels: { 'cluster.x-k8s.io/cluster-name': TARGET }, ...extraMetadata },
-    spec: { replicas: 3, version: 'v1.33.2', kubeadmConfigSpec: { clusterConfiguration: { etcd: { local: {} } } } },
-  };
-}
+const kcp = (metadata: Record<string, unknown> = {}) => doorKcp(TARGET, KCP_NAME, { namespace: NAMESPACE, metadata });
 
 beforeAll(async () => {
-  management = await startFakeKubeApiServer();
-  management.putObject('kubeadmcontrolplanes', kcp());
-  e2e = await startEtcdWebhook({
-    name: TARGET,
-    target: TARGET,
-    timeout: '5s',
-    webhook: { ready: true, kubeconfigFile: management.kubeconfigFile, parentCacheTtlMs: 0 },
-  });
+  ({ management, e2e } = await startDoor({ name: TARGET, target: TARGET, owners: { kubeadmcontrolplanes: [kcp()] } }));
 });
 
-afterAll(async () => {
-  await e2e?.close();
-  await management?.close();
-});
+afterAll(() => closeDoor({ management, e2e }));
 
 /** The DELETE of the control-plane Machine on Node `node` (null: no nodeRef yet) of this KCP. */
 function deleteMachine(node: string | null, name = node ?? `${KCP_NAME}-pending`): TestReview {

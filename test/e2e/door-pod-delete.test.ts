@@ -4,8 +4,9 @@
 // them. Deleting an etcd pod takes its member down until it returns: allowed at fault tolerance 1,
 // denied at fault tolerance 0, allowed for the dead member's own pod.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
-import { startFakeKubeApiServer, type FakeKubeApiServer } from '../harness/fake-kube-apiserver.js';
+import { closeDoor, startDoor } from '../harness/door.js';
+import type { EtcdWebhook } from '../harness/etcd-webhook.js';
+import type { FakeKubeApiServer } from '../harness/fake-kube-apiserver.js';
 import { fixtureReview, type TestReview } from '../harness/reviews.js';
 
 const NAMESPACE = 'shoot--prod';
@@ -15,26 +16,21 @@ let management: FakeKubeApiServer;
 let e2e: EtcdWebhook;
 
 beforeAll(async () => {
-  management = await startFakeKubeApiServer();
-  management.putObject('statefulsets', {
+  const statefulSet = {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
     metadata: { name: STATEFUL_SET, namespace: NAMESPACE, labels: { 'app.kubernetes.io/managed-by': 'etcd-druid' } },
     spec: { replicas: 3 },
-  });
-  e2e = await startEtcdWebhook({
+  };
+  ({ management, e2e } = await startDoor({
     name: STATEFUL_SET,
     target: 'doors-pods',
-    timeout: '5s',
     match: { namespaces: [NAMESPACE], names: [STATEFUL_SET] },
-    webhook: { ready: true, kubeconfigFile: management.kubeconfigFile, parentCacheTtlMs: 0 },
-  });
+    owners: { statefulsets: [statefulSet] },
+  }));
 });
 
-afterAll(async () => {
-  await e2e?.close();
-  await management?.close();
-});
+afterAll(() => closeDoor({ management, e2e }));
 
 const deletePod = (name: string): TestReview => fixtureReview('pod-delete-etcd-druid.json', { namespace: NAMESPACE, name });
 

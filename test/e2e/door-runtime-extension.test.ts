@@ -7,8 +7,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
-import { startFakeKubeApiServer, type FakeKubeApiServer } from '../harness/fake-kube-apiserver.js';
+import { closeDoor, startDoor } from '../harness/door.js';
+import type { EtcdWebhook } from '../harness/etcd-webhook.js';
+import type { FakeKubeApiServer } from '../harness/fake-kube-apiserver.js';
 import { httpRequest } from '../harness/https-client.js';
 import { waitFor } from '../harness/wait.js';
 
@@ -58,26 +59,22 @@ async function hookCounts(family = 'etcd_guard_runtime_hook_answers_total'): Pro
 }
 
 beforeAll(async () => {
-  management = await startFakeKubeApiServer();
-  management.putObject('kubeadmcontrolplanes', {
+  const kcp = {
     apiVersion: 'controlplane.cluster.x-k8s.io/v1beta2',
     kind: 'KubeadmControlPlane',
     metadata: { name: KCP_NAME, namespace: NAMESPACE, labels: { 'cluster.x-k8s.io/cluster-name': TARGET } },
     spec: { replicas: 3, version: 'v1.33.2' },
-  });
-  e2e = await startEtcdWebhook({
+  };
+  ({ management, e2e } = await startDoor({
     name: TARGET,
     target: TARGET,
-    timeout: '5s',
     config: { runtimeExtension: { retryAfterSeconds: RETRY_SECONDS } },
-    webhook: { ready: true, kubeconfigFile: management.kubeconfigFile, parentCacheTtlMs: 0, metricsPort: true },
-  });
+    webhook: { metricsPort: true },
+    owners: { kubeadmcontrolplanes: [kcp] },
+  }));
 });
 
-afterAll(async () => {
-  await e2e?.close();
-  await management?.close();
-});
+afterAll(() => closeDoor({ management, e2e }));
 
 describe('issue 28: Cluster API upgrade hooks through the HTTPS webhook on real etcd', () => {
   it('discovery names both upgrade hooks, failurePolicy Fail, within Cluster API’s timeout', async () => {
