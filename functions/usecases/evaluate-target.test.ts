@@ -89,6 +89,10 @@ describe('evaluateTarget on a healthy 3-member cluster', () => {
       expect(member.error).toBeUndefined();
     }
     expect(evaluation.checks.every((entry) => entry.status === 'pass')).toBe(true);
+    // All healthy: one member's own list is asked, the others' reads vouch for theirs.
+    expect(check(evaluation, 'member-list-agreement').message).toBe(
+      '3 members agree on the member list (2 by their linearizable read, list not asked)',
+    );
   });
 
   it.each([0, 1, 2])('discovers and probes all three members when only endpoint %i is given', async (index) => {
@@ -311,6 +315,8 @@ describe('evaluateTarget when members fail', () => {
       error: expect.stringMatching(/connection refused/),
     });
     expect(evaluation.reasons).toEqual([expect.stringContaining(member?.name ?? '?')]);
+    // A failed member is a sign: every member's own list is asked and compared, none vouched for.
+    expect(check(evaluation, 'member-list-agreement').message).toBe('2 members agree on the member list');
   });
 
   it.each([

@@ -73,27 +73,6 @@ export interface EvaluateTargetOptions {
 /** What the caller of an evaluation knows beside the target: its stored evaluation, and what it is for. */
 export type EvaluationContext = Pick<EvaluateTargetOptions, 'previous' | 'purpose'>;
 
-/** The first member list any of `lists` returns; all errors joined when none does. */
-function firstMemberList(lists: readonly Promise<Outcome<MemberListAnswer>>[]): Promise<Outcome<DiscoveredMember[]>> {
-  if (lists.length === 0) return Promise.resolve({ ok: false, kind: 'not-probed', error: 'no endpoint to ask' });
-  return new Promise((resolve) => {
-    const errors: string[] = [];
-    let kind: ProbeFailureKind | undefined;
-    let pending = lists.length;
-    for (const list of lists) {
-      void list.then((outcome) => {
-        pending -= 1;
-        if (outcome.ok) resolve({ ok: true, value: outcome.value.members });
-        else {
-          errors.push(outcome.error);
-          kind ??= outcome.kind;
-        }
-        if (pending === 0) resolve({ ok: false, kind: kind ?? 'other', error: errors.join('; ') });
-      });
-    }
-  });
-}
-
 async function listInventory(
   deadline: Deadline,
   list: (timeoutMs: number) => Promise<ControlPlaneNode[]>,
@@ -202,6 +181,8 @@ function leadershipUnsettled(probes: readonly EndpointProbe[]): boolean {
 interface Reached {
   memberList: Outcome<DiscoveredMember[]>;
   memberLists: EndpointMemberList[];
+  /** Probed endpoints whose list was not asked (MemberLists), as described. */
+  listsVouchedByRead?: string[];
   linearizableMemberList?: MemberListAnswer & { endpoint: string };
   probes: EndpointProbe[];
   /** The consistency check's common revision (null: no voting member reported one); absent when it is off. */
@@ -276,24 +257,165 @@ function servesCommittedList(status: Outcome<MemberStatus> | undefined): boolean
   return major !== undefined && minor !== undefined && (major > 3 || (major === 3 && minor >= 5));
 }
 
-/** A seed's committed member list, asked once its Status says it serves one; null when not asked. */
-type CommittedList = { endpoint: string; list: Promise<Outcome<MemberListAnswer> | null> };
-
 /**
- * The first committed member list, from a member whose own Status says it runs etcd 3.5 or later
- * (3.4 ignores `linearizable` and would pass off its local list) and is the member that answered.
+ * The first committed member list, in seed order, from a member whose own Status says it runs etcd
+ * 3.5 or later (3.4 ignores `linearizable` and would pass off its local list) and is the member
+ * that answered.
  */
 async function linearizableList(
-  committed: readonly CommittedList[],
+  seeds: readonly string[],
+  committed: ReadonlyMap<string, Promise<Outcome<MemberListAnswer>>>,
   probes: readonly EndpointProbe[],
 ): Promise<(MemberListAnswer & { endpoint: string }) | undefined> {
-  for (const { endpoint, list } of committed) {
-    const answer = await list;
+  for (const endpoint of seeds) {
+    const answer = await committed.get(endpoint);
     const status = probes.find((probe) => probe.endpoint === endpoint)?.status;
-    if (answer === null || !answer.ok || !status?.ok || status.value.memberId !== answer.value.memberId) continue;
+    if (answer === undefined || !answer.ok || !status?.ok || status.value.memberId !== answer.value.memberId) continue;
     if (servesCommittedList(status)) return { ...answer.value, endpoint };
   }
   return undefined;
+}
+
+/** The share of the budget after which a member whose read has not answered is treated as a sign (MemberLists). */
+const LISTS_BY_SHARE = 0.5;
+
+/**
+ * Which endpoints are asked for their own member list. While everything looks healthy, only the
+ * first member whose Status answers: its list finds the members and is the view. Every other
+ * member's list would say the same: its Status names the same cluster, raft term and leader, and
+ * its linearizable read answers only once it has applied everything committed before the read,
+ * membership changes included (listsVouchedByRead). At the first sign of anything else (a call
+ * that failed, a Status that disagrees, no leader, a member the list does not name, a read still
+ * unanswered at LISTS_BY_SHARE of the budget) every probed endpoint is asked, as the core needs to
+ * compare split views, and so is every one probed later. On etcd 3.5+ the committed list is asked
+ * the same way: of the first member, then of every seed.
+ */
+class MemberLists {
+  readonly lists = new Map<string, Promise<Outcome<MemberListAnswer>>>();
+  readonly committed = new Map<string, Promise<Outcome<MemberListAnswer>>>();
+  private readonly statuses = new Map<string, MemberStatus>();
+  private first: { endpoint: string; status: MemberStatus } | undefined;
+  private firstList: MemberListAnswer | undefined;
+  private everyList = false;
+  private readonly pendingReads = new Set<string>();
+  private readonly timer: NodeJS.Timeout;
+  private resolveFirst: (outcome: Outcome<DiscoveredMember[]>) => void = () => undefined;
+  /** The first member list that answers; all errors joined when every endpoint asked failed. */
+  readonly memberList: Promise<Outcome<DiscoveredMember[]>>;
+  private readonly errors: string[] = [];
+  private errorKind: ProbeFailureKind | undefined;
+  private settled = 0;
+
+  constructor(
+    private readonly session: EtcdProbeSession,
+    private readonly access: EtcdAccess,
+    private readonly seeds: readonly string[],
+    private readonly probed: () => Iterable<string>,
+    private readonly deadline: Deadline,
+  ) {
+    this.memberList = new Promise((resolve) => {
+      this.resolveFirst = resolve;
+    });
+    if (seeds.length === 0) this.resolveFirst({ ok: false, kind: 'not-probed', error: 'no endpoint to ask' });
+    this.timer = setTimeout(() => {
+      if (this.pendingReads.size > 0) this.askEvery();
+    }, deadline.remainingMs() * LISTS_BY_SHARE);
+  }
+
+  /** Endpoints probed whose list was never asked: each vouched for by its Status and read. */
+  vouched(): string[] {
+    return this.everyList ? [] : [...this.probed()].filter((endpoint) => !this.lists.has(endpoint));
+  }
+
+  /** `endpoint`'s probe started; `read` settles with whether its linearizable read answered. */
+  probing(endpoint: string, read: Promise<boolean>): void {
+    if (this.everyList) this.ask(endpoint);
+    this.pendingReads.add(endpoint);
+    void read.then((answered) => {
+      this.pendingReads.delete(endpoint);
+      if (!answered) this.askEvery();
+    });
+  }
+
+  /** `endpoint`'s Status outcome, as soon as it is known. */
+  status(endpoint: string, outcome: Outcome<MemberStatus>): void {
+    if (!outcome.ok) {
+      this.askEvery();
+      return;
+    }
+    const status = outcome.value;
+    this.statuses.set(endpoint, status);
+    if (this.first === undefined) {
+      this.first = { endpoint, status };
+      this.ask(endpoint);
+      if (servesCommittedList(outcome)) this.askCommitted(endpoint);
+    } else if (this.everyList && servesCommittedList(outcome) && this.seeds.includes(endpoint)) {
+      this.askCommitted(endpoint);
+    }
+    const reference = this.first.status;
+    if (
+      status.leaderId === '0' ||
+      status.clusterId !== reference.clusterId ||
+      status.raftTerm !== reference.raftTerm ||
+      status.leaderId !== reference.leaderId ||
+      !this.listed(status)
+    ) {
+      this.askEvery();
+    }
+  }
+
+  /** Whether the first list (once it answered) names the member that gave `status`. */
+  private listed(status: MemberStatus): boolean {
+    return this.firstList === undefined || this.firstList.members.some((member) => member.id === status.memberId);
+  }
+
+  private ask(endpoint: string): void {
+    if (this.lists.has(endpoint)) return;
+    const list = this.session
+      .listMembers(endpoint, this.deadline)
+      .then((outcome) => relabelOutcome(outcome, this.access, [endpoint]));
+    this.lists.set(endpoint, list);
+    void list.then((outcome) => {
+      this.settled += 1;
+      if (outcome.ok) {
+        if (this.first?.endpoint === endpoint && this.everyList === false) {
+          this.firstList = outcome.value;
+          if ([...this.statuses.values()].some((status) => !this.listed(status))) this.askEvery();
+        }
+        this.resolveFirst({ ok: true, value: outcome.value.members });
+        return;
+      }
+      this.errors.push(outcome.error);
+      this.errorKind ??= outcome.kind;
+      this.askEvery();
+      if (this.settled === this.lists.size) {
+        this.resolveFirst({ ok: false, kind: this.errorKind ?? 'other', error: this.errors.join('; ') });
+      }
+    });
+  }
+
+  private askCommitted(endpoint: string): void {
+    if (this.committed.has(endpoint)) return;
+    const list = this.session.listMembers(endpoint, this.deadline, true);
+    this.committed.set(endpoint, list);
+    void list.then((outcome) => {
+      if (!outcome.ok) this.askEvery();
+    });
+  }
+
+  private askEvery(): void {
+    if (this.everyList) return;
+    this.everyList = true;
+    for (const endpoint of this.seeds) this.ask(endpoint);
+    for (const endpoint of this.probed()) this.ask(endpoint);
+    for (const [endpoint, status] of this.statuses) {
+      if (this.seeds.includes(endpoint) && servesCommittedList({ ok: true, value: status })) this.askCommitted(endpoint);
+    }
+  }
+
+  close(): void {
+    clearTimeout(this.timer);
+  }
 }
 
 interface ProbeOptions {
@@ -312,28 +434,19 @@ async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, option
     ...(options.tlsVerify === undefined ? {} : { tlsVerify: options.tlsVerify }),
     ...(options.pool === undefined ? {} : { pool: options.pool }),
   });
+  const probes = new Map<string, Promise<EndpointProbe>>();
+  const lists = new MemberLists(session, access, access.seedEndpoints, () => probes.keys(), deadline);
   try {
-    const probes = new Map<string, Promise<EndpointProbe>>();
-    // Every probed endpoint's own list too: the core compares them (member-view.ts).
-    // Each relabelled as it settles: what the relay knew then is what explains the failure.
-    const lists = new Map<string, Promise<Outcome<MemberListAnswer>>>();
-    const reach = (endpoint: string, onStatus?: (status: Outcome<MemberStatus>) => void) => {
-      probes.set(endpoint, session.probe(endpoint, deadline, onStatus));
-      lists.set(
+    const reach = (endpoint: string) => {
+      const probe = session.probe(endpoint, deadline, (status) => lists.status(endpoint, status));
+      probes.set(endpoint, probe);
+      lists.probing(
         endpoint,
-        session.listMembers(endpoint, deadline).then((list) => relabelOutcome(list, access, [endpoint])),
+        probe.then((answer) => answer.linearizableRead.ok),
       );
     };
-    // Beside each seed's local list: the committed one, awaited only at the end. Asked as soon as
-    // the seed's Status says it runs etcd 3.5+, where it costs a read through raft; 3.4 would
-    // answer its local list again.
-    const committed: CommittedList[] = access.seedEndpoints.map((endpoint) => ({
-      endpoint,
-      list: new Promise((resolve) => {
-        reach(endpoint, (status) => resolve(servesCommittedList(status) ? session.listMembers(endpoint, deadline, true) : null));
-      }),
-    }));
-    const memberList = await firstMemberList([...lists.values()]);
+    for (const endpoint of access.seedEndpoints) reach(endpoint);
+    const memberList = await lists.memberList;
     const memberIdByEndpoint = new Map<string, string>();
     if (memberList.ok) {
       for (const member of memberList.value) {
@@ -363,21 +476,24 @@ async function probeThroughAccess(access: EtcdAccess, deadline: Deadline, option
       if (watch !== undefined) probe.watch = await watch;
     }
     const answers = await Promise.all(
-      [...lists.entries()].map(async ([endpoint, list]) => ({ endpoint: access.describe(endpoint), answer: await list })),
+      [...lists.lists.entries()].map(async ([endpoint, list]) => ({ endpoint: access.describe(endpoint), answer: await list })),
     );
-    const linearizable = await linearizableList(committed, results);
+    const linearizable = await linearizableList(access.seedEndpoints, lists.committed, results);
+    const vouched = lists.vouched().map((endpoint) => access.describe(endpoint));
     const consistencyRevision =
       options.consistency === true ? await hashEveryVotingMember(session, results, deadline) : undefined;
     return {
       ...(consistencyRevision === undefined ? {} : { consistencyRevision }),
       memberList,
       memberLists: answers,
+      ...(vouched.length === 0 ? {} : { listsVouchedByRead: vouched }),
       ...(linearizable === undefined
         ? {}
         : { linearizableMemberList: { ...linearizable, endpoint: access.describe(linearizable.endpoint) } }),
       probes: results.map((probe) => presentProbe(probe, access, memberIdByEndpoint)),
     };
   } finally {
+    lists.close();
     session.close();
   }
 }
@@ -440,6 +556,7 @@ export async function evaluateThroughAccess(
     endpoints: 'error' in access ? [] : access.seedEndpoints.map((endpoint) => access.describe(endpoint)),
     memberList: reached.memberList,
     memberLists: reached.memberLists,
+    ...(reached.listsVouchedByRead === undefined ? {} : { listsVouchedByRead: reached.listsVouchedByRead }),
     ...(reached.linearizableMemberList === undefined ? {} : { linearizableMemberList: reached.linearizableMemberList }),
     probes: reached.probes,
     quotaBackendBytes: target.quotaBackendBytes,

@@ -663,6 +663,49 @@ const rows: Row[] = [
   },
 ];
 
+/** Only the first member's own list, the others' vouched for by their linearizable reads (listsVouchedByRead). */
+function firstListOnly(input: EvaluationInput): EvaluationInput {
+  const [first, ...rest] = withLists(input).memberLists ?? [];
+  // Each Status names its cluster, as etcd's header does (cluster 42 unless the row says otherwise).
+  const probes = input.probes.map((probe) =>
+    probe.status.ok ? { ...probe, status: { ...probe.status, value: { clusterId: '42', ...probe.status.value } } } : probe,
+  );
+  return {
+    ...input,
+    probes,
+    memberLists: first === undefined ? [] : [first],
+    listsVouchedByRead: rest.map((entry) => entry.endpoint),
+  };
+}
+
+describe('member lists vouched for by a linearizable read', () => {
+  it.each([
+    {
+      behaviour: 'three members, two of them vouched by their reads, all agree',
+      input: firstListOnly(build(three)),
+      message: '3 members agree on the member list (2 by their linearizable read, list not asked)',
+    },
+    {
+      behaviour: 'a vouched member whose read failed does not count as agreeing',
+      input: firstListOnly(build(withMember(2, { read: timedOut('https://10.0.0.3:2379') }))),
+      message: '2 members agree on the member list (1 by its linearizable read, list not asked)',
+    },
+    {
+      behaviour: 'a vouched member of another cluster does not count as agreeing',
+      input: firstListOnly(build(withMember(2, { status: { clusterId: '77' } }), {})),
+      message: '2 members agree on the member list (1 by its linearizable read, list not asked)',
+    },
+    {
+      behaviour: 'every list asked: no member is counted by its read',
+      input: withLists(build(three)),
+      message: '3 members agree on the member list',
+    },
+  ])('$behaviour', ({ input, message }) => {
+    const evaluation = judged(input);
+    expect(evaluation.checks.find((entry) => entry.name === 'member-list-agreement')?.message).toBe(message);
+  });
+});
+
 describe('evaluateCluster', () => {
   it.each(rows)('$behaviour', ({ input, verdict, check, status, names }) => {
     const evaluation = judged(input);

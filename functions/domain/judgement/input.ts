@@ -78,10 +78,18 @@ export interface EvaluationInput {
   /** The member list from the first endpoint that answered, or why none did. */
   memberList: Outcome<DiscoveredMember[]>;
   /**
-   * Every endpoint's own member list with the cluster and member that answered. When given, the
+   * Endpoints' own member lists with the cluster and member that answered. When given, the
    * cluster's view (member-view.ts) replaces `memberList` and the lists are compared.
    */
   memberLists?: EndpointMemberList[];
+  /**
+   * Probed endpoints whose own list was not asked because nothing gave a reason to: every Status
+   * named the same cluster, raft term and leader, and each member's linearizable read succeeded.
+   * etcd answers that read only once the member has applied everything committed before it,
+   * membership changes included, so its local list is the one the others hold. Such a member
+   * agrees when its Status says it is in the cluster's view and its read answered.
+   */
+  listsVouchedByRead?: string[];
   /**
    * A member list etcd 3.5+ served linearizably (the committed membership), when one answered:
    * it is the cluster's view. Never from a 3.4 member, which answers the same request locally.

@@ -33,7 +33,16 @@ export const memberListAgreementCheck: CheckFunction = ({ input, agreed, members
       ),
     );
   }
-  return concluded(findings, `${agreeing} member${agreeing === 1 ? '' : 's'} agree on the member list`);
+  let vouched = 0;
+  for (const endpoint of input.listsVouchedByRead ?? []) {
+    const probe = input.probes.find((candidate) => candidate.endpoint === endpoint);
+    if (!probe?.status.ok || !probe.linearizableRead.ok || probe.status.value.clusterId !== view.clusterId) continue;
+    const memberId = probe.status.value.memberId;
+    if (view.members.some((member) => member.id === memberId)) vouched += 1;
+  }
+  agreeing += vouched;
+  const byRead = vouched === 0 ? '' : ` (${vouched} by ${vouched === 1 ? 'its' : 'their'} linearizable read, list not asked)`;
+  return concluded(findings, `${agreeing} member${agreeing === 1 ? '' : 's'} agree on the member list${byRead}`);
 };
 
 // An endpoint that answers for another cluster, or as a member this cluster no longer has.
