@@ -67,6 +67,20 @@ export function probeCredentialsProblem(credentials: ProbeCredentials): string |
 const USABLE_CREDENTIALS = new Set<string>();
 const USABLE_CREDENTIALS_KEPT = 1024;
 
+/**
+ * The last digest of each set of credentials bytes, by the Buffer objects themselves: a process
+ * that reuses the bytes it read (TlsFileReuse) digests them once, not twice per evaluation. A
+ * Buffer is never written after it is read, and another Buffer (new bytes) is a miss.
+ */
+const DIGESTS = new WeakMap<Buffer, { ca?: Buffer; cert?: Buffer; key?: Buffer; digest: string }>();
+
 export function credentialsDigest(credentials: ProbeCredentials): string {
-  return tlsMaterialDigest({ ca: credentials.ca, cert: credentials.cert, key: credentials.key });
+  const anchor = credentials.key ?? credentials.cert ?? credentials.ca;
+  const known = anchor === undefined ? undefined : DIGESTS.get(anchor);
+  if (known !== undefined && known.ca === credentials.ca && known.cert === credentials.cert && known.key === credentials.key) {
+    return known.digest;
+  }
+  const digest = tlsMaterialDigest({ ca: credentials.ca, cert: credentials.cert, key: credentials.key });
+  if (anchor !== undefined) DIGESTS.set(anchor, { ...credentials, digest });
+  return digest;
 }
