@@ -42,10 +42,12 @@ COPY --from=build /app/dist ./dist
 USER 10001:10001
 EXPOSE 8443
 # --max-semi-space-size=2: V8 grows each young-generation semi-space to 16 MiB under load; 2 MiB
-# keeps the webhook's peak resident memory under 32-connection HTTPS load within its 120 MB target
-# (measured by `npm run bench`, see BENCHMARKS.md) for a small cost in peak requests/s. It is in
-# the ENTRYPOINT, not NODE_OPTIONS, so every command of the image (webhook and CronJob) gets it.
-# The heap cap is not fixed here: bin/etcd-guard.mjs derives --max-old-space-size from the
-# container's memory limit (half of it; bin/node-flags.mjs) and re-executes itself with it once.
-ENTRYPOINT ["node", "--max-semi-space-size=2", "bin/etcd-guard.mjs"]
+# keeps the webhook's peak resident memory under 32-connection HTTPS load within its target for a
+# small cost in peak requests/s (BENCHMARKS.md). --max-old-space-size-percentage=50: node sizes
+# V8's old generation as half the container's cgroup memory limit, which it reads at start (left
+# to itself it allows at least 256 MiB, and the machine's memory where no limit applies), so the
+# heap follows the pod's `limits.memory` (docs/operations.md, "Memory"). Both are in the
+# ENTRYPOINT, not NODE_OPTIONS, so every command of the image (webhook and CronJob) gets them and
+# a NODE_OPTIONS set for something else does not drop them.
+ENTRYPOINT ["node", "--max-semi-space-size=2", "--max-old-space-size-percentage=50", "bin/etcd-guard.mjs"]
 CMD ["--help"]

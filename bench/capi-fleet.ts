@@ -14,8 +14,7 @@ import { attachPortForward } from '../test/harness/fake-portforward.js';
 import { putCapiSecrets, routeEtcdPods, startWorkloadApiServer } from '../test/harness/capi-workload.js';
 import type { CapiFleetReport, CapiFleetSetup } from './capi-fleet-child.js';
 import { parse } from 'yaml';
-import { nodeFlagsFor } from '../bin/node-flags.mjs';
-import { imageNodeFlags } from './admission.js';
+import { imageNodeFlags, memoryQuantityBytes, nodeFlagsUnderLimit } from '../test/harness/image-node-flags.js';
 import { firstMessage, killAndWait, onceMoreIfKilled, REPO_DIR, spawnTsx, type ResultRow } from './lib.js';
 
 export interface CapiFleetOptions {
@@ -26,12 +25,11 @@ export interface CapiFleetOptions {
 }
 
 /**
- * The node flags the fleet's evaluations run with in a pod: the image ENTRYPOINT's, plus what
- * bin/etcd-guard.mjs derives from the CronJob's memory limit in manifests/base (read from there,
- * so the row follows the manifests). In a pod node may size the heap from the cgroup itself, and
- * the launcher then adds nothing; the old generation is the same 192 MiB either way, and this host
- * has no such cgroup, so the flag is passed. The "no limit" run is the same child without the cap,
- * as `evaluate` starts on a host: V8 then sizes its heap from this host's memory.
+ * The node flags the fleet's evaluations run with in a pod: the image ENTRYPOINT's, its heap
+ * percentage turned into the cap node derives from the CronJob's memory limit in manifests/base
+ * (read from there, so the row follows the manifests; this host has no such cgroup). The "no
+ * limit" run is the same child without the percentage, as `evaluate` starts on a host: V8 then
+ * sizes its heap from this host's memory.
  */
 export function podNodeFlags(): { flags: string[]; limit: string } {
   const cronJob = parse(readFileSync(path.join(REPO_DIR, 'manifests/base/cronjob.yaml'), 'utf8')) as {
@@ -40,13 +38,8 @@ export function podNodeFlags(): { flags: string[]; limit: string } {
     };
   };
   const limit = String(cronJob.spec?.jobTemplate?.spec?.template?.spec?.containers?.[0]?.resources?.limits?.memory ?? '');
-  const match = /^(\d+)(Ki|Mi|Gi)$/.exec(limit);
-  if (!match?.[1] || !match[2])
-    throw new Error(`manifests/base/cronjob.yaml: no memory limit like 384Mi (got ${JSON.stringify(limit)})`);
-  const limitBytes = Number(match[1]) * 1024 ** { Ki: 1, Mi: 2, Gi: 3 }[match[2] as 'Ki' | 'Mi' | 'Gi'];
   const image = imageNodeFlags(readFileSync(path.join(REPO_DIR, 'Dockerfile'), 'utf8'));
-  const derived = nodeFlagsFor({ command: 'evaluate', limitBytes, execArgv: image, nodeOptions: undefined });
-  return { flags: [...image, ...derived], limit };
+  return { flags: nodeFlagsUnderLimit(image, memoryQuantityBytes(limit)), limit };
 }
 
 async function runChild(
@@ -109,7 +102,7 @@ export async function runCapiFleetBench(options: CapiFleetOptions): Promise<Resu
     const setupFile = path.join(dir, 'setup.json');
     await writeFile(setupFile, JSON.stringify(setup));
     const pod = podNodeFlags();
-    const hostFlags = imageNodeFlags(readFileSync(path.join(REPO_DIR, 'Dockerfile'), 'utf8'));
+    const hostFlags = nodeFlagsUnderLimit(imageNodeFlags(readFileSync(path.join(REPO_DIR, 'Dockerfile'), 'utf8')), null);
     options.log(`capi fleet: node flags in the CronJob's pod (limit ${pod.limit}): ${pod.flags.join(' ')}`);
     options.log(`capi fleet: ${options.clusters} clusters directly (2 rounds)`);
     const direct = await runChild('direct', setupFile, 2, pod.flags, options.log);

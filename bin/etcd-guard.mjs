@@ -7,7 +7,6 @@
 //   tsx (a dev dependency, as esbuild is: `npm ci` installs both).
 // - the image and other layouts without sources: the bundle, or tsc's dist/functions/entrypoints/cli.js.
 import { createRequire } from 'node:module';
-import { nodeFlagsFor, readMemoryLimitBytes } from './node-flags.mjs';
 
 // Built-ins through require: an ES module import of one makes Node build a facade that reads all
 // its exports, and node:fs's getters then load fs/promises and the fs streams.
@@ -16,27 +15,8 @@ const { existsSync, readdirSync, statSync } = require('node:fs');
 const module = require('node:module');
 const { URL, fileURLToPath } = require('node:url');
 
-// V8's heap cap from the container's memory limit (and the webhook's small young generation),
-// wherever etcd-guard starts: node takes them only at start, so this process replaces itself
-// (same pid, stdio and environment) with one that has them, before it loads anything else. See
-// bin/node-flags.mjs for the derivation and docs/operations.md for the figures. Skipped when
-// node already has the flags, under an IPC channel (a parent's fd must not leak into the new
-// image), and on a node without process.execve (< 22.15, Windows).
-const nodeFlags = nodeFlagsFor({
-  command: process.argv[2],
-  limitBytes: readMemoryLimitBytes(process.env),
-  execArgv: process.execArgv,
-  nodeOptions: process.env.NODE_OPTIONS,
-  heapLimitMiB: () => require('node:v8').getHeapStatistics().heap_size_limit / (1024 * 1024),
-});
-if (nodeFlags.length > 0 && typeof process.execve === 'function' && process.channel === undefined) {
-  try {
-    process.execve(process.execPath, [process.execPath, ...process.execArgv, ...nodeFlags, ...process.argv.slice(1)]);
-  } catch {
-    // The flags only bound memory: when the exec fails (a seccomp profile, a vanished binary),
-    // running without them is better than not running.
-  }
-}
+// No node flags are set here: node takes them only at start, and the image's ENTRYPOINT gives
+// them (Dockerfile; docs/operations.md, "Memory"), so nothing re-executes itself.
 
 // Node 22.1+ keeps V8's compiled code of every module loaded after this call on disk (in
 // NODE_COMPILE_CACHE, else <tmpdir>/node-compile-cache), so a later start skips compiling the

@@ -37,6 +37,10 @@ export interface StartWebhookProcessOptions {
   env?: Record<string, string>;
   /** How long to wait for the listening line (tsx compiles the sources on a cold start). */
   startTimeoutMs?: number;
+  /** Flags for node before the bin, as the image's ENTRYPOINT gives them. */
+  nodeArgs?: readonly string[];
+  /** Starts the command line through another (e.g. a memory cgroup's MemoryCgroup.wrap). */
+  wrap?: (command: string, args: readonly string[]) => [string, string[]];
 }
 
 function statusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
@@ -47,22 +51,24 @@ function statusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 }
 
 export async function startWebhookProcess(options: StartWebhookProcessOptions): Promise<WebhookProcess> {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    [
-      BIN,
-      'webhook',
-      '--config',
-      options.configFile,
-      '--listen',
-      '127.0.0.1:0',
-      ...(options.insecureHttp === true
-        ? ['--insecure-http']
-        : ['--tls-cert', options.certFile ?? '', '--tls-key', options.keyFile ?? '']),
-      ...(options.metricsPort === true ? ['--metrics-listen', '127.0.0.1:0'] : []),
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...options.env } },
-  );
+  const wrap = options.wrap ?? ((command: string, args: readonly string[]): [string, string[]] => [command, [...args]]);
+  const [command, args] = wrap(process.execPath, [
+    ...(options.nodeArgs ?? []),
+    BIN,
+    'webhook',
+    '--config',
+    options.configFile,
+    '--listen',
+    '127.0.0.1:0',
+    ...(options.insecureHttp === true
+      ? ['--insecure-http']
+      : ['--tls-cert', options.certFile ?? '', '--tls-key', options.keyFile ?? '']),
+    ...(options.metricsPort === true ? ['--metrics-listen', '127.0.0.1:0'] : []),
+  ]);
+  const child: ChildProcess = spawn(command, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LOG_LEVEL: 'info', ...options.env },
+  });
   let output = '';
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));

@@ -1,22 +1,30 @@
-// bin/etcd-guard.mjs starts node with the memory flags derived from the container's limit (the
-// derivation itself is table-tested in node-flags.test.ts): real child processes, the limit given
-// as the downward API would (ETCD_GUARD_MEMORY_LIMIT), so the result does not depend on the cgroup
-// this suite happens to run in.
+// The image's command line (the Dockerfile's ENTRYPOINT flags, then bin/etcd-guard.mjs) in a real
+// memory-limited cgroup, as in the manifests' pods: V8's heap follows the limit, the process is
+// the one that was started (bin/ re-executes nothing), and it prints nothing of its own about it.
+// What node makes of the flags across limits is table-tested in node-flags.test.ts.
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateTestCerts, type TestCerts } from '../harness/certs.js';
+import { imageNodeFlags, memoryQuantityBytes } from '../harness/image-node-flags.js';
+import { createMemoryCgroup, type MemoryCgroup } from '../harness/memory-cgroup.js';
 import { runProcess } from '../harness/process.js';
 import { startWebhookProcess } from '../harness/webhook-process.js';
 
-const BIN = path.resolve(import.meta.dirname, '../../bin/etcd-guard.mjs');
-const LIMIT_384_MIB = String(384 * 1024 * 1024);
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const BIN = path.join(ROOT, 'bin/etcd-guard.mjs');
+const IMAGE_FLAGS = imageNodeFlags(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'));
+const LIMIT_MIB = 384;
+/** Half the limit, plus V8's young generation (3 semi-spaces of the image's 2 MiB). */
+const HEAP_RANGE_MIB = [LIMIT_MIB / 2, LIMIT_MIB / 2 + 16] as const;
+const EVALUATE = ['evaluate', '--endpoints', 'http://127.0.0.1:1', '--timeout', '300ms', '--output', 'json', '--store', 'none'];
 let dir: string;
 let certs: TestCerts;
 let configFile: string;
 let heapReport: string;
+let cgroup: MemoryCgroup;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'etcd-guard-launcher-'));
@@ -31,68 +39,72 @@ beforeAll(async () => {
       targets: [{ name: 'a', endpoints: ['https://127.0.0.1:1'], timeout: '1s' }],
     }),
   );
-  // Preloaded through NODE_OPTIONS, which survives the re-exec: reports the heap limit node ran with.
+  // Preloaded through NODE_OPTIONS: reports the heap limit node started with (fixed at start).
   heapReport = path.join(dir, 'heap-report.cjs');
   await writeFile(
     heapReport,
-    "process.on('exit', () => process.stderr.write(`heap_size_limit_mib=${Math.round(require('node:v8').getHeapStatistics().heap_size_limit / 1048576)}\\n`));\n",
+    "process.stderr.write(`heap_size_limit_mib=${Math.round(require('node:v8').getHeapStatistics().heap_size_limit / 1048576)}\\n`);\n",
   );
+  cgroup = await createMemoryCgroup('etcd-guard-launcher', memoryQuantityBytes(`${LIMIT_MIB}Mi`));
 }, 60_000);
 
 afterAll(async () => {
+  await cgroup?.remove();
   await rm(dir, { recursive: true, force: true });
 });
 
-function heapLimitMiB(stderr: string): number {
-  const match = /heap_size_limit_mib=(\d+)/.exec(stderr);
-  if (!match?.[1]) throw new Error(`no heap report in: ${stderr}`);
+function heapLimitMiB(output: string): number {
+  const match = /heap_size_limit_mib=(\d+)/.exec(output);
+  if (!match?.[1]) throw new Error(`no heap report in: ${output}`);
   return Number(match[1]);
 }
 
-describe('the launcher applies the derived node flags', () => {
-  it('the webhook under plain node replaces itself with one that has the heap cap and the small young generation', async () => {
+describe(`the image's command line in a ${LIMIT_MIB}Mi container`, () => {
+  it('the webhook runs as started, with half the limit as its heap and the small young generation', async () => {
     const webhook = await startWebhookProcess({
       configFile,
       certFile: certs.serverCertFile,
       keyFile: certs.serverKeyFile,
-      env: { ETCD_GUARD_MEMORY_LIMIT: LIMIT_384_MIB },
+      nodeArgs: IMAGE_FLAGS,
+      wrap: cgroup.wrap,
+      env: { NODE_OPTIONS: `--require ${heapReport}` },
     });
     try {
-      const argv = readFileSync(`/proc/${webhook.pid}/cmdline`, 'utf8').split('\0');
-      expect(argv).toContain('--max-semi-space-size=2');
-      expect(argv).toContain('--max-old-space-size=192');
-      expect(argv.filter((word) => word.startsWith('--max-old-space-size'))).toHaveLength(1);
+      const argv = readFileSync(`/proc/${webhook.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      // The ENTRYPOINT's flags and nothing added: no re-exec with flags of its own.
+      expect(argv.slice(1, IMAGE_FLAGS.length + 2)).toEqual([...IMAGE_FLAGS, BIN]);
+      expect(argv.filter((word) => word.startsWith('--max-'))).toEqual(IMAGE_FLAGS.filter((flag) => flag.startsWith('--max-')));
+      expect(readFileSync(`/proc/${webhook.pid}/cgroup`, 'utf8')).toContain(path.basename(cgroup.dir));
+      const limit = heapLimitMiB(webhook.output());
+      expect(limit).toBeGreaterThanOrEqual(HEAP_RANGE_MIB[0]);
+      expect(limit).toBeLessThan(HEAP_RANGE_MIB[1]);
     } finally {
       await webhook.stop();
     }
   }, 60_000);
 
-  it.each([
-    ['a 384Mi limit gives evaluate a 192 MiB old generation', { ETCD_GUARD_MEMORY_LIMIT: LIMIT_384_MIB }, 192],
-    [
-      'a cap the user set in NODE_OPTIONS wins over the limit',
-      { ETCD_GUARD_MEMORY_LIMIT: LIMIT_384_MIB, extra: '--max-old-space-size=300' },
-      300,
-    ],
-  ])(
-    '%s',
-    async (_case, given, oldSpaceMiB) => {
-      const { extra, ...env } = { extra: '', ...given };
-      const run = await runProcess(
-        process.execPath,
-        [BIN, 'evaluate', '--endpoints', 'http://127.0.0.1:1', '--timeout', '300ms', '--output', 'json', '--store', 'none'],
-        { env: { ...process.env, ...env, NODE_OPTIONS: `--require ${heapReport} ${extra}`.trim() }, timeoutMs: 60_000 },
-      );
-      expect(run.uncaught).toBeNull();
-      expect(run.code, run.stderr).toBe(1);
-      // The re-exec is silent: nothing but the preload's report on stderr (no ExperimentalWarning).
-      expect(run.stderr.trim()).toMatch(/^heap_size_limit_mib=\d+$/);
-      expect((JSON.parse(run.stdout) as { verdict?: unknown }).verdict).toBe('Unhealthy');
-      // V8's heap limit is the old generation plus the young one (a few MiB to a few tens).
-      const limit = heapLimitMiB(run.stderr);
-      expect(limit).toBeGreaterThanOrEqual(oldSpaceMiB);
-      expect(limit).toBeLessThan(oldSpaceMiB + 64);
-    },
-    60_000,
-  );
+  it('evaluate gets the same heap, and prints nothing but its answer (no ExperimentalWarning)', async () => {
+    const [command, args] = cgroup.wrap(process.execPath, [...IMAGE_FLAGS, BIN, ...EVALUATE]);
+    const run = await runProcess(command, args, {
+      env: { ...process.env, NODE_OPTIONS: `--require ${heapReport}` },
+      timeoutMs: 60_000,
+    });
+    expect(run.uncaught).toBeNull();
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr.trim()).toMatch(/^heap_size_limit_mib=\d+$/);
+    expect((JSON.parse(run.stdout) as { verdict?: unknown }).verdict).toBe('Unhealthy');
+    const limit = heapLimitMiB(run.stderr);
+    expect(limit).toBeGreaterThanOrEqual(HEAP_RANGE_MIB[0]);
+    expect(limit).toBeLessThan(HEAP_RANGE_MIB[1]);
+  }, 60_000);
+
+  it("without the ENTRYPOINT's flags nothing lowers node's own sizing (at least 256 MiB): the flags do it", async () => {
+    const [command, args] = cgroup.wrap(process.execPath, [BIN, ...EVALUATE]);
+    const run = await runProcess(command, args, {
+      env: { ...process.env, NODE_OPTIONS: `--require ${heapReport}` },
+      timeoutMs: 60_000,
+    });
+    expect(run.code, run.stderr).toBe(1);
+    expect(heapLimitMiB(run.stderr)).toBeGreaterThanOrEqual(256);
+  }, 60_000);
 });

@@ -1,159 +1,96 @@
-// The V8 memory flags the CLI launcher (bin/) derives where it starts: a heap cap from the cgroup
-// memory limit (or a default when nothing limits memory), the webhook's small young generation,
-// and never a flag node already has.
+// V8's heap cap follows the container's memory limit: the image's ENTRYPOINT flags (read from the
+// Dockerfile) make node size the old generation as half the cgroup limit it reads at start, with
+// nothing of ours in between. Real node processes in real memory-limited cgroups
+// (test/harness/memory-cgroup.ts), and the explicit cap the benches pass on a host without such
+// a cgroup (test/harness/image-node-flags.ts) checked against what node does inside one.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import {
-  DEFAULT_OLD_SPACE_MIB,
-  memoryLimitBytes,
-  nodeFlagsFor,
-  oldSpaceMiB,
-  parseCgroupMemoryLimit,
-} from '../../bin/node-flags.mjs';
+import { imageNodeFlags, memoryQuantityBytes, nodeFlagsUnderLimit } from '../harness/image-node-flags.js';
+import { createMemoryCgroup } from '../harness/memory-cgroup.js';
+import { runProcess } from '../harness/process.js';
 
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const IMAGE_FLAGS = imageNodeFlags(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'));
 const MIB = 1024 * 1024;
-const GIB = 1024 * MIB;
-const HOST = 24 * GIB;
+const PRINT_HEAP_LIMIT = "console.log(Math.round(require('node:v8').getHeapStatistics().heap_size_limit / 1048576))";
+/** V8's heap limit is the old generation plus the young one (3 semi-spaces of the image's 2 MiB). */
+const YOUNG_GENERATION_MIB = 16;
 
-describe('reading a cgroup memory limit', () => {
-  it.each([
-    ['cgroup v2, 384Mi', `${384 * MIB}\n`, 384 * MIB],
-    ['cgroup v2, unlimited', 'max\n', null],
-    ['cgroup v1, 1Gi', `${GIB}`, GIB],
-    ['cgroup v1, unlimited (page-rounded LONG_MAX)', '9223372036854771712\n', null],
-    ['a limit above the host memory limits nothing', `${32 * GIB}`, null],
-    ['a missing file', undefined, null],
-    ['an empty file', '', null],
-    ['zero', '0', null],
-    ['a negative number', '-1', null],
-    ['a unit suffix (not a kernel format)', '384Mi', null],
-    ['a fraction', '1.5e9', null],
-  ])('%s', (_case, text, expected) => {
-    expect(parseCgroupMemoryLimit(text, HOST)).toBe(expected);
-  });
+/** V8's heap limit (MiB) of a node started with `flags`, inside a cgroup of `limitBytes` when given. */
+async function heapLimitMiB(flags: readonly string[], limitBytes: number | null): Promise<number> {
+  const cgroup = limitBytes === null ? null : await createMemoryCgroup('etcd-guard-heap', limitBytes);
+  try {
+    const args = [...flags, '-e', PRINT_HEAP_LIMIT];
+    const [command, commandArgs] = cgroup === null ? [process.execPath, args] : cgroup.wrap(process.execPath, args);
+    const run = await runProcess(command, commandArgs, { env: { ...process.env, NODE_OPTIONS: '' }, timeoutMs: 30_000 });
+    expect(run.code, run.stderr).toBe(0);
+    return Number(run.stdout.trim());
+  } finally {
+    await cgroup?.remove();
+  }
+}
 
-  it.each([
-    ['v2 only', { v2: `${512 * MIB}` }, 512 * MIB],
-    ['v1 only', { v1: `${256 * MIB}` }, 256 * MIB],
-    ['the downward API only', { env: `${384 * MIB}` }, 384 * MIB],
-    ['the smallest of several', { v2: `${GIB}`, v1: '9223372036854771712', env: `${384 * MIB}` }, 384 * MIB],
-    ['none readable', {}, null],
-    ['all unlimited', { v2: 'max', v1: '9223372036854771712', env: 'junk' }, null],
-  ])('%s', (_case, texts, expected) => {
-    expect(memoryLimitBytes(texts, HOST)).toBe(expected);
+describe("the image's node flags", () => {
+  it('name a heap percentage and the small young generation, and no fixed heap size', () => {
+    expect(IMAGE_FLAGS).toContain('--max-old-space-size-percentage=50');
+    expect(IMAGE_FLAGS).toContain('--max-semi-space-size=2');
+    expect(IMAGE_FLAGS.filter((flag) => /^--max-old-space-size=/.test(flag))).toEqual([]);
   });
 });
 
-describe("V8's old-generation cap from the limit", () => {
+describe("V8's heap limit under a container memory limit, with the image's flags", () => {
   it.each([
-    ['no limit: the default', null, DEFAULT_OLD_SPACE_MIB],
-    ['the manifests’ 384Mi: half', 384 * MIB, 192],
-    ['1Gi: half', GIB, 512],
-    ['an odd byte count rounds down', 300 * MIB + 1, 150],
-    ['100Mi: the 64 MiB floor', 100 * MIB, 64],
-    ['16Gi: the 4 GiB ceiling', 16 * GIB, 4096],
-  ])('%s', (_case, limit, expected) => {
-    expect(oldSpaceMiB(limit)).toBe(expected);
-  });
+    ['256Mi: half (below the 256 MiB node allows by itself)', '256Mi'],
+    ["the manifests' 384Mi: half", '384Mi'],
+    ['1Gi: half', '1Gi'],
+    ['2Gi: half', '2Gi'],
+  ])(
+    '%s',
+    async (_case, quantity) => {
+      const limitBytes = memoryQuantityBytes(quantity);
+      const half = limitBytes / MIB / 2;
+      const limit = await heapLimitMiB(IMAGE_FLAGS, limitBytes);
+      expect(limit).toBeGreaterThanOrEqual(half);
+      expect(limit).toBeLessThan(half + YOUNG_GENERATION_MIB);
+      // The benches' stand-in on a host without the cgroup gives V8 the same limit.
+      expect(await heapLimitMiB(nodeFlagsUnderLimit(IMAGE_FLAGS, limitBytes), null)).toBe(limit);
+    },
+    60_000,
+  );
+
+  it('without the percentage flag, node keeps at least 256 MiB under 384Mi: the flag is what caps it', async () => {
+    const withoutPercentage = IMAGE_FLAGS.filter((flag) => !flag.startsWith('--max-old-space-size-percentage'));
+    expect(await heapLimitMiB(withoutPercentage, memoryQuantityBytes('384Mi'))).toBeGreaterThanOrEqual(256);
+  }, 60_000);
 });
 
-describe('the flags added for a command', () => {
-  const none = { execArgv: [], nodeOptions: undefined };
+describe('the explicit cap the benches pass for a pod (nodeFlagsUnderLimit)', () => {
   it.each([
     [
-      'webhook on a host: young generation and the default cap',
-      'webhook',
+      '384Mi: the percentage becomes the cap, other flags stay',
+      ['--max-semi-space-size=2', '--max-old-space-size-percentage=50'],
+      384 * MIB,
+      ['--max-semi-space-size=2', '--max-old-space-size=192'],
+    ],
+    ['an odd byte count rounds down', ['--max-old-space-size-percentage=50'], 300 * MIB + 1, ['--max-old-space-size=150']],
+    ['another percentage', ['--max-old-space-size-percentage=75'], 1024 * MIB, ['--max-old-space-size=768']],
+    ['underscores are the same flag to node', ['--max_old_space_size_percentage=50'], 384 * MIB, ['--max-old-space-size=192']],
+    [
+      'no limit: the percentage is dropped (V8 sizes the heap)',
+      ['--max-semi-space-size=2', '--max-old-space-size-percentage=50'],
       null,
-      none,
-      ['--max-semi-space-size=2', `--max-old-space-size=${DEFAULT_OLD_SPACE_MIB}`],
-    ],
-    [
-      'webhook in a 384Mi pod under the image ENTRYPOINT: the cap only',
-      'webhook',
-      384 * MIB,
-      { execArgv: ['--max-semi-space-size=2'], nodeOptions: undefined },
-      ['--max-old-space-size=192'],
-    ],
-    ['evaluate in a 384Mi pod: the cap', 'evaluate', 384 * MIB, none, ['--max-old-space-size=192']],
-    ['evaluate on a host: nothing (a second start-up would cost more than it saves)', 'evaluate', null, none, []],
-    ['--help on a host: nothing', '--help', null, none, []],
-    ['no command in a pod: the cap', undefined, 384 * MIB, none, ['--max-old-space-size=192']],
-    [
-      'a cap in NODE_OPTIONS wins',
-      'webhook',
-      384 * MIB,
-      { execArgv: [], nodeOptions: '--max-old-space-size=300' },
       ['--max-semi-space-size=2'],
     ],
-    ['a cap as a node flag wins', 'evaluate', 384 * MIB, { execArgv: ['--max-old-space-size=300'], nodeOptions: undefined }, []],
-    [
-      'underscores are the same flag to node',
-      'webhook',
-      null,
-      { execArgv: ['--max_old_space_size=300', '--max_semi_space_size=4'], nodeOptions: undefined },
-      [],
-    ],
-    ['a percentage cap wins too', 'evaluate', 384 * MIB, { execArgv: [], nodeOptions: '--max-old-space-size-percentage=60' }, []],
-    [
-      'a similar flag is not the cap',
-      'evaluate',
-      384 * MIB,
-      { execArgv: ['--max-old-space-sizes=1'], nodeOptions: undefined },
-      ['--max-old-space-size=192'],
-    ],
-  ])('%s', (_case, command, limitBytes, given, expected) => {
-    expect(nodeFlagsFor({ command, limitBytes, ...given })).toEqual(expected);
+    ['no percentage: unchanged', ['--max-semi-space-size=2'], 384 * MIB, ['--max-semi-space-size=2']],
+  ] as const)('%s', (_case, flags, limitBytes, expected) => {
+    expect(nodeFlagsUnderLimit(flags, limitBytes)).toEqual(expected);
   });
 
-  it.each([
-    ['node already sized the heap from a 1Gi cgroup (512 + young): no re-exec for evaluate', 'evaluate', GIB, 524, []],
-    ['the same for the webhook under the image ENTRYPOINT', 'webhook', GIB, 518, []],
-    [
-      "node's 256 MiB floor under a 384Mi cgroup is above the 192 cap: the cap",
-      'evaluate',
-      384 * MIB,
-      262,
-      ['--max-old-space-size=192'],
-    ],
-    ['node sized it from the host (4 GiB) despite the limit: the cap', 'evaluate', 384 * MIB, 4144, ['--max-old-space-size=192']],
-    [
-      'a heap limit just above the cap plus the young generation: the cap',
-      'evaluate',
-      384 * MIB,
-      192 + 65,
-      ['--max-old-space-size=192'],
-    ],
-    [
-      'the webhook on a host (4 GiB heap): the default cap',
-      'webhook',
-      null,
-      4144,
-      [`--max-old-space-size=${DEFAULT_OLD_SPACE_MIB}`],
-    ],
-  ])('%s', (_case, command, limitBytes, heapLimitMiB, expected) => {
-    const execArgv = ['--max-semi-space-size=2'];
-    expect(nodeFlagsFor({ command, limitBytes, execArgv, nodeOptions: undefined, heapLimitMiB })).toEqual(expected);
-  });
-
-  it.each([
-    ['evaluate on a host: never read (no cap is in question)', 'evaluate', null, [], 0],
-    ['evaluate under a limit: read once, and it decides', 'evaluate', 384 * MIB, ['--max-old-space-size=192'], 1],
-    [
-      'the webhook on a host: read once',
-      'webhook',
-      null,
-      ['--max-semi-space-size=2', `--max-old-space-size=${DEFAULT_OLD_SPACE_MIB}`],
-      1,
-    ],
-  ] as const)(
-    'a heap limit given as a function (the launcher, which loads node:v8 for it): %s',
-    (_case, command, limitBytes, expected, reads) => {
-      let calls = 0;
-      const heapLimitMiB = () => {
-        calls++;
-        return 4144;
-      };
-      expect(nodeFlagsFor({ command, limitBytes, execArgv: [], nodeOptions: undefined, heapLimitMiB })).toEqual(expected);
-      expect(calls).toBe(reads);
+  it.each([['384M'], ['0.5Gi'], [''], ['384']])(
+    'a memory quantity the manifests do not use (%j) is refused by name',
+    (quantity) => {
+      expect(() => memoryQuantityBytes(quantity)).toThrow(/expected a memory quantity like 384Mi/);
     },
   );
 });
