@@ -189,7 +189,7 @@ async function throughCapiMachines(
         );
         withNode.catch(() => undefined);
         const access = await openCapiAccess(reach, withNode, deadline);
-        settleNodes(access.listControlPlaneNodes?.(nodeListBudgetMs(deadline)) ?? Promise.resolve(null));
+        settleNodes(workloadNodesOf(access, reach, management.kept, deadline));
         return access;
       } finally {
         settleNodes(Promise.resolve(null));
@@ -223,8 +223,28 @@ async function managementClients(
     ...build(),
     // As long as the clients: the whole of it is built and read again when they are.
     credentials: new BriefReuse(Number.POSITIVE_INFINITY),
+    workloadNodes: new BriefReuse(Number.POSITIVE_INFINITY),
   }));
   return { ...kept, kept };
+}
+
+/**
+ * The workload's control-plane Nodes through `access`; with kept management clients, the list a
+ * recent evaluation got. They only date the Machines (a Node's grace to run a member counts from
+ * its creation), and a date only ever moves later when a Node is created again: an older list
+ * dates a Machine as old or older, so its grace ends no later. Never a reason to allow.
+ */
+function workloadNodesOf(
+  access: EtcdAccess,
+  reach: CapiReach,
+  kept: CapiManagement | null,
+  deadline: Deadline,
+): Promise<ControlPlaneNode[] | null> {
+  const list = access.listControlPlaneNodes;
+  if (list === undefined) return Promise.resolve(null);
+  const listNow = () => list(nodeListBudgetMs(deadline));
+  if (kept === null) return listNow();
+  return kept.workloadNodes.get(`${reach.namespace}/${reach.clusterName}`, listNow);
 }
 
 /**

@@ -3,7 +3,9 @@
 // connection to the workload API server open between evaluations. On a real 3-member etcd behind
 // the workload API server stand-in: the second evaluation opens no port-forward stream, makes no
 // etcd TLS handshake and no new socket; a SIGKILLed member that comes back is reached on a fresh
-// stream and judged healthy; after the idle timeout every stream and socket is gone.
+// stream and judged healthy; after the idle timeout every stream and socket is gone. Evaluated as
+// the webhook does, the Secrets and the workload's Node list are read once per reuse window and
+// the Machines every time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Api } from '../adapters/kube.js';
 import { createCoreV1Api } from '../adapters/kube.js';
@@ -152,7 +154,7 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
     }
   });
 
-  it('the Secrets and clients are reused for a few seconds; the Machines are listed on every evaluation', async () => {
+  it('the Secrets, clients and Node list are reused for a few seconds; the Machines are listed every time', async () => {
     let now = 0;
     const warm = warmWith('60s', () => now);
     // As the webhook evaluates it: the clients built from the target's kubeconfig, not handed in.
@@ -167,26 +169,44 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
       ).length;
     const secretReads = reads('secrets', 'get');
     const machineLists = reads('machines', 'list');
+    const nodeLists = () =>
+      workload.apiServer.requests.filter((request) => request.resource === 'nodes' && request.verb === 'list').length;
     const [victim] = workload.nodeNames;
     if (victim === undefined) throw new Error('the workload has nodes');
     try {
-      const rows: { step: string; act: () => void; verdict: string; secretReads: number; machineLists: number }[] = [
-        { step: 'first evaluation', act: () => undefined, verdict: 'Healthy', secretReads: 2, machineLists: 1 },
-        { step: 'again at once', act: () => undefined, verdict: 'Healthy', secretReads: 0, machineLists: 1 },
+      const rows: {
+        step: string;
+        act: () => void;
+        verdict: string;
+        secretReads: number;
+        machineLists: number;
+        nodeLists: number;
+      }[] = [
+        { step: 'first evaluation', act: () => undefined, verdict: 'Healthy', secretReads: 2, machineLists: 1, nodeLists: 1 },
+        { step: 'again at once', act: () => undefined, verdict: 'Healthy', secretReads: 0, machineLists: 1, nodeLists: 0 },
         {
           step: 'a Machine removed: seen at once',
           act: () => management.removeObject('machines', 'cluster.x-k8s.io/v1beta1', 'team-w', `${victim}-machine`),
           verdict: 'Unhealthy',
           secretReads: 0,
           machineLists: 1,
+          nodeLists: 0,
         },
-        { step: 'Machine back', act: () => putMachine(victim), verdict: 'Healthy', secretReads: 0, machineLists: 1 },
+        {
+          step: 'Machine back',
+          act: () => putMachine(victim),
+          verdict: 'Healthy',
+          secretReads: 0,
+          machineLists: 1,
+          nodeLists: 0,
+        },
         {
           step: 'just inside the window',
           act: () => (now = CAPI_MANAGEMENT_REUSE_MS - 1),
           verdict: 'Healthy',
           secretReads: 0,
           machineLists: 1,
+          nodeLists: 0,
         },
         {
           step: 'the window over: read again',
@@ -194,6 +214,7 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
           verdict: 'Healthy',
           secretReads: 2,
           machineLists: 1,
+          nodeLists: 1,
         },
         {
           step: 'a failed read is not kept (Secrets forbidden, next window)',
@@ -204,6 +225,7 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
           verdict: 'NotEvaluatedError',
           secretReads: 2,
           machineLists: 1,
+          nodeLists: 0,
         },
         {
           step: 'allowed again: read at once',
@@ -211,19 +233,30 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
           verdict: 'Healthy',
           secretReads: 2,
           machineLists: 1,
+          nodeLists: 1,
         },
       ];
       for (const row of rows) {
         row.act();
-        const [secretsBefore, listsBefore] = [secretReads(), machineLists()];
+        const [secretsBefore, listsBefore, nodesBefore] = [secretReads(), machineLists(), nodeLists()];
         const evaluation = await evaluateAsWebhook().catch((error: unknown) => ({
           verdict: (error as Error).name,
           reasons: [(error as Error).message],
         }));
         expect(
-          { verdict: evaluation.verdict, secretReads: secretReads() - secretsBefore, machineLists: machineLists() - listsBefore },
+          {
+            verdict: evaluation.verdict,
+            secretReads: secretReads() - secretsBefore,
+            machineLists: machineLists() - listsBefore,
+            nodeLists: nodeLists() - nodesBefore,
+          },
           `${row.step}: ${evaluation.reasons.join('; ')}`,
-        ).toEqual({ verdict: row.verdict, secretReads: row.secretReads, machineLists: row.machineLists });
+        ).toEqual({
+          verdict: row.verdict,
+          secretReads: row.secretReads,
+          machineLists: row.machineLists,
+          nodeLists: row.nodeLists,
+        });
       }
     } finally {
       management.allowAll();

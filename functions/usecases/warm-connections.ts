@@ -11,6 +11,7 @@ import type { CoreV1Api } from '../adapters/kube.js';
 import type { CustomObjectsApi } from '../adapters/kube-discovery.js';
 import { EtcdChannelPool } from '../adapters/etcd-member-probe.js';
 import type { GuardConfig } from '../domain/config.js';
+import type { ControlPlaneNode } from '../ports/etcd-probe.js';
 import { BriefReuse } from './brief-reuse.js';
 import { TlsFileReuse } from './etcd-access.js';
 
@@ -19,6 +20,7 @@ import { TlsFileReuse } from './etcd-access.js';
  * Secrets, are used before they are built and read again. The Secrets only say how to reach the
  * workload's etcd (its API server, the etcd CA): a rotated CA or a moved API server takes effect
  * within this bound, and what is judged (etcd's answers, the Machine list) is read every time.
+ * The workload's Node list is kept as long: it only dates the Machines (reach-target.ts).
  */
 export const CAPI_MANAGEMENT_REUSE_MS = 5_000;
 
@@ -28,6 +30,8 @@ export interface CapiManagement {
   readonly customObjectsApi: CustomObjectsApi;
   /** By Cluster (`namespace/name`): what its Secrets gave, for as long as these clients are used. */
   readonly credentials: BriefReuse<CapiCredentials>;
+  /** By Cluster: the workload's control-plane Nodes, listed through those credentials. */
+  readonly workloadNodes: BriefReuse<ControlPlaneNode[]>;
 }
 
 export interface WarmConnections {
