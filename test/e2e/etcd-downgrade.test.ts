@@ -4,8 +4,6 @@
 // completes or is cancelled, while a scale down is judged as usual. First on built inputs, then on
 // a real 3-member etcd 3.6 (ETCD_GUARD_ETCD36_BIN_DIR, which scripts/test.sh sets; without it
 // scripts/ensure-etcd-go.sh 3.6 runs here).
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { guardConfigSchema } from '../../functions/domain/config.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
@@ -17,10 +15,9 @@ import { parseAdmissionReview } from '../../webhook/domain/review.js';
 import { etcdVersion } from '../harness/etcd-cluster.js';
 import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
 import { makeEvaluation, makeMember } from '../harness/evaluation-fixture.js';
+import { etcdBinariesFrom, evaluationWhen } from '../harness/etcd-upgrade.js';
 import { admissionFixture } from '../harness/reviews.js';
-import { waitFor } from '../harness/wait.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const SCALE_UP = 'kcp-scale-up-3-to-5.json';
 const SCALE_DOWN = 'kcp-scale-down-3-to-2.json';
 /** A KCP rollout v1.30 → v1.31 (etcd stays on 3.5, so the upgrade gate has nothing to say). */
@@ -165,43 +162,13 @@ describe('membership changes while a downgrade is enabled', () => {
   });
 });
 
-/** The etcd 3.6 dir the env names, else the one scripts/ensure-etcd-go.sh prints (it builds when needed). */
-function etcd36(): Promise<{ etcd: string; etcdctl: string }> {
-  const named = process.env.ETCD_GUARD_ETCD36_BIN_DIR;
-  const dir =
-    named !== undefined && named !== ''
-      ? Promise.resolve(named)
-      : new Promise<string>((resolve, reject) =>
-          execFile('bash', ['scripts/ensure-etcd-go.sh', '3.6'], { cwd: ROOT, timeout: 20 * 60_000 }, (error, stdout, stderr) =>
-            error
-              ? reject(new Error(`ensure-etcd-go.sh 3.6 failed: ${String(stderr).trim() || error.message}`))
-              : resolve(String(stdout).trim()),
-          ),
-        );
-  return dir.then((bin) => ({ etcd: path.join(bin, 'etcd'), etcdctl: path.join(bin, 'etcdctl') }));
-}
-
 describe('a real etcd 3.6 with a downgrade to 3.5 enabled, then cancelled', () => {
   let e2e: EtcdWebhook;
   const validate = (fixture: string) => e2e.webhook.postReview(admissionFixture(fixture));
   const downgradeCheck = (evaluation: Evaluation) => evaluation.checks.find((check) => check.name === 'downgrade');
 
-  async function evaluationWhen(what: string, done: (evaluation: Evaluation) => boolean): Promise<Evaluation> {
-    let last: Evaluation | undefined;
-    try {
-      await waitFor(what, 30_000, async () => {
-        last = await e2e.scheduledEvaluation();
-        return done(last);
-      });
-    } catch (error) {
-      throw new Error(`${(error as Error).message}; last: ${last?.verdict ?? 'none'}: ${last?.reasons.join('; ') ?? ''}`);
-    }
-    if (last === undefined) throw new Error(`no evaluation while waiting for ${what}`);
-    return last;
-  }
-
   beforeAll(async () => {
-    const binaries = await etcd36();
+    const binaries = await etcdBinariesFrom('ETCD_GUARD_ETCD36_BIN_DIR', ['scripts/ensure-etcd-go.sh', '3.6']);
     const version = await etcdVersion(binaries.etcd);
     expect(version).toMatch(/^3\.6\./);
     console.log(`downgrade: etcd ${version} (${binaries.etcd})`);
@@ -221,7 +188,7 @@ describe('a real etcd 3.6 with a downgrade to 3.5 enabled, then cancelled', () =
   });
 
   it('before: Healthy, the check passes on all three members, and a scale up is allowed', async () => {
-    const evaluation = await evaluationWhen('a Healthy evaluation', (each) => each.verdict === 'Healthy');
+    const evaluation = await evaluationWhen(e2e, 'a Healthy evaluation', (each) => each.verdict === 'Healthy');
     expect(downgradeCheck(evaluation)).toEqual({
       name: 'downgrade',
       status: 'pass',
@@ -238,7 +205,7 @@ describe('a real etcd 3.6 with a downgrade to 3.5 enabled, then cancelled', () =
     expect(validated.stdout).toContain('Downgrade validate success');
     const enabled = await e2e.cluster.etcdctl(['downgrade', 'enable', '3.5']);
     expect(enabled.code, enabled.stderr).toBe(0);
-    const evaluation = await evaluationWhen('every member to report the downgrade', (each) =>
+    const evaluation = await evaluationWhen(e2e, 'every member to report the downgrade', (each) =>
       each.members.every((member) => member.downgrade?.enabled === true),
     );
     const names = evaluation.members.map((member) => member.name);
@@ -261,7 +228,11 @@ describe('a real etcd 3.6 with a downgrade to 3.5 enabled, then cancelled', () =
   it('downgrade cancel: the members report none again, Healthy, and a scale up is allowed', async () => {
     const cancelled = await e2e.cluster.etcdctl(['downgrade', 'cancel']);
     expect(cancelled.code, cancelled.stderr).toBe(0);
-    const evaluation = await evaluationWhen('a Healthy evaluation without a downgrade', (each) => each.verdict === 'Healthy');
+    const evaluation = await evaluationWhen(
+      e2e,
+      'a Healthy evaluation without a downgrade',
+      (each) => each.verdict === 'Healthy',
+    );
     expect(downgradeCheck(evaluation)?.status).toBe('pass');
     for (const member of evaluation.members) expect(member.downgrade).toEqual(OFF);
     const answer = await validate(SCALE_UP);

@@ -6,8 +6,6 @@
 // be shown: the real evaluation with one member's version set below it stands in for that.
 // ETCD_GUARD_ETCD36_BIN_DIR / ETCD_GUARD_ETCD37_BIN_DIR name the binaries' dirs; without them the
 // script runs here (a first build takes minutes).
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusExtras } from '../../functions/adapters/etcd-status-extras.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
@@ -18,26 +16,14 @@ import { MIN_ETCD_FOR_3_7 } from '../../webhook/domain/etcd-upgrade.js';
 import { parseAdmissionReview } from '../../webhook/domain/review.js';
 import { etcdVersion } from '../harness/etcd-cluster.js';
 import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
+import { etcdBinariesFrom, evaluationWhen, startOnNextVersion, type EtcdBinaries } from '../harness/etcd-upgrade.js';
 import { rawStatus } from '../harness/raw-status.js';
 import { admissionFixture, type TestReview } from '../harness/reviews.js';
 import { waitFor } from '../harness/wait.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-
-function binariesFor(minor: '3.6' | '3.7'): Promise<{ etcd: string; etcdctl: string }> {
-  const named = process.env[`ETCD_GUARD_ETCD${minor.replace('.', '')}_BIN_DIR`];
-  const dir =
-    named !== undefined && named !== ''
-      ? Promise.resolve(named)
-      : new Promise<string>((resolve, reject) =>
-          execFile('bash', ['scripts/ensure-etcd-go.sh', minor], { cwd: ROOT, timeout: 20 * 60_000 }, (error, stdout, stderr) =>
-            error
-              ? reject(new Error(`scripts/ensure-etcd-go.sh ${minor} failed: ${String(stderr).trim() || error.message}`))
-              : resolve(String(stdout).trim()),
-          ),
-        );
-  return dir.then((bin) => ({ etcd: path.join(bin, 'etcd'), etcdctl: path.join(bin, 'etcdctl') }));
-}
+/** The etcd of `minor` built from its Go module (scripts/ensure-etcd-go.sh), or the dir the env names. */
+const etcd3x = (minor: '3.6' | '3.7') =>
+  etcdBinariesFrom(`ETCD_GUARD_ETCD${minor.replace('.', '')}_BIN_DIR`, ['scripts/ensure-etcd-go.sh', minor]);
 
 type Spec = { kubeadmConfigSpec?: { clusterConfiguration?: { etcd?: { local?: Record<string, unknown> } } } };
 
@@ -57,7 +43,7 @@ function tagBump(from: string, to: string): TestReview {
 }
 
 let e2e: EtcdWebhook;
-let to: { etcd: string; etcdctl: string };
+let to: EtcdBinaries;
 let fromVersion: string;
 let toVersion: string;
 let names: string[];
@@ -65,7 +51,7 @@ let names: string[];
 let bump: TestReview;
 
 beforeAll(async () => {
-  const [from, next] = await Promise.all([binariesFor('3.6'), binariesFor('3.7')]);
+  const [from, next] = await Promise.all([etcd3x('3.6'), etcd3x('3.7')]);
   to = next;
   [fromVersion, toVersion] = await Promise.all([etcdVersion(from.etcd), etcdVersion(to.etcd)]);
   expect(fromVersion).toMatch(/^3\.6\./);
@@ -87,23 +73,6 @@ afterAll(async () => {
 });
 
 const check = (evaluation: Evaluation, name: string) => evaluation.checks.find((each) => each.name === name);
-const versionsOf = (evaluation: Evaluation) =>
-  Object.fromEntries(evaluation.members.map((member) => [member.name, member.version]));
-
-async function evaluationWhen(what: string, done: (evaluation: Evaluation) => boolean): Promise<Evaluation> {
-  let last: Evaluation | undefined;
-  try {
-    await waitFor(what, 30_000, async () => {
-      last = await e2e.scheduledEvaluation();
-      return done(last);
-    });
-  } catch (error) {
-    throw new Error(`${(error as Error).message}; last: ${last?.verdict ?? 'none'}: ${last?.reasons.join('; ') ?? ''}`);
-  }
-  if (last === undefined) throw new Error(`no evaluation while waiting for ${what}`);
-  return last;
-}
-
 /** The bump judged on this evaluation as the webhook's decide() would (no HTTP: the evaluation is edited). */
 function judgeBumpOn(evaluation: Evaluation) {
   const parsed = parseAdmissionReview(bump as unknown);
@@ -119,7 +88,7 @@ function judgeBumpOn(evaluation: Evaluation) {
 
 describe('an in-place upgrade of a real etcd from 3.6 to 3.7, judged at each step (issue 29)', () => {
   it('before: every member on 3.6 is Healthy and past 3.6.11, so the imageTag bump to 3.7 is allowed', async () => {
-    const evaluation = await evaluationWhen('a Healthy evaluation', (each) => each.verdict === 'Healthy');
+    const evaluation = await evaluationWhen(e2e, 'a Healthy evaluation', (each) => each.verdict === 'Healthy');
     expect(check(evaluation, 'version')?.message).toBe(`all members run ${fromVersion}`);
     const answer = await e2e.webhook.postReview(bump);
     console.log(`in-place upgrade, before: ${evaluation.verdict}; bump to ${toVersion} ${answer.allowed ? 'allowed' : 'denied'}`);
@@ -145,17 +114,7 @@ describe('an in-place upgrade of a real etcd from 3.6 to 3.7, judged at each ste
       expect(blocked.allowed).toBe(false);
       expect(blocked.status?.message).toContain(names[index] ?? '');
 
-      await e2e.cluster.start(index, { etcd: to.etcd });
-      await e2e.cluster.waitHealthy();
-      const upgraded = names.slice(0, index + 1);
-      const below = names.slice(index + 1);
-      const evaluation = await evaluationWhen(`${names[index]} to report ${toVersion}`, (each) => {
-        const versions = versionsOf(each);
-        const settled = below.length > 0 ? each.verdict !== 'Unhealthy' : each.verdict === 'Healthy';
-        return settled && upgraded.every((name) => versions[name] === toVersion);
-      });
-      const versions = versionsOf(evaluation);
-      for (const name of below) expect(versions[name]).toBe(fromVersion);
+      const { evaluation, below } = await startOnNextVersion(e2e, { index, names, etcd: to.etcd, fromVersion, toVersion });
       const answer = await e2e.webhook.postReview(bump);
       console.log(
         `in-place upgrade, ${names[index]} on ${toVersion}: ${evaluation.verdict}; ${check(evaluation, 'version')?.message ?? ''}; bump ${answer.allowed ? 'allowed' : `denied: ${answer.status?.message ?? ''}`}`,

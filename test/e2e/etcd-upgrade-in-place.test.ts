@@ -7,43 +7,19 @@
 // cluster is Healthy, the gate clears and the members report their 3.6 Status fields.
 // ETCD_GUARD_ETCD35_BIN_DIR / ETCD_GUARD_ETCD36_BIN_DIR name the binaries' dirs (scripts/test.sh
 // sets them); without them the scripts run here (a first build takes minutes).
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusExtras } from '../../functions/adapters/etcd-status-extras.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import { MIN_ETCD_FOR_3_6 } from '../../webhook/domain/etcd-upgrade.js';
 import { etcdVersion } from '../harness/etcd-cluster.js';
 import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
+import { etcdBinariesFrom, evaluationWhen, startOnNextVersion, type EtcdBinaries } from '../harness/etcd-upgrade.js';
 import { rawStatus } from '../harness/raw-status.js';
 import { admissionFixture } from '../harness/reviews.js';
 import { waitFor } from '../harness/wait.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-
-interface Binaries {
-  etcd: string;
-  etcdctl: string;
-}
-
-/** The dir the env names, else the one the script prints (it fetches or builds when needed). */
-function binariesFrom(envName: string, script: string[]): Promise<Binaries> {
-  const named = process.env[envName];
-  const dir =
-    named !== undefined && named !== ''
-      ? Promise.resolve(named)
-      : new Promise<string>((resolve, reject) =>
-          execFile('bash', script, { cwd: ROOT, timeout: 20 * 60_000 }, (error, stdout, stderr) =>
-            error
-              ? reject(new Error(`${script.join(' ')} failed: ${String(stderr).trim() || error.message}`))
-              : resolve(String(stdout).trim()),
-          ),
-        );
-  return dir.then((bin) => ({ etcd: path.join(bin, 'etcd'), etcdctl: path.join(bin, 'etcdctl') }));
-}
-
 let e2e: EtcdWebhook;
-let to: Binaries;
+let to: EtcdBinaries;
 let fromVersion: string;
 let toVersion: string;
 /** Member names in index order. */
@@ -51,8 +27,8 @@ let names: string[];
 
 beforeAll(async () => {
   const [from, next] = await Promise.all([
-    binariesFrom('ETCD_GUARD_ETCD35_BIN_DIR', ['scripts/ensure-etcd-3.5.sh']),
-    binariesFrom('ETCD_GUARD_ETCD36_BIN_DIR', ['scripts/ensure-etcd-go.sh', '3.6']),
+    etcdBinariesFrom('ETCD_GUARD_ETCD35_BIN_DIR', ['scripts/ensure-etcd-3.5.sh']),
+    etcdBinariesFrom('ETCD_GUARD_ETCD36_BIN_DIR', ['scripts/ensure-etcd-go.sh', '3.6']),
   ]);
   to = next;
   [fromVersion, toVersion] = await Promise.all([etcdVersion(from.etcd), etcdVersion(to.etcd)]);
@@ -83,31 +59,9 @@ function logStep(step: string, evaluation: Evaluation, bump: { allowed: boolean;
     `in-place upgrade, ${step}: ${evaluation.verdict}; ${check(evaluation, 'version')?.message ?? ''}; bump to 3.6 ${gate}`,
   );
 }
-const versionsOf = (evaluation: Evaluation) =>
-  Object.fromEntries(evaluation.members.map((member) => [member.name, member.version]));
-
-/**
- * Polls the scheduled run until its evaluation satisfies `done`; returns that evaluation. A
- * loaded machine can make a member's Status slower than the latency check allows (a warning), so
- * a step that expects Healthy waits for an evaluation without one.
- */
-async function evaluationWhen(what: string, done: (evaluation: Evaluation) => boolean): Promise<Evaluation> {
-  let last: Evaluation | undefined;
-  try {
-    await waitFor(what, 30_000, async () => {
-      last = await e2e.scheduledEvaluation();
-      return done(last);
-    });
-  } catch (error) {
-    throw new Error(`${(error as Error).message}; last: ${last?.verdict ?? 'none'}: ${last?.reasons.join('; ') ?? ''}`);
-  }
-  if (last === undefined) throw new Error(`no evaluation while waiting for ${what}`);
-  return last;
-}
-
 describe('an in-place upgrade of a real etcd from 3.5 to 3.6, judged at each step (issue 29)', () => {
   it('before: every member on 3.5 is Healthy, and the bump to etcd 3.6 is denied naming all of them', async () => {
-    const evaluation = await evaluationWhen('a Healthy evaluation', (each) => each.verdict === 'Healthy');
+    const evaluation = await evaluationWhen(e2e, 'a Healthy evaluation', (each) => each.verdict === 'Healthy');
     expect(check(evaluation, 'version')?.message).toBe(`all members run ${fromVersion}`);
     const bump = await validate(BUMP_TO_3_6);
     logStep('before', evaluation, bump);
@@ -134,17 +88,13 @@ describe('an in-place upgrade of a real etcd from 3.5 to 3.6, judged at each ste
     });
 
     it(`member ${index} started on 3.6 with its data dir: judged by the versions the members now report`, async () => {
-      await e2e.cluster.start(index, { etcd: to.etcd });
-      await e2e.cluster.waitHealthy();
-      const upgraded = names.slice(0, index + 1);
-      const below = names.slice(index + 1);
-      const evaluation = await evaluationWhen(`${names[index]} to report ${toVersion}`, (each) => {
-        const versions = versionsOf(each);
-        const settled = below.length > 0 ? each.verdict !== 'Unhealthy' : each.verdict === 'Healthy';
-        return settled && upgraded.every((name) => versions[name] === toVersion);
+      const { evaluation, upgraded, below } = await startOnNextVersion(e2e, {
+        index,
+        names,
+        etcd: to.etcd,
+        fromVersion,
+        toVersion,
       });
-      const versions = versionsOf(evaluation);
-      for (const name of below) expect(versions[name]).toBe(fromVersion);
       const bump = await validate(BUMP_TO_3_6);
       logStep(`${names[index]} on ${toVersion}`, evaluation, bump);
       if (below.length > 0) {
