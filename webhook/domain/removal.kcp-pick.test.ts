@@ -9,19 +9,12 @@
 // outdatedness), a row says the pick stays open.
 import { describe, expect, it } from 'vitest';
 import type { MemberReport } from '../../functions/domain/evaluation-document.js';
-import { machineFromObject, type ControlPlaneMachine } from '../../functions/domain/machines.js';
+import type { ControlPlaneMachine } from '../../functions/domain/machines.js';
 import { kcpPossiblePicks, kcpRemovalOrder, type KcpPickFacts } from './removal.js';
+import { controlPlaneMachine, KCP_COMPONENTS } from '../../test/harness/control-plane-machines.js';
 import { makeMember } from '../../test/harness/evaluation-fixture.js';
 
 const START = Date.parse('2000-01-01T01:00:00Z');
-const COMPONENTS = [
-  'APIServerPodHealthy',
-  'ControllerManagerPodHealthy',
-  'SchedulerPodHealthy',
-  'EtcdPodHealthy',
-  'EtcdMemberHealthy',
-];
-
 interface Spec {
   name: string;
   domain: string | null;
@@ -35,28 +28,15 @@ interface Spec {
 
 /** A Machine as the apiserver serves it (v1beta2), with a Node named after it and KCP's conditions. */
 function machine(spec: Spec): ControlPlaneMachine {
-  const created = new Date(START + spec.hours * 3_600_000).toISOString().replace('.000Z', 'Z');
-  const parsed = machineFromObject({
-    apiVersion: 'cluster.x-k8s.io/v1beta2',
-    kind: 'Machine',
-    metadata: {
-      name: spec.name,
-      namespace: 'default',
-      creationTimestamp: created,
-      ...(spec.annotated === true ? { annotations: { 'cluster.x-k8s.io/delete-machine': '' } } : {}),
-    },
-    spec: {
-      clusterName: 'prod',
-      version: spec.version ?? 'v1.34.2',
-      ...(spec.domain === null ? {} : { failureDomain: spec.domain }),
-    },
-    status: {
-      nodeRef: { name: spec.name },
-      conditions: COMPONENTS.map((type) => ({ type, status: type === spec.unhealthy ? 'False' : 'True' })),
-    },
+  return controlPlaneMachine({
+    name: spec.name,
+    created: new Date(START + spec.hours * 3_600_000).toISOString().replace('.000Z', 'Z'),
+    node: spec.name,
+    version: spec.version ?? 'v1.34.2',
+    ...(spec.domain === null ? {} : { failureDomain: spec.domain }),
+    ...(spec.annotated === true ? { annotated: true } : {}),
+    conditions: KCP_COMPONENTS.map((type) => ({ type, status: type === spec.unhealthy ? 'False' : 'True' })),
   });
-  if (parsed === null) throw new Error('fixture Machine has no name');
-  return parsed;
 }
 
 // The Machines of TestSelectMachineForInPlaceUpdateOrScaleDown, same names, domains and ages.

@@ -3,11 +3,12 @@
 import { describe, expect, it } from 'vitest';
 import { guardConfigSchema } from '../../functions/domain/config.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
-import { machineFromObject, type ControlPlaneMachine } from '../../functions/domain/machines.js';
+import type { ControlPlaneMachine } from '../../functions/domain/machines.js';
 import { classifyRequest } from './classify.js';
 import type { AdmissionRequest } from './contract.js';
 import { decide } from './decide.js';
 import { kcpRemovalOrder, ordinalRemovalOrder, type MachinesRead } from './removal.js';
+import { controlPlaneMachine, KCP_COMPONENTS } from '../../test/harness/control-plane-machines.js';
 import { makeEvaluation, makeMember } from '../../test/harness/evaluation-fixture.js';
 import { admissionFixture, parsedRequest } from '../../test/harness/reviews.js';
 
@@ -68,14 +69,6 @@ interface MachineOptions {
   notUpToDateReason?: string;
 }
 
-const COMPONENTS = [
-  'APIServerPodHealthy',
-  'ControllerManagerPodHealthy',
-  'SchedulerPodHealthy',
-  'EtcdPodHealthy',
-  'EtcdMemberHealthy',
-];
-
 function machine(index: number, options: MachineOptions = {}): ControlPlaneMachine {
   const node = options.node === undefined ? `etcd-${index}` : options.node;
   const minute = String(options.createdMinute ?? 20).padStart(2, '0');
@@ -92,28 +85,20 @@ function machine(index: number, options: MachineOptions = {}): ControlPlaneMachi
         ]),
     ...(options.components === false || node === null
       ? []
-      : COMPONENTS.map((type) => ({ type, status: 'True', reason: 'Healthy', lastTransitionTime: '2026-11-02T09:30:00Z' }))),
+      : KCP_COMPONENTS.map((type) => ({ type, status: 'True', reason: 'Healthy', lastTransitionTime: '2026-11-02T09:30:00Z' }))),
   ];
-  const parsed = machineFromObject({
-    apiVersion: 'cluster.x-k8s.io/v1beta2',
-    kind: 'Machine',
-    metadata: {
-      name: `prod-control-plane-${index}x7k`,
-      namespace: 'default',
-      creationTimestamp: `2026-11-02T09:${minute}:00Z`,
-      labels: { 'cluster.x-k8s.io/cluster-name': 'prod', 'cluster.x-k8s.io/control-plane': '' },
-      ...(options.annotated ? { annotations: { 'cluster.x-k8s.io/delete-machine': '' } } : {}),
-      ...(options.deleting ? { deletionTimestamp: '2026-11-30T01:59:00Z' } : {}),
-    },
-    spec: {
-      clusterName: 'prod',
-      version: options.version ?? 'v1.34.0',
-      ...(options.failureDomain === undefined ? {} : { failureDomain: options.failureDomain }),
-    },
-    status: node === null ? { phase: 'Provisioning', conditions } : { phase: 'Running', nodeRef: { name: node }, conditions },
+  return controlPlaneMachine({
+    name: `prod-control-plane-${index}x7k`,
+    created: `2026-11-02T09:${minute}:00Z`,
+    node,
+    version: options.version ?? 'v1.34.0',
+    ...(options.failureDomain === undefined ? {} : { failureDomain: options.failureDomain }),
+    labels: { 'cluster.x-k8s.io/cluster-name': 'prod', 'cluster.x-k8s.io/control-plane': '' },
+    ...(options.annotated ? { annotated: true } : {}),
+    ...(options.deleting ? { deletedAt: '2026-11-30T01:59:00Z' } : {}),
+    phase: node === null ? 'Provisioning' : 'Running',
+    conditions,
   });
-  if (parsed === null) throw new Error('machine fixture has no name');
-  return parsed;
 }
 
 const machinesRead = (machines: ControlPlaneMachine[]): MachinesRead => ({ ok: true, machines });
