@@ -16,12 +16,14 @@ import { KeptKubeAgents, DEFAULT_KUBE_AGENT_LIMITS } from './kube-agents.js';
 import { createCustomObjectsApi } from './kube-discovery.js';
 import { Deadline } from '../domain/deadline.js';
 import type { Target } from '../domain/targets.js';
-import { guardConfigSchema } from '../domain/config.js';
-import { createWarmConnections, evaluateResolvedTarget, type WarmConnections } from '../usecases/reach-target.js';
+import { evaluateResolvedTarget, type WarmConnections } from '../usecases/reach-target.js';
 import {
+  capiTarget,
   putCapiSecrets,
+  putControlPlaneMachines,
   startCapiWorkload,
   startWorkloadApiServer,
+  warmConnectionsFor,
   type CapiWorkload,
 } from '../../test/harness/capi-workload.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from '../../test/harness/fake-kube-apiserver.js';
@@ -34,29 +36,6 @@ let plain: FakeKubeApiServer;
 let tls: FakeKubeApiServer;
 let workload: CapiWorkload;
 let target: Target;
-
-function putMachines(management: FakeKubeApiServer): void {
-  for (const node of workload.nodeNames) {
-    management.putObject('machines', {
-      apiVersion: 'cluster.x-k8s.io/v1beta1',
-      kind: 'Machine',
-      metadata: {
-        name: `${node}-machine`,
-        namespace: 'team-k',
-        labels: { 'cluster.x-k8s.io/cluster-name': 'kk', 'cluster.x-k8s.io/control-plane': '' },
-      },
-      status: { nodeRef: { name: node } },
-    });
-  }
-}
-
-function warmConnections(): WarmConnections {
-  const warm = createWarmConnections(
-    guardConfigSchema.parse({ targets: [{ name: 'unused', endpoints: ['https://127.0.0.1:2379'] }] }),
-  );
-  if (warm === null) throw new Error('connections.keep is on by default');
-  return warm;
-}
 
 /** Evaluations of the target through `management`, on clients whose connections `agents` keeps. */
 function evaluator(management: FakeKubeApiServer, agents: KeptKubeAgents, warm: WarmConnections) {
@@ -75,19 +54,9 @@ beforeAll(async () => {
   [plain, tls] = await Promise.all([startFakeKubeApiServer(), startWorkloadApiServer()]);
   workload = await startCapiWorkload(plain, { namespace: 'team-k', clusterName: 'kk' });
   await putCapiSecrets(tls, workload.cluster, workload);
-  putMachines(plain);
-  putMachines(tls);
-  target = {
-    name: 'capi-team-k-kk',
-    source: 'capi',
-    guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'team-k', name: 'kk' },
-    reach: { kind: 'capi', ...workload.cluster },
-    machines: workload.cluster,
-    endpoints: [],
-    timeout: 2_000,
-    quotaBackendBytes: 2 * 1024 ** 3,
-    match: {},
-  };
+  putControlPlaneMachines(plain, workload);
+  putControlPlaneMachines(tls, workload);
+  target = capiTarget(workload);
 }, 60_000);
 
 afterAll(async () => {
@@ -103,7 +72,7 @@ describe('kept API server connections: a Cluster API target', () => {
     async ({ server }) => {
       const management = server();
       const agents = new KeptKubeAgents();
-      const warm = warmConnections();
+      const warm = warmConnectionsFor();
       try {
         const evaluate = evaluator(management, agents, warm);
         const before = { management: management.connections().accepted, workload: workload.apiServer.connections().accepted };
@@ -152,7 +121,7 @@ describe('kept API server connections: a Cluster API target', () => {
   it('the kept sockets close after the idle timeout', async () => {
     const idleTimeoutMs = 300;
     const agents = new KeptKubeAgents({ ...DEFAULT_KUBE_AGENT_LIMITS, idleTimeoutMs });
-    const warm = warmConnections();
+    const warm = warmConnectionsFor();
     try {
       await waitFor('no management connection left from earlier tests', SETTLE_MS, () => tls.connections().open === 0);
       const evaluate = evaluator(tls, agents, warm);

@@ -13,32 +13,29 @@ import { createCustomObjectsApi } from '../adapters/kube-discovery.js';
 import { tlsHandshakeCounts } from '../adapters/etcd-member-probe.js';
 import type { Evaluation } from '../domain/evaluation-document.js';
 import type { Target } from '../domain/targets.js';
-import { guardConfigSchema } from '../domain/config.js';
-import { createWarmConnections, evaluateResolvedTarget, type WarmConnections } from './reach-target.js';
+import { evaluateResolvedTarget, type WarmConnections } from './reach-target.js';
 import { CAPI_MANAGEMENT_REUSE_MS } from './warm-connections.js';
-import { startCapiWorkload, type CapiWorkload } from '../../test/harness/capi-workload.js';
+import {
+  capiTarget,
+  controlPlaneMachine,
+  putControlPlaneMachines,
+  startCapiWorkload,
+  warmConnectionsFor,
+  type CapiWorkload,
+} from '../../test/harness/capi-workload.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from '../../test/harness/fake-kube-apiserver.js';
 import { openSockets } from '../../test/harness/sockets.js';
 import { waitFor } from '../../test/harness/wait.js';
 
 const SETTLE_MS = 5_000;
 
+/** The connections the webhook keeps, idle for at most `idleTimeout`. */
+const warmWith = (idleTimeout: string, nowMs?: () => number) => warmConnectionsFor({ idleTimeout }, nowMs);
+
 let management: FakeKubeApiServer;
 let coreApi: CoreV1Api;
 let workload: CapiWorkload;
 let target: Target;
-
-function warmWith(idleTimeout: string, nowMs?: () => number): WarmConnections {
-  const warm = createWarmConnections(
-    guardConfigSchema.parse({
-      targets: [{ name: 'unused', endpoints: ['https://127.0.0.1:2379'] }],
-      connections: { idleTimeout },
-    }),
-    nowMs,
-  );
-  if (warm === null) throw new Error('connections.keep is on by default');
-  return warm;
-}
 
 function evaluate(warm: WarmConnections | null): Promise<Evaluation> {
   return evaluateResolvedTarget(target, {
@@ -53,35 +50,12 @@ function handshakes(): number {
   return resumed + verified;
 }
 
-function putMachine(node: string): void {
-  management.putObject('machines', {
-    apiVersion: 'cluster.x-k8s.io/v1beta1',
-    kind: 'Machine',
-    metadata: {
-      name: `${node}-machine`,
-      namespace: 'team-w',
-      labels: { 'cluster.x-k8s.io/cluster-name': 'ww', 'cluster.x-k8s.io/control-plane': '' },
-    },
-    status: { nodeRef: { name: node } },
-  });
-}
-
 beforeAll(async () => {
   management = await startFakeKubeApiServer();
   coreApi = createCoreV1Api(management.kubeconfigFile);
   workload = await startCapiWorkload(management, { namespace: 'team-w', clusterName: 'ww' });
-  for (const node of workload.nodeNames) putMachine(node);
-  target = {
-    name: 'capi-team-w-ww',
-    source: 'capi',
-    guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'team-w', name: 'ww' },
-    reach: { kind: 'capi', ...workload.cluster },
-    machines: workload.cluster,
-    endpoints: [],
-    timeout: 2_000,
-    quotaBackendBytes: 2 * 1024 ** 3,
-    match: {},
-  };
+  putControlPlaneMachines(management, workload);
+  target = capiTarget(workload);
   // Mints the client certificate and loads the engine: what a warm webhook has done long before.
   expect((await evaluate(null)).verdict).toBe('Healthy');
   await waitFor('the warm-up evaluation’s streams closed', SETTLE_MS, () => workload.relay.openStreams() === 0);
@@ -194,7 +168,7 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
         },
         {
           step: 'Machine back',
-          act: () => putMachine(victim),
+          act: () => management.putObject('machines', controlPlaneMachine(workload.cluster, victim)),
           verdict: 'Healthy',
           secretReads: 0,
           machineLists: 1,
@@ -260,7 +234,7 @@ describe('warm connections, bounded: a Cluster API target through port-forward',
       }
     } finally {
       management.allowAll();
-      putMachine(victim);
+      management.putObject('machines', controlPlaneMachine(workload.cluster, victim));
       warm.close();
     }
   });

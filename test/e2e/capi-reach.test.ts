@@ -14,9 +14,15 @@ import { evaluateThroughAccess } from '../../functions/usecases/evaluate-target.
 import { NotEvaluatedError } from '../../functions/shared/errors.js';
 import { evaluateResolvedTarget } from '../../functions/usecases/reach-target.js';
 import { createCustomObjectsApi } from '../../functions/adapters/kube-discovery.js';
-import type { Target } from '../../functions/domain/targets.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer } from '../harness/fake-kube-apiserver.js';
-import { putCapiSecrets, secretObject, startCapiWorkload, type CapiWorkload } from '../harness/capi-workload.js';
+import {
+  capiTarget,
+  putCapiSecrets,
+  putControlPlaneMachines,
+  secretObject,
+  startCapiWorkload,
+  type CapiWorkload,
+} from '../harness/capi-workload.js';
 import { openSockets } from '../harness/sockets.js';
 import { waitFor } from '../harness/wait.js';
 import { BOUND_SLACK_MS } from '../harness/timing.js';
@@ -175,32 +181,9 @@ describe('a CAPI workload cluster reached through pod port-forward', () => {
 });
 
 describe('a discovered capi target evaluated by evaluateResolvedTarget', () => {
-  function controlPlaneMachine(workload: CapiWorkload, node: string) {
-    return {
-      apiVersion: 'cluster.x-k8s.io/v1beta1',
-      kind: 'Machine',
-      metadata: {
-        name: `${node}-machine`,
-        namespace: workload.cluster.namespace,
-        labels: { 'cluster.x-k8s.io/cluster-name': workload.cluster.clusterName, 'cluster.x-k8s.io/control-plane': '' },
-      },
-      status: { nodeRef: { name: node } },
-    };
-  }
-
   it('finds the etcd pods through the control-plane Machines and passes the inventory check against them', async () => {
-    for (const node of a.nodeNames) management.putObject('machines', controlPlaneMachine(a, node));
-    const target: Target = {
-      name: 'capi-team-a-wa',
-      source: 'capi',
-      guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace: 'team-a', name: 'wa' },
-      reach: { kind: 'capi', ...a.cluster },
-      machines: a.cluster,
-      endpoints: [],
-      timeout: TIMEOUT_MS,
-      quotaBackendBytes: 2 * 1024 ** 3,
-      match: {},
-    };
+    putControlPlaneMachines(management, a);
+    const target = capiTarget(a, TIMEOUT_MS);
     const options = { coreApi: managementConfig, customObjectsApi: createCustomObjectsApi(management.kubeconfigFile) };
     const healthy = await evaluateResolvedTarget(target, options);
     seen.push(JSON.stringify(healthy));

@@ -6,6 +6,9 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { guardConfigSchema } from '../../functions/domain/config.js';
+import type { Target } from '../../functions/domain/targets.js';
+import { createWarmConnections, type WarmConnections } from '../../functions/usecases/reach-target.js';
 import { generateTestCerts, type CaKeyType } from './certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from './etcd-cluster.js';
 import { startFakeKubeApiServer, type FakeKubeApiServer, type FakeObject } from './fake-kube-apiserver.js';
@@ -159,4 +162,35 @@ export function controlPlaneMachine(cluster: { namespace: string; clusterName: s
     },
     status: { nodeRef: { name: node } },
   };
+}
+
+/** Puts the control-plane Machine of each of `workload`'s nodes on `management`. */
+export function putControlPlaneMachines(management: FakeKubeApiServer, workload: CapiWorkload): void {
+  for (const node of workload.nodeNames) management.putObject('machines', controlPlaneMachine(workload.cluster, node));
+}
+
+/** The target discovery makes of `workload`'s KubeadmControlPlane: reached and its Machines read through Cluster API. */
+export function capiTarget(workload: CapiWorkload, timeout = 2_000): Target {
+  const { namespace, clusterName } = workload.cluster;
+  return {
+    name: `capi-${namespace}-${clusterName}`,
+    source: 'capi',
+    guards: { group: 'controlplane.cluster.x-k8s.io', kind: 'KubeadmControlPlane', namespace, name: clusterName },
+    reach: { kind: 'capi', ...workload.cluster },
+    machines: workload.cluster,
+    endpoints: [],
+    timeout,
+    quotaBackendBytes: 2 * 1024 ** 3,
+    match: {},
+  };
+}
+
+/** The connections a long-running process keeps, as the config's `connections` section sets them. */
+export function warmConnectionsFor(connections: Record<string, unknown> = {}, nowMs?: () => number): WarmConnections {
+  const warm = createWarmConnections(
+    guardConfigSchema.parse({ targets: [{ name: 'unused', endpoints: ['https://127.0.0.1:2379'] }], connections }),
+    nowMs,
+  );
+  if (warm === null) throw new Error('connections.keep is on by default');
+  return warm;
 }
