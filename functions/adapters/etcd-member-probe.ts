@@ -26,7 +26,7 @@ import {
 import { credentialsDigest, describeCredentialsError } from './etcd-tls-identity.js';
 import { SessionSockets } from './session-sockets.js';
 import { channelUsable, onlyHost, resolveIpDirectly, shareOneChannel } from './etcd3-host-shim.js';
-import { hashKVRaw, statusWithExtras } from './grpc-service-client-shim.js';
+import { hashKVRaw, memberListRaw, rangeRaw, statusWithExtras } from './grpc-service-client-shim.js';
 import { instrumentCredentials, type Resumption } from './grpc-secure-connector-shim.js';
 import { credentialsAround, rememberSecureContext, withIdentityCheck } from './grpc-secure-credentials-shim.js';
 
@@ -410,7 +410,7 @@ export class EtcdProbeSession {
    */
   listMembers(endpoint: string, deadline: Deadline, linearizable = false): Promise<Outcome<MemberListAnswer>> {
     return this.call(endpoint, deadline, async (client, callDeadline) => {
-      const response = await client.cluster.memberList(linearizable ? { linearizable } : {}, { deadline: callDeadline });
+      const response = await memberListRaw(client, linearizable ? { linearizable } : {}, callDeadline);
       return {
         clusterId: String(response.header.cluster_id),
         memberId: String(response.header.member_id),
@@ -461,7 +461,7 @@ export class EtcdProbeSession {
     });
     if (onStatus !== undefined) void statusCall.then(onStatus);
     const readCall = this.callThroughRaft(endpoint, deadline, async (client, callDeadline): Promise<null> => {
-      await client.kv.range({ key: PROBE_KEY, serializable: false, count_only: true }, { deadline: callDeadline });
+      await rangeRaw(client, { key: PROBE_KEY, serializable: false, count_only: true }, callDeadline);
       return null;
     });
     const alarmsCall = statusCall.then(async (status): Promise<Outcome<RaisedAlarm[]>> => {

@@ -5,7 +5,7 @@
 import { Etcd3 } from 'etcd3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { onlyHost } from './etcd3-host-shim.js';
-import { hashKVRaw } from './grpc-service-client-shim.js';
+import { hashKVRaw, memberListRaw, rangeRaw } from './grpc-service-client-shim.js';
 
 interface ServiceShape {
   makeUnaryRequest: unknown;
@@ -14,12 +14,13 @@ interface ServiceShape {
 }
 
 const clients: Etcd3[] = [];
-function maintenance(hosts: string | string[]): { client: Etcd3; service: ServiceShape } {
+function serviceOf(name: string, hosts: string | string[]): { client: Etcd3; service: ServiceShape } {
   const client = new Etcd3({ hosts });
   clients.push(client);
   const host = onlyHost(client) as { getServiceClient: (name: string) => ServiceShape };
-  return { client, service: host.getServiceClient('Maintenance') };
+  return { client, service: host.getServiceClient(name) };
 }
+const maintenance = (hosts: string | string[]) => serviceOf('Maintenance', hosts);
 afterEach(() => {
   for (const client of clients.splice(0)) client.close();
 });
@@ -43,6 +44,47 @@ describe('the Maintenance service client as the shim expects it', () => {
     const { service } = maintenance('127.0.0.1:2379');
     expect(typeof service.hashKv).toBe('function');
     expect(service.hashKV).toBeUndefined();
+  });
+});
+
+describe('the KV and Cluster service clients as rangeRaw and memberListRaw expect them', () => {
+  for (const [name, method, path] of [
+    ['KV', 'Range', '/etcdserverpb.KV/Range'],
+    ['Cluster', 'MemberList', '/etcdserverpb.Cluster/MemberList'],
+  ] as const) {
+    it(`defines ${name} ${method} with its path and codecs`, () => {
+      const { service } = serviceOf(name, '127.0.0.1:2379');
+      expect(typeof service.makeUnaryRequest).toBe('function');
+      const definition = service.constructor.service[method];
+      expect(definition?.path).toBe(path);
+      expect(typeof definition?.requestSerialize).toBe('function');
+      expect(typeof definition?.responseDeserialize).toBe('function');
+    });
+  }
+
+  const deadline = () => new Date(Date.now() + 2_000);
+  it.each([
+    {
+      call: 'rangeRaw',
+      raw: (client: Etcd3) => rangeRaw(client, { key: Buffer.from('k') }, deadline()),
+      documented: (client: Etcd3) => client.kv.range({ key: Buffer.from('k') }, { deadline: deadline() }),
+    },
+    {
+      call: 'memberListRaw',
+      raw: (client: Etcd3) => memberListRaw(client, {}, deadline()),
+      documented: (client: Etcd3) => client.cluster.memberList({}, { deadline: deadline() }),
+    },
+  ])("$call fails a refused endpoint with the error class and text etcd3's own call gives", async ({ raw, documented }) => {
+    const caught = (call: Promise<unknown>) =>
+      call.then(
+        () => new Error('answered'),
+        (error: unknown) => error as Error,
+      );
+    const ours = await caught(raw(serviceOf('KV', '127.0.0.1:1').client));
+    const theirs = await caught(documented(serviceOf('KV', '127.0.0.1:1').client));
+    expect(theirs.constructor.name).toMatch(/^GRPC/);
+    expect(ours.constructor).toBe(theirs.constructor);
+    expect(ours.message).toBe(theirs.message);
   });
 });
 

@@ -1,9 +1,19 @@
 // Shim over the grpc-js service client etcd3 1.1.2 makes per service (checked by
 // functions/adapters/grpc-service-client-shim.test.ts on the installed version): reached through the Host's
 // getServiceClient (etcd3-host-shim.ts), its makeUnaryRequest and its class's `service`
-// definition, so that a call sees the raw response bytes (Status) or reaches a method etcd3
-// misnames (HashKV).
-import type { Etcd3, IHashKVResponse, IStatusResponse } from 'etcd3';
+// definition, so that a call sees the raw response bytes (Status), reaches a method etcd3
+// misnames (HashKV), or skips etcd3's pool policies on every call of a probe (Range, MemberList).
+import {
+  castGrpcError,
+  isRecoverableError,
+  type Etcd3,
+  type IHashKVResponse,
+  type IMemberListRequest,
+  type IMemberListResponse,
+  type IRangeRequest,
+  type IRangeResponse,
+  type IStatusResponse,
+} from 'etcd3';
 import { statusExtras, type StatusExtras } from './etcd-status-extras.js';
 import { onlyHost } from './etcd3-host-shim.js';
 
@@ -76,4 +86,56 @@ export function hashKVRaw(client: Etcd3, revision: number, deadline: Date): Prom
       (error, value) => (error ? reject(error) : resolve(value as IHashKVResponse)),
     );
   });
+}
+
+/** The part of etcd3 1.1.2's Host a raw call needs beside the service client. */
+interface CallingHost {
+  getServiceClient?: (name: string) => unknown;
+  resetAllServices?: () => void;
+}
+
+/**
+ * One unary call straight on the service client etcd3 made for the Host, as etcd3's pool makes it
+ * (the same call options, its errors cast the same way, a connection-level failure resetting the
+ * Host's services), without what a one-member client with its policies off gains nothing from:
+ * the pool's host shuffle, two cockatiel policies and the auth metadata promise, a share of every
+ * call's CPU. Null when etcd3's internals differ: the caller then makes the documented call.
+ */
+function rawUnary<T>(client: Etcd3, service: string, method: string, request: unknown, deadline: Date): Promise<T> | null {
+  const host = onlyHost(client) as CallingHost | null;
+  if (host === null || typeof host.getServiceClient !== 'function') return null;
+  const serviceClient = host.getServiceClient(service) as RawServiceClient;
+  const definition = serviceClient?.constructor.service?.[method];
+  if (typeof serviceClient?.makeUnaryRequest !== 'function' || definition === undefined) return null;
+  return new Promise((resolve, reject) => {
+    serviceClient.makeUnaryRequest(
+      definition.path,
+      definition.requestSerialize,
+      definition.responseDeserialize,
+      request,
+      { deadline },
+      (error, value) => {
+        if (error === null) {
+          resolve(value as T);
+          return;
+        }
+        const cast = castGrpcError(error);
+        if (isRecoverableError(cast)) host.resetAllServices?.();
+        reject(cast);
+      },
+    );
+  });
+}
+
+/** kv Range through rawUnary, else etcd3's kv.range. */
+export function rangeRaw(client: Etcd3, request: IRangeRequest, deadline: Date): Promise<IRangeResponse> {
+  return rawUnary<IRangeResponse>(client, 'KV', 'Range', request, deadline) ?? client.kv.range(request, { deadline });
+}
+
+/** cluster MemberList through rawUnary, else etcd3's cluster.memberList. */
+export function memberListRaw(client: Etcd3, request: IMemberListRequest, deadline: Date): Promise<IMemberListResponse> {
+  return (
+    rawUnary<IMemberListResponse>(client, 'Cluster', 'MemberList', request, deadline) ??
+    client.cluster.memberList(request, { deadline })
+  );
 }
