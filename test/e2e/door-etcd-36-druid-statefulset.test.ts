@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEtcdVersion, MIN_ETCD_FOR_3_6 } from '../../webhook/domain/etcd-upgrade.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
+import { cacheMembersOn } from '../harness/etcd-upgrade.js';
 import { druidImageReview, statefulSetImageReview } from '../harness/reviews.js';
 
 let e2e: EtcdWebhook;
@@ -71,13 +72,7 @@ describe('issue 28: the 3.6 gate for druid Etcds and StatefulSets through the HT
     );
     expect(step.allowed, step.status?.message).toBe(true);
 
-    const upgraded: Evaluation = {
-      ...real,
-      evaluatedAt: new Date().toISOString(),
-      members: real.members.map((member) => ({ ...member, version: MIN_ETCD_FOR_3_6 })),
-    };
-    await e2e.store.write(upgraded);
-    await e2e.webhook.waitCached(upgraded);
+    await cacheMembersOn(e2e, real, MIN_ETCD_FOR_3_6);
     for (const review of [druidBump(), statefulSetBump()]) {
       const allowed = await e2e.webhook.postReview(review);
       expect(allowed.allowed, allowed.status?.message).toBe(true);

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import { MIN_ETCD_FOR_3_6, parseEtcdVersion } from '../../webhook/domain/etcd-upgrade.js';
 import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
+import { cacheMembersOn } from '../harness/etcd-upgrade.js';
 import { admissionFixture, fixtureReview } from '../harness/reviews.js';
 
 let e2e: EtcdWebhook;
@@ -64,13 +65,7 @@ describe('the etcd 3.6 upgrade gate through the HTTPS webhook on real etcd', () 
     expect(stays.allowed, stays.status?.message).toBe(true);
 
     // The same cluster once its members run the minimum: the bump is judged on health alone.
-    const upgraded: Evaluation = {
-      ...real,
-      evaluatedAt: new Date().toISOString(),
-      members: real.members.map((member) => ({ ...member, version: MIN_ETCD_FOR_3_6 })),
-    };
-    await e2e.store.write(upgraded);
-    await e2e.webhook.waitCached(upgraded);
+    await cacheMembersOn(e2e, real, MIN_ETCD_FOR_3_6);
     const allowed = await validate('kcp-v1beta2-edit-version.json');
     expect(allowed.allowed, allowed.status?.message).toBe(true);
   });

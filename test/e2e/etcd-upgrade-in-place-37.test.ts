@@ -7,7 +7,6 @@
 // ETCD_GUARD_ETCD36_BIN_DIR / ETCD_GUARD_ETCD37_BIN_DIR name the binaries' dirs; without them the
 // script runs here (a first build takes minutes).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { statusExtras } from '../../functions/adapters/etcd-status-extras.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import { guardConfigSchema } from '../../functions/domain/config.js';
 import { classifyRequest } from '../../webhook/domain/classify.js';
@@ -16,10 +15,14 @@ import { MIN_ETCD_FOR_3_7 } from '../../webhook/domain/etcd-upgrade.js';
 import { parseAdmissionReview } from '../../webhook/domain/review.js';
 import { etcdVersion } from '../harness/etcd-cluster.js';
 import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
-import { etcdBinariesFrom, evaluationWhen, startOnNextVersion, type EtcdBinaries } from '../harness/etcd-upgrade.js';
-import { rawStatus } from '../harness/raw-status.js';
+import {
+  etcdBinariesFrom,
+  evaluationWhen,
+  startOnNextVersion,
+  waitForStorageVersion,
+  type EtcdBinaries,
+} from '../harness/etcd-upgrade.js';
 import { admissionFixture, type TestReview } from '../harness/reviews.js';
-import { waitFor } from '../harness/wait.js';
 
 /** The etcd of `minor` built from its Go module (scripts/ensure-etcd-go.sh), or the dir the env names. */
 const etcd3x = (minor: '3.6' | '3.7') =>
@@ -134,14 +137,7 @@ describe('an in-place upgrade of a real etcd from 3.6 to 3.7, judged at each ste
   }
 
   it('after: the members move their storage version to 3.7 and report their quota', async () => {
-    const [major, minor] = toVersion.split('.');
-    for (const endpoint of e2e.cluster.endpoints) {
-      await waitFor(`${endpoint} to report storage version ${major}.${minor}.0`, 30_000, async () => {
-        const extras = statusExtras(await rawStatus(endpoint, e2e.cluster.clientTls));
-        expect(extras.dbSizeQuotaBytes, endpoint).toBeGreaterThan(0);
-        return extras.storageVersion === `${major}.${minor}.0`;
-      });
-    }
+    await waitForStorageVersion(e2e, toVersion);
     expect(e2e.cluster.binaries()).toEqual(names.map(() => to.etcd));
   });
 });

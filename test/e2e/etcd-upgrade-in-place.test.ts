@@ -8,15 +8,18 @@
 // ETCD_GUARD_ETCD35_BIN_DIR / ETCD_GUARD_ETCD36_BIN_DIR name the binaries' dirs (scripts/test.sh
 // sets them); without them the scripts run here (a first build takes minutes).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { statusExtras } from '../../functions/adapters/etcd-status-extras.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import { MIN_ETCD_FOR_3_6 } from '../../webhook/domain/etcd-upgrade.js';
 import { etcdVersion } from '../harness/etcd-cluster.js';
 import { startEtcdWebhook, type EtcdWebhook } from '../harness/etcd-webhook.js';
-import { etcdBinariesFrom, evaluationWhen, startOnNextVersion, type EtcdBinaries } from '../harness/etcd-upgrade.js';
-import { rawStatus } from '../harness/raw-status.js';
+import {
+  etcdBinariesFrom,
+  evaluationWhen,
+  startOnNextVersion,
+  waitForStorageVersion,
+  type EtcdBinaries,
+} from '../harness/etcd-upgrade.js';
 import { admissionFixture } from '../harness/reviews.js';
-import { waitFor } from '../harness/wait.js';
 
 let e2e: EtcdWebhook;
 let to: EtcdBinaries;
@@ -126,14 +129,7 @@ describe('an in-place upgrade of a real etcd from 3.5 to 3.6, judged at each ste
   }
 
   it('after: the upgraded members move their storage version to 3.6 and report their quota', async () => {
-    const [major, minor] = toVersion.split('.');
-    for (const endpoint of e2e.cluster.endpoints) {
-      await waitFor(`${endpoint} to report storage version ${major}.${minor}.0`, 30_000, async () => {
-        const extras = statusExtras(await rawStatus(endpoint, e2e.cluster.clientTls));
-        expect(extras.dbSizeQuotaBytes, endpoint).toBeGreaterThan(0);
-        return extras.storageVersion === `${major}.${minor}.0`;
-      });
-    }
+    await waitForStorageVersion(e2e, toVersion);
     expect(e2e.cluster.binaries()).toEqual(names.map(() => to.etcd));
   });
 });

@@ -5,8 +5,10 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { expect } from 'vitest';
+import { statusExtras } from '../../functions/adapters/etcd-status-extras.js';
 import type { Evaluation } from '../../functions/domain/evaluation-document.js';
 import type { EtcdWebhook } from './etcd-webhook.js';
+import { rawStatus } from './raw-status.js';
 import { waitFor } from './wait.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -94,4 +96,31 @@ export async function startOnNextVersion(
   const versions = versionsOf(evaluation);
   for (const name of below) expect(versions[name]).toBe(fromVersion);
   return { evaluation, upgraded, below };
+}
+
+/** Waits until every member reports the storage version of `version`'s minor and a quota (the 3.6 Status fields). */
+export async function waitForStorageVersion(e2e: EtcdWebhook, version: string): Promise<void> {
+  const [major, minor] = version.split('.');
+  for (const endpoint of e2e.cluster.endpoints) {
+    await waitFor(`${endpoint} to report storage version ${major}.${minor}.0`, 30_000, async () => {
+      const extras = statusExtras(await rawStatus(endpoint, e2e.cluster.clientTls));
+      expect(extras.dbSizeQuotaBytes, endpoint).toBeGreaterThan(0);
+      return extras.storageVersion === `${major}.${minor}.0`;
+    });
+  }
+}
+
+/**
+ * Stores `real` as a fresh evaluation whose members all run `version`, and waits until the
+ * webhook's cache holds it: the same cluster once its members were upgraded, without upgrading them.
+ */
+export async function cacheMembersOn(e2e: EtcdWebhook, real: Evaluation, version: string): Promise<Evaluation> {
+  const upgraded: Evaluation = {
+    ...real,
+    evaluatedAt: new Date().toISOString(),
+    members: real.members.map((member) => ({ ...member, version })),
+  };
+  await e2e.store.write(upgraded);
+  await e2e.webhook.waitCached(upgraded);
+  return upgraded;
 }
