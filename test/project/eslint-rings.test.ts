@@ -21,6 +21,7 @@ async function messagesFor(file: string, code: string): Promise<string[]> {
 const ENTRY_POINT = 'only entry points import entry points';
 const USE_CASE = 'adapters implement ports (functions/ports) and never import use cases';
 const PURE_ADAPTER = 'core and shared code must not import adapters';
+const TESTS = 'product code never imports tests or the test harness';
 
 const planted = (from: string) => `import { loadGuardConfigFile } from '${from}';\nexport const planted = loadGuardConfigFile;\n`;
 
@@ -52,6 +53,9 @@ describe('the rings hold: an upward import is an eslint error naming the rule', 
       says: ENTRY_POINT,
     },
     { ring: 'functions domain', file: 'functions/domain/targets.ts', from: '../adapters/kube.js', says: PURE_ADAPTER },
+    { ring: 'functions domain', file: 'functions/domain/targets.ts', from: '../../test/harness/probe-input.js', says: TESTS },
+    { ring: 'adapters', file: 'functions/adapters/kube.ts', from: './kube-agents.test.js', says: TESTS },
+    { ring: 'webhook server', file: 'webhook/server/app.ts', from: '../../test/harness/webhook.js', says: TESTS },
   ])('$ring ($file) importing $from', async ({ file, from, says }) => {
     const messages = await messagesFor(file, planted(from));
     expect(
@@ -73,6 +77,9 @@ describe('the rings hold: an upward import is an eslint error naming the rule', 
     { file: 'webhook/server/main.ts', from: '../../functions/entrypoints/config-file.js', name: 'loadGuardConfigFile' },
     { file: 'functions/entrypoints/handlers.ts', from: './config-file.js', name: 'loadGuardConfigFile' },
     { file: 'functions/usecases/scheduled-run.ts', from: '../domain/config.js', name: 'ConfigError' },
+    // A test beside a domain module reaches across the rings: the harness, adapters, the entry points.
+    { file: 'functions/domain/shard.test.ts', from: '../../test/harness/probe-input.js', name: 'probedThree' },
+    { file: 'webhook/domain/decide.test.ts', from: '../../functions/entrypoints/config-file.js', name: 'loadGuardConfigFile' },
   ])('stays quiet where the import is allowed: $file importing $from', async ({ file, from, name }) => {
     const code = `import { ${name} } from '${from}';\nexport const planted = ${name};\n`;
     expect(await messagesFor(file, code)).toEqual([]);
