@@ -259,9 +259,17 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
       expect(asked).toEqual(['scheduled']);
     });
 
-    it('returns the fresh evaluation before the store write finishes, and the write still lands', async () => {
+    it('returns the fresh evaluation before the store write starts, and the write still lands', async () => {
       const gate = deferred<void>();
-      const store = gatedStore(gate.promise);
+      const writing = deferred<void>();
+      const inner = gatedStore(gate.promise);
+      const store = {
+        ...inner,
+        write: (evaluation: Evaluation) => {
+          writing.resolve();
+          return inner.write(evaluation);
+        },
+      };
       const fresh: Evaluation[] = [];
       const onDemand = new OnDemandEvaluations({
         config,
@@ -272,13 +280,16 @@ describe('OnDemandEvaluations with an injected evaluate and the real file store'
       });
       const evaluation = await onDemand.evaluateForAdmission('alpha', { persist: true });
       expect(evaluation.target).toBe('alpha');
-      expect(store.writes).toEqual([evaluation]);
+      // The caller's turn (where the webhook builds and writes its answer) runs before the write.
+      expect(inner.writes).toEqual([]);
+      await writing.promise;
+      expect(inner.writes).toEqual([evaluation]);
       expect(fresh).toEqual([]);
       gate.resolve();
       // refresh() within the window shares the same run and settles once the write has landed.
       expect(await onDemand.refresh('alpha')).toEqual(evaluation);
       expect(fresh).toEqual([evaluation]);
-      expect(store.writes).toHaveLength(1);
+      expect(inner.writes).toHaveLength(1);
     });
 
     it('hands a failed background write to onBackgroundStoreError and still returns the evaluation', async () => {

@@ -109,6 +109,11 @@ export class StarvedEvaluationError extends OverloadError {
   }
 }
 
+/** `value`, in the event loop's check phase: after every promise job queued before it has run. */
+function afterThisTurn<T>(value: T): Promise<T> {
+  return new Promise((resolve) => setImmediate(() => resolve(value)));
+}
+
 function quote(name: string): string {
   const shown = name.length > MAX_ECHOED_NAME ? `${name.slice(0, MAX_ECHOED_NAME)}...` : name;
   return JSON.stringify(shown);
@@ -325,9 +330,17 @@ export class OnDemandEvaluations {
       }
       return this.unlessStarved(target, fresh, stalls.stop());
     });
+    const storeIt = (fresh: Evaluation) => this.store(target, fresh);
     const run: Run = {
       evaluation,
-      promise: store ? evaluation.then((fresh) => this.store(target, fresh)) : evaluation,
+      // An admission request's answer is built from `evaluation` in the same turn of the event
+      // loop: its write (checking the document is part of it) starts once that answer is out, so
+      // the apiserver never waits on it. An HTTP caller waits for the write anyway.
+      promise: !store
+        ? evaluation
+        : kind === 'admission'
+          ? evaluation.then(afterThisTurn).then(storeIt)
+          : evaluation.then(storeIt),
       settledAtMs: null,
       startedAtMs: null,
       hashes: consistencyHashes(target.consistency, purpose),
