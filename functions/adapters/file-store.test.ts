@@ -191,6 +191,25 @@ describe('FileStore', () => {
     expect(error.message).toContain('passed');
   });
 
+  it('makes the directory again when it was removed after a write', async () => {
+    const store = new FileStore(dir);
+    expect(await store.write(makeEvaluationAt(10, { target: 'prod' }))).toEqual({ written: true });
+    rmSync(dir, { recursive: true });
+    const later = makeEvaluationAt(20, { target: 'prod' });
+    expect(await store.write(later)).toEqual({ written: true });
+    expect(await store.read('prod')).toEqual(later);
+    expect(readdirSync(dir)).toEqual(['prod.json']);
+  });
+
+  it('reports a directory replaced by a file after a write as a StoreError naming it', async () => {
+    const store = new FileStore(dir);
+    await store.write(makeEvaluationAt(10, { target: 'prod' }));
+    rmSync(path.dirname(dir), { recursive: true });
+    writeFileSync(path.dirname(dir), 'not a directory');
+    const error = await captureStoreError(store.write(makeEvaluationAt(20, { target: 'prod' })));
+    expect(error.message).toContain(path.dirname(dir));
+  });
+
   it('reports an unwritable directory as a StoreError naming the path', async () => {
     // A regular file where the directory should be: mkdir fails with EEXIST/ENOTDIR for any user.
     const blocked = path.join(root, 'blocked');

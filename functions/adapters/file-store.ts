@@ -77,6 +77,9 @@ async function readRegularFile(file: string): Promise<string | null | StoreError
       if (bytesRead === 0) break;
       length += bytesRead;
       if (length > MAX_STORED_EVALUATION_BYTES) return tooLarge(file, length);
+      // A regular file reads short only at its end: the buffer, one byte larger than fstat said,
+      // not filled means the whole file is in, without a read that returns nothing.
+      if (length < buffer.length) break;
     }
     return buffer.subarray(0, length).toString('utf8');
   } finally {
@@ -100,6 +103,8 @@ const writeChains = new Map<string, Promise<unknown>>();
 export class FileStore implements EvaluationStore {
   readonly dir: string;
   private readonly now: () => Date;
+  /** Set once the directory was made: a write then makes it again only when it has gone. */
+  private directoryMade = false;
 
   /** `options.now`: the writer's clock (tests set a skewed one); the filesystem's mtime is the store's. */
   constructor(dir: string, options: { now?: () => Date } = {}) {
@@ -192,11 +197,11 @@ export class FileStore implements EvaluationStore {
     const held = stored instanceof StoreError ? null : stored;
     // A corrupt document's sequence is not trusted: the count restarts at 1.
     const sequence = nextSequence(held?.sequence ?? 0);
-    await this.makeDirectory();
+    if (!this.directoryMade) await this.makeDirectory();
     // Hidden, unique, same directory (rename must not cross filesystems), never "<target>.json".
     const temp = path.join(this.dir, `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
     try {
-      const handle = await open(temp, 'wx', 0o644);
+      const handle = await this.openTemp(temp);
       let decision: ReturnType<typeof writeDecision>;
       try {
         // The new file's mtime is the store's clock: the one every reader of this directory shares.
@@ -223,14 +228,29 @@ export class FileStore implements EvaluationStore {
         : { written: true, stampCorrectedByMs: decision.stampCorrectedByMs };
     } catch (error) {
       await unlink(temp).catch(() => undefined);
+      // The directory could not be made again: that error already says why.
+      if (error instanceof StoreError) throw error;
       const code = errnoCode(error);
       throw new StoreError(kindForErrno(code), `cannot write ${file}: ${code ?? (error as Error).message}`, { cause: error });
+    }
+  }
+
+  /** The new temp file; the directory is made again first when it was removed since. */
+  private async openTemp(temp: string): Promise<FileHandle> {
+    try {
+      return await open(temp, 'wx', 0o644);
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') throw error;
+      this.directoryMade = false;
+      await this.makeDirectory();
+      return open(temp, 'wx', 0o644);
     }
   }
 
   private async makeDirectory(): Promise<void> {
     try {
       await mkdir(this.dir, { recursive: true });
+      this.directoryMade = true;
     } catch (error) {
       const code = errnoCode(error);
       throw new StoreError(kindForErrno(code), `cannot create directory ${this.dir}: ${code ?? (error as Error).message}`, {
