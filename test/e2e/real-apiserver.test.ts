@@ -461,10 +461,13 @@ describe('issue 29: kubectl against the webhook the shipped manifests register',
         [CP_LABEL]: '',
         team: 'infra',
       });
-      const decided = (webhook?.output() ?? '')
-        .split('\n')
-        .filter((line) => line.includes('"msg":"admission decision"') && line.includes(`"${NS}/${CP_MACHINE}"`));
-      expect(decided.map((line) => (JSON.parse(line) as { operation: string }).operation)).toEqual(['UPDATE']);
+      // The decision's log line is written after its answer, so it can trail kubectl's exit.
+      const decided = () =>
+        (webhook?.output() ?? '')
+          .split('\n')
+          .filter((line) => line.includes('"msg":"admission decision"') && line.includes(`"${NS}/${CP_MACHINE}"`));
+      await waitFor('the label strip to be decided', 10_000, () => decided().length > 0);
+      expect(decided().map((line) => (JSON.parse(line) as { operation: string }).operation)).toEqual(['UPDATE']);
     });
 
     const overridePatch = (replicas: number, reason: string) =>
