@@ -4,7 +4,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { mkdtemp, mkdir, open, rm } from 'node:fs/promises';
+import { mkdtemp, mkdir, open, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { generateTestCerts, type CaKeyType, type TestCerts } from './certs.js';
@@ -195,7 +195,26 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** A member that exited while its cluster was starting (e.g. its port was taken meanwhile). */
+class MemberDidNotStart extends Error {}
+
+/**
+ * A cluster whose every member is running. A port is picked free and then released for etcd to
+ * bind, so another process can take it in between; the cluster would then come up on the other
+ * members' quorum with one member dead. Such a start is made again on new ports, twice at most.
+ */
 export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): Promise<EtcdTestCluster> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startEtcdClusterOnce(options);
+    } catch (error) {
+      if (!(error instanceof MemberDidNotStart) || attempt >= 3) throw error;
+      console.warn(`etcd harness: starting again on new ports: ${error.message}`);
+    }
+  }
+}
+
+async function startEtcdClusterOnce(options: StartEtcdClusterOptions): Promise<EtcdTestCluster> {
   installSafetyNet();
   const size = options.size ?? 3;
   const prefix = options.name ?? 'etcd';
@@ -483,6 +502,16 @@ export async function startEtcdCluster(options: StartEtcdClusterOptions = {}): P
     }
     await Promise.all(members.map((_, index) => launch(index, 'new')));
     await cluster.waitHealthy();
+    const dead = members.filter((_, index) => !processes.has(index));
+    if (dead.length > 0) {
+      const logs = await Promise.all(
+        dead.map(async (member) => {
+          const text = await readFile(path.join(dir, `${member.name}.log`), 'utf8').catch(() => '');
+          return `${member.name} (${member.clientUrl}) exited: ${text.trim().split('\n').slice(-3).join(' | ')}`;
+        }),
+      );
+      throw new MemberDidNotStart(logs.join('; '));
+    }
   } catch (error) {
     await cluster.destroy();
     throw error;
