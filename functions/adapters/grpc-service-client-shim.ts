@@ -44,18 +44,14 @@ type StatusWithExtras = IStatusResponse & { extras: StatusExtras };
  * answers without the extras (a 3.6 member's quota then falls back to the configured one).
  */
 export function statusWithExtras(client: Etcd3, deadline: Date): Promise<StatusWithExtras> {
-  const host = onlyHost(client) as { getServiceClient?: (name: string) => unknown } | null;
-  const service =
-    typeof host?.getServiceClient === 'function' ? (host.getServiceClient('Maintenance') as RawServiceClient) : null;
-  const method = service?.constructor.service?.Status;
-  if (service === null || typeof service.makeUnaryRequest !== 'function' || method === undefined) {
-    return client.maintenance.status({ deadline }).then((response) => ({ ...response, extras: {} }));
-  }
+  const unary = unaryMethod(client, 'Maintenance', 'Status');
+  if (unary === null) return client.maintenance.status({ deadline }).then((response) => ({ ...response, extras: {} }));
+  const { serviceClient, definition } = unary;
   return new Promise((resolve, reject) => {
-    service.makeUnaryRequest(
-      method.path,
-      method.requestSerialize,
-      (bytes) => ({ ...(method.responseDeserialize(bytes) as IStatusResponse), extras: statusExtras(bytes) }),
+    serviceClient.makeUnaryRequest(
+      definition.path,
+      definition.requestSerialize,
+      (bytes) => ({ ...(definition.responseDeserialize(bytes) as IStatusResponse), extras: statusExtras(bytes) }),
       {},
       { deadline },
       (error, value) => (error ? reject(error) : resolve(value as StatusWithExtras)),
@@ -69,18 +65,14 @@ export function statusWithExtras(client: Etcd3, deadline: Date): Promise<StatusW
  * camelCase of `HashKV`, `hashKv`, so etcd3's documented call never reaches the member.
  */
 export function hashKVRaw(client: Etcd3, revision: number, deadline: Date): Promise<IHashKVResponse> {
-  const host = onlyHost(client) as { getServiceClient?: (name: string) => unknown } | null;
-  const service =
-    typeof host?.getServiceClient === 'function' ? (host.getServiceClient('Maintenance') as RawServiceClient) : null;
-  const method = service?.constructor.service?.HashKV;
-  if (service === null || typeof service.makeUnaryRequest !== 'function' || method === undefined) {
-    return Promise.reject(new Error('this etcd3 client offers no HashKV call'));
-  }
+  const unary = unaryMethod(client, 'Maintenance', 'HashKV');
+  if (unary === null) return Promise.reject(new Error('this etcd3 client offers no HashKV call'));
+  const { serviceClient, definition } = unary;
   return new Promise((resolve, reject) => {
-    service.makeUnaryRequest(
-      method.path,
-      method.requestSerialize,
-      method.responseDeserialize,
+    serviceClient.makeUnaryRequest(
+      definition.path,
+      definition.requestSerialize,
+      definition.responseDeserialize,
       { revision: String(revision) },
       { deadline },
       (error, value) => (error ? reject(error) : resolve(value as IHashKVResponse)),
@@ -95,6 +87,23 @@ interface CallingHost {
 }
 
 /**
+ * The service client etcd3 made for the client's one Host, and `method`'s definition on it; null
+ * when etcd3's or grpc-js's internals differ (each caller then falls back as it says).
+ */
+function unaryMethod(
+  client: Etcd3,
+  service: string,
+  method: string,
+): { host: CallingHost; serviceClient: RawServiceClient; definition: UnaryMethod } | null {
+  const host = onlyHost(client) as CallingHost | null;
+  if (host === null || typeof host.getServiceClient !== 'function') return null;
+  const serviceClient = host.getServiceClient(service) as RawServiceClient | null | undefined;
+  const definition = serviceClient?.constructor.service?.[method];
+  if (serviceClient == null || typeof serviceClient.makeUnaryRequest !== 'function' || definition === undefined) return null;
+  return { host, serviceClient, definition };
+}
+
+/**
  * One unary call straight on the service client etcd3 made for the Host, as etcd3's pool makes it
  * (the same call options, its errors cast the same way, a connection-level failure resetting the
  * Host's services), without what a one-member client with its policies off gains nothing from:
@@ -102,11 +111,9 @@ interface CallingHost {
  * call's CPU. Null when etcd3's internals differ: the caller then makes the documented call.
  */
 function rawUnary<T>(client: Etcd3, service: string, method: string, request: unknown, deadline: Date): Promise<T> | null {
-  const host = onlyHost(client) as CallingHost | null;
-  if (host === null || typeof host.getServiceClient !== 'function') return null;
-  const serviceClient = host.getServiceClient(service) as RawServiceClient;
-  const definition = serviceClient?.constructor.service?.[method];
-  if (typeof serviceClient?.makeUnaryRequest !== 'function' || definition === undefined) return null;
+  const unary = unaryMethod(client, service, method);
+  if (unary === null) return null;
+  const { host, serviceClient, definition } = unary;
   return new Promise((resolve, reject) => {
     serviceClient.makeUnaryRequest(
       definition.path,
