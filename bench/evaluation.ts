@@ -35,7 +35,8 @@ export function targetFor(cluster: EtcdTestCluster, name: string, timeout: strin
   return target;
 }
 
-function rawClient(cluster: EtcdTestCluster, endpoint: string): Etcd3 {
+/** A raw etcd3 client to one member with the test client credentials, its retries off. */
+export function rawClient(cluster: EtcdTestCluster, endpoint: string): Etcd3 {
   const options: IOptions = {
     hosts: endpoint,
     credentials: {

@@ -11,14 +11,13 @@
 // - a non-guarded UPDATE (a label edit of a guarded kind) against the bare server: requests/s;
 // - the webhook's open sockets after 1,000 guarded decisions and after the idle timeout.
 import autocannon from 'autocannon';
-import { noop } from 'cockatiel';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import { PROBE_KEY } from '../functions/adapters/etcd-member-probe.js';
 import { FileStore } from '../functions/adapters/file-store.js';
 import type { Target } from '../functions/domain/targets.js';
 import { guardConfigSchema, targetSchema } from '../functions/domain/config.js';
@@ -27,6 +26,7 @@ import { createWarmConnections, evaluateResolvedTarget } from '../functions/usec
 import { generateTestCerts } from '../test/harness/certs.js';
 import { startEtcdCluster, type EtcdTestCluster } from '../test/harness/etcd-cluster.js';
 import type { CapiLiveSetup } from './capi-live-child.js';
+import { rawClient } from './evaluation.js';
 import { firstMessage, killAndWait, percentile, REPO_DIR, spawnTsx, validateLoad, waitFor, type ResultRow } from './lib.js';
 
 const GUARDED = path.join(REPO_DIR, 'test/fixtures/admission/kcp-scale-up-3-to-5.json');
@@ -104,54 +104,8 @@ async function manyConnections(
   return { rps: result.requests.total / Math.max(result.duration, 0.001), requests: result.requests.total };
 }
 
-/** Warm raw etcd Status round trips to one member on one client: each one's latency in ms. */
-async function rawStatus(cluster: EtcdTestCluster, seconds: number): Promise<number[]> {
-  const client = new Etcd3({
-    hosts: cluster.endpoints[0] ?? '',
-    credentials: {
-      rootCertificate: readFileSync(cluster.tls.caFile),
-      certChain: readFileSync(cluster.tls.certFile),
-      privateKey: readFileSync(cluster.tls.keyFile),
-    },
-    faultHandling: { host: () => noop, global: noop },
-  });
-  try {
-    for (let warm = 0; warm < 50; warm += 1) await client.maintenance.status();
-    const latencies: number[] = [];
-    const until = performance.now() + seconds * 1000;
-    while (performance.now() < until) {
-      const started = performance.now();
-      await client.maintenance.status();
-      latencies.push(performance.now() - started);
-    }
-    return latencies;
-  } finally {
-    client.close();
-  }
-}
-
-function clientsOf(cluster: EtcdTestCluster): Etcd3[] {
-  const credentials = {
-    rootCertificate: readFileSync(cluster.tls.caFile),
-    certChain: readFileSync(cluster.tls.certFile),
-    privateKey: readFileSync(cluster.tls.keyFile),
-  };
-  return cluster.endpoints.map((hosts) => new Etcd3({ hosts, credentials, faultHandling: { host: () => noop, global: noop } }));
-}
-
-const PROBE_KEY = Buffer.from('etcd-guard.io/probe');
-
-/**
- * The evidence floor: what a healthy evaluation asks etcd (each member's Status and linearizable
- * count-only read, one member list), raw on one warm client per member, all at once, with nothing
- * of ours around it. Each round's latency in ms.
- */
-async function rawEvidence(clients: readonly Etcd3[], seconds: number): Promise<number[]> {
-  const round = () =>
-    Promise.all([
-      ...clients.flatMap((client) => [client.maintenance.status(), client.kv.range({ key: PROBE_KEY, count_only: true })]),
-      clients[0]?.cluster.memberList({}),
-    ]);
+/** `round` 50 times to warm up, then again and again for `seconds`: each timed one's latency in ms. */
+async function warmRounds(round: () => Promise<unknown>, seconds: number): Promise<number[]> {
   for (let warm = 0; warm < 50; warm += 1) await round();
   const latencies: number[] = [];
   const until = performance.now() + seconds * 1000;
@@ -161,6 +115,25 @@ async function rawEvidence(clients: readonly Etcd3[], seconds: number): Promise<
     latencies.push(performance.now() - started);
   }
   return latencies;
+}
+
+/** Warm raw etcd Status round trips to one member on one client: each one's latency in ms. */
+function rawStatus(client: Etcd3, seconds: number): Promise<number[]> {
+  return warmRounds(() => client.maintenance.status(), seconds);
+}
+
+/**
+ * The evidence floor: what a healthy evaluation asks etcd (each member's Status and linearizable
+ * count-only read of the probe key, one member list), raw on one warm client per member, all at
+ * once, with nothing of ours around it. Each round's latency in ms.
+ */
+function rawEvidence(clients: readonly Etcd3[], seconds: number): Promise<number[]> {
+  const round = () =>
+    Promise.all([
+      ...clients.flatMap((client) => [client.maintenance.status(), client.kv.range({ key: PROBE_KEY, count_only: true })]),
+      clients[0]?.cluster.memberList({}),
+    ]);
+  return warmRounds(round, seconds);
 }
 
 interface Children {
@@ -287,15 +260,18 @@ export async function runLiveBench(options: LiveOptions): Promise<ResultRow[]> {
     const floor: number[] = [];
     const ours: number[] = [];
     const before1 = await stats(running.live0.child);
-    const floorClients = clientsOf(cluster);
+    const etcd = cluster;
+    const clients = etcd.endpoints.map((endpoint) => rawClient(etcd, endpoint));
     try {
+      const [one] = clients;
+      if (one === undefined) throw new Error('the bench etcd has no member');
       for (let round = 0; round < 2; round += 1) {
-        raw.push(...(await rawStatus(cluster, options.latencySeconds / 2)));
+        raw.push(...(await rawStatus(one, options.latencySeconds / 2)));
         ours.push(...(await oneConnection(running.live0.url, guarded, options.latencySeconds / 2, true)));
-        floor.push(...(await rawEvidence(floorClients, options.latencySeconds / 2)));
+        floor.push(...(await rawEvidence(clients, options.latencySeconds / 2)));
       }
     } finally {
-      for (const client of floorClients) client.close();
+      for (const client of clients) client.close();
     }
     const after1 = await stats(running.live0.child);
 

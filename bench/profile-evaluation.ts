@@ -4,10 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { startEtcdCluster } from '../test/harness/etcd-cluster.js';
 import { evaluateTarget } from '../functions/usecases/evaluate-target.js';
 import { percentile } from './lib.js';
-import { targetFor } from './evaluation.js';
-import { Etcd3 } from 'etcd3';
-import { noop } from 'cockatiel';
-import { readFileSync } from 'node:fs';
+import { rawClient, targetFor } from './evaluation.js';
 const beforeModule =
   process.env.BEFORE_DIR === undefined
     ? null
@@ -20,15 +17,7 @@ const cluster = await startEtcdCluster({ name: 'h20prof' });
 try {
   const target = targetFor(cluster, 'bench', '2s');
   const raw = async () => {
-    const client = new Etcd3({
-      hosts: cluster.endpoints[0]!,
-      credentials: {
-        rootCertificate: readFileSync(cluster.tls.caFile),
-        certChain: readFileSync(cluster.tls.certFile),
-        privateKey: readFileSync(cluster.tls.keyFile),
-      },
-      faultHandling: { host: () => noop, global: noop },
-    });
+    const client = rawClient(cluster, cluster.endpoints[0] ?? '');
     try {
       await client.maintenance.status({ deadline: new Date(Date.now() + 2000) });
     } finally {

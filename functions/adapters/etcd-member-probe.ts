@@ -57,7 +57,7 @@ export function tlsHandshakeCounts(): { resumed: number; verified: number } {
 }
 
 /** A key nobody writes: a range on it is a cheap linearizable read. */
-const PROBE_KEY = Buffer.from('etcd-guard.io/probe');
+export const PROBE_KEY = Buffer.from('etcd-guard.io/probe');
 /** etcd's ErrNoLeader text, the one entry of Status `errors` that is not an alarm. */
 const ETCD_NO_LEADER = 'etcdserver: no leader';
 /** Time the wall-clock guard allows past the gRPC deadline before it gives up on a call. */
